@@ -1,0 +1,19 @@
+// Helpers shared by the tests: where the shared folder is, golden files, the horizon binary.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hz::test {
+
+// The shared folder: $HORIZON_SHARED_DIR, else the path CMake baked in.
+std::string shared_dir();
+std::string model_path(const std::string& file);    // shared/models/<file>
+std::string testdata_path(const std::string& rel);  // shared/testdata/<rel>
+// A fresh temporary directory for one test (removed by the caller or left in /tmp).
+std::string make_temp_dir(const std::string& prefix);
+
+// Runs a shell command, returns its exit code; stdout and stderr captured if the pointers are set.
+int run_command(const std::string& cmd, std::string* out = nullptr, std::string* err = nullptr);
+
+}  // namespace hz::test
