@@ -1,0 +1,44 @@
+// SingleSequence: drives one sequence through a Model with its own small KV cache, step by step.
+// For tests, `horizon perplexity` and other tools that need exact per-position logits without the
+// scheduler. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
+namespace hz {
+
+struct SingleSequenceOptions {
+  int32_t max_tokens = 512;      // capacity in positions
+  int32_t block_tokens = 16;
+  DType kv_dtype = DType::kF16;
+};
+
+class SingleSequence {
+ public:
+  SingleSequence(Model& model, ThreadPool& pool, const SingleSequenceOptions& opts);
+
+  // Appends `tokens` (one forward call) and returns the logits of the last token, or of every token
+  // when `all_logits` ([n][vocab]).
+  const std::vector<float>& append(const std::vector<int32_t>& tokens, bool all_logits = false);
+  // Appends `tokens` in forward calls of at most `chunk` tokens; returns the last token's logits.
+  const std::vector<float>& append_chunked(const std::vector<int32_t>& tokens, int32_t chunk);
+  int64_t num_tokens() const { return num_tokens_; }
+  void reset();
+  KvCache& kv() { return *kv_; }
+
+ private:
+  Model& model_;
+  ThreadPool& pool_;
+  std::unique_ptr<KvCache> kv_;
+  std::vector<int32_t> block_table_;
+  int64_t num_tokens_ = 0;
+  std::vector<float> logits_;
+};
+
+}  // namespace hz
