@@ -1,0 +1,70 @@
+// Text <-> token ids for GGUF vocabularies: SentencePiece-style (tokenizer.ggml.model = llama) and
+// byte-level BPE (gpt2) with the pre-tokenizer named by tokenizer.ggml.pre; special tokens; BOS/EOS.
+// Immutable after from_gguf: every const method is safe to call from several threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "format/gguf.h"
+#include "tokenizer/special_token_matcher.h"
+#include "tokenizer/streaming_detokenizer.h"  // part of the tokenizer API
+#include "tokenizer/vocab.h"
+
+namespace hz {
+
+class SpmTokenizer;
+class BpeTokenizer;
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.* metadata only (vocabulary-only files work); errors name the key at fault.
+  static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& f);
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // add_special: BOS/EOS as the vocabulary asks (add_bos()/add_eos()). parse_special: control
+  // tokens written in the text (e.g. "<s>") become their ids; user-defined tokens always do.
+  // Any byte sequence is accepted; invalid UTF-8 is tokenized as bytes.
+  std::vector<int32_t> encode(std::string_view text, bool add_special = true, bool parse_special = false) const;
+
+  // The concatenated pieces. Like llama.cpp's detokenize: with the SentencePiece space prefix, the
+  // first token loses one leading space; remove_special drops a leading BOS / trailing EOS (and
+  // then keeps that space); unparse_special renders control tokens as their text.
+  std::string decode(const std::vector<int32_t>& ids, bool remove_special = false, bool unparse_special = false) const;
+
+  // The bytes this token contributes to output text (control and unknown tokens: nothing, unless
+  // `special`, then their text). Out-of-range ids give "".
+  std::string token_to_piece(int32_t id) const;
+  std::string token_to_piece(int32_t id, bool special) const;
+  // The raw vocabulary entry ("" for out-of-range ids).
+  const std::string& token_text(int32_t id) const;
+
+  int32_t vocab_size() const { return vocab_.size(); }
+  int32_t bos_id() const { return vocab_.bos_id(); }  // -1 when absent
+  int32_t eos_id() const { return vocab_.eos_id(); }
+  bool add_bos() const { return vocab_.add_bos(); }
+  bool add_eos() const { return vocab_.add_eos(); }
+  bool is_eog(int32_t id) const { return vocab_.is_eog(id); }
+  bool is_control(int32_t id) const { return vocab_.valid_id(id) && vocab_.type(id) == TokenType::kControl; }
+  const Vocab& vocab() const { return vocab_; }
+
+ private:
+  explicit Tokenizer(Vocab vocab);
+  // Encodes text that holds no special tokens. `after_special`: nothing or a special token
+  // precedes it (SentencePiece then prefixes a space).
+  void encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
+
+  Vocab vocab_;
+  SpecialTokenMatcher specials_;
+  std::unique_ptr<SpmTokenizer> spm_;  // exactly one of spm_, bpe_ is set
+  std::unique_ptr<BpeTokenizer> bpe_;
+  std::vector<std::string> pieces_;  // token_to_piece(id, special = false), precomputed
+};
+
+}  // namespace hz
