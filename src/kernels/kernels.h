@@ -19,7 +19,8 @@ namespace hz::kernels {
 enum class Isa { kScalar, kAvx2 };
 // The implementation in use: the best this CPU supports unless forced (tests, HORIZON_ISA=scalar).
 Isa active_isa();
-void force_isa(Isa isa);
+void force_isa(Isa isa);  // forcing an ISA this CPU lacks is a programmer error (checked)
+bool isa_supported(Isa isa);
 const char* isa_name(Isa isa);
 // CPU features relevant to the kernels, e.g. "avx2 fma f16c" (for doctor and bench reports).
 const char* cpu_features();

@@ -1,0 +1,198 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "model/attention.h"
+
+namespace hz {
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+  HZ_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
+  HZ_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_gguf(f));
+  if (cfg.name.empty()) cfg.name = path.substr(path.find_last_of('/') + 1);
+  HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(f, cfg));
+  if (cfg.num_experts > 0) {
+    // TODO(#8): mixture-of-experts forward pass.
+    return unimplemented("{}: mixture-of-experts models are not supported yet", path);
+  }
+  return std::unique_ptr<Model>(new Model(std::move(f), std::move(cfg), std::move(w)));
+}
+
+Model::Model(GgufFile file, ModelConfig cfg, ModelWeights w)
+    : file_(std::move(file)), cfg_(std::move(cfg)), w_(std::move(w)), rope_(cfg_.rope, cfg_.head_dim) {}
+
+uint64_t Model::streamed_weight_bytes() const {
+  uint64_t total = 0;
+  auto add = [&](const Matrix& m) {
+    if (m.present()) total += m.row_bytes * m.rows;
+  };
+  add(w_.output);
+  for (const auto& L : w_.layers) {
+    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*m);
+  }
+  return total;
+}
+
+// y[t][r] = W[r] . x[t]: activations are converted once to the weight's activation type, then the
+// rows are split among threads (a split over rows never changes any element's arithmetic).
+void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {
+  const uint64_t arb = kernels::activation_row_bytes(w.dtype, w.cols);
+  if (act_.size() < arb * num_tokens) act_.resize(arb * num_tokens);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    kernels::quantize_activation_row(w.dtype, x + t * w.cols, act_.data() + t * arb, w.cols);
+  }
+  const int64_t rows = w.rows;
+  // Row chunks: enough tasks to balance threads, large enough to amortise dispatch.
+  int64_t chunk = std::max<int64_t>(16, rows / (pool.num_threads() * 8));
+  chunk = (chunk + 15) / 16 * 16;
+  const int64_t num_tasks = (rows + chunk - 1) / chunk;
+  const uint8_t* a = act_.data();
+  pool.parallel_for(num_tasks, [&](int64_t task, int) {
+    int64_t r0 = task * chunk;
+    int64_t r1 = std::min(rows, r0 + chunk);
+    kernels::matmul(w.dtype, w.cols, w.data, w.row_bytes, r0, r1, a, arb, num_tokens, y, rows);
+  });
+}
+
+void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int32_t layer, ThreadPool& pool) {
+  const ModelConfig& c = cfg_;
+  const LayerWeights& L = w_.layers[layer];
+  int64_t total = 0;
+  for (const auto& s : batch) total += s.num_tokens;
+
+  for (int64_t t = 0; t < total; ++t) kernels::rms_norm(&x_[t * c.hidden], L.attn_norm.data(), &xn_[t * c.hidden], c.hidden, c.rms_eps);
+  matmul(L.wq, xn_.data(), total, q_.data(), pool);
+  matmul(L.wk, xn_.data(), total, k_.data(), pool);
+  matmul(L.wv, xn_.data(), total, v_.data(), pool);
+
+  // Biases, per-head q/k norms, RoPE, and the K/V write into the cache, token by token.
+  const KvCacheConfig& kc = kv.config();
+  const uint64_t rb = kv.row_bytes();
+  int64_t t = 0;
+  for (const auto& s : batch) {
+    for (int32_t i = 0; i < s.num_tokens; ++i, ++t) {
+      float* q = &q_[t * c.q_dim()];
+      float* k = &k_[t * c.kv_dim()];
+      float* v = &v_[t * c.v_dim()];
+      if (!L.bq.empty()) kernels::add(q, L.bq.data(), c.q_dim());
+      if (!L.bk.empty()) kernels::add(k, L.bk.data(), c.kv_dim());
+      if (!L.bv.empty()) kernels::add(v, L.bv.data(), c.v_dim());
+      if (!L.q_norm.empty()) {
+        for (int32_t h = 0; h < c.num_heads; ++h) kernels::rms_norm(q + h * c.head_dim, L.q_norm.data(), q + h * c.head_dim, c.head_dim, c.rms_eps);
+      }
+      if (!L.k_norm.empty()) {
+        for (int32_t h = 0; h < c.num_kv_heads; ++h) kernels::rms_norm(k + h * c.head_dim, L.k_norm.data(), k + h * c.head_dim, c.head_dim, c.rms_eps);
+      }
+      const int64_t pos = s.start_pos + i;
+      rope_.apply(q, c.num_heads, pos);
+      rope_.apply(k, c.num_kv_heads, pos);
+      const int32_t block = s.block_table[pos / kc.block_tokens];
+      const int32_t slot = static_cast<int32_t>(pos % kc.block_tokens);
+      for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+        uint8_t* kd = kv.k_data(block, layer) + (static_cast<uint64_t>(h) * kc.block_tokens + slot) * rb;
+        uint8_t* vd = kv.v_data(block, layer) + (static_cast<uint64_t>(h) * kc.block_tokens + slot) * rb;
+        if (kc.dtype == DType::kF16) {
+          kernels::f32_to_f16_row(k + h * c.head_dim, reinterpret_cast<uint16_t*>(kd), c.head_dim);
+          kernels::f32_to_f16_row(v + h * c.head_dim, reinterpret_cast<uint16_t*>(vd), c.head_dim);
+        } else {
+          std::memcpy(kd, k + h * c.head_dim, sizeof(float) * c.head_dim);
+          std::memcpy(vd, v + h * c.head_dim, sizeof(float) * c.head_dim);
+        }
+      }
+    }
+  }
+
+  // Attention: one task per (token, query head).
+  struct TokenRef {
+    const SeqSlice* s;
+    int64_t pos;
+  };
+  std::vector<TokenRef> refs;
+  refs.reserve(total);
+  for (const auto& s : batch) {
+    for (int32_t i = 0; i < s.num_tokens; ++i) refs.push_back({&s, s.start_pos + i});
+  }
+  const int32_t group = c.num_heads / c.num_kv_heads;
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const size_t scratch_per_thread = 3 * c.head_dim + kTileTokens;
+  if (attn_scratch_.size() < scratch_per_thread * pool.num_threads()) attn_scratch_.resize(scratch_per_thread * pool.num_threads());
+  pool.parallel_for(total * c.num_heads, [&](int64_t task, int thread_idx) {
+    const int64_t tok = task / c.num_heads;
+    const int32_t h = static_cast<int32_t>(task % c.num_heads);
+    float* scratch = &attn_scratch_[scratch_per_thread * thread_idx];
+    float* qs = scratch + 2 * c.head_dim + kTileTokens;
+    const float* q = &q_[tok * c.q_dim() + h * c.head_dim];
+    for (int32_t d = 0; d < c.head_dim; ++d) qs[d] = q[d] * qscale;
+    attend(kv, refs[tok].s->block_table, layer, h / group, qs, refs[tok].pos, &attn_[tok * c.q_dim() + h * c.head_dim],
+           scratch);
+  });
+
+  matmul(L.wo, attn_.data(), total, xn_.data(), pool);
+  for (int64_t i = 0; i < total; ++i) kernels::add(&x_[i * c.hidden], &xn_[i * c.hidden], c.hidden);
+}
+
+void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
+  const ModelConfig& c = cfg_;
+  for (int64_t t = 0; t < total; ++t) kernels::rms_norm(&x_[t * c.hidden], L.ffn_norm.data(), &xn_[t * c.hidden], c.hidden, c.rms_eps);
+  matmul(L.w_gate, xn_.data(), total, gate_.data(), pool);
+  matmul(L.w_up, xn_.data(), total, up_.data(), pool);
+  for (int64_t t = 0; t < total; ++t) kernels::swiglu(&gate_[t * c.ffn], &up_[t * c.ffn], c.ffn);
+  matmul(L.w_down, gate_.data(), total, xn_.data(), pool);
+  for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &xn_[t * c.hidden], c.hidden);
+}
+
+void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits) {
+  const ModelConfig& c = cfg_;
+  int64_t total = 0, num_logit_rows = 0;
+  for (const auto& s : batch) {
+    total += s.num_tokens;
+    num_logit_rows += s.all_logits ? s.num_tokens : (s.num_tokens > 0 ? 1 : 0);
+  }
+  if (total == 0) {
+    logits->clear();
+    return;
+  }
+  auto grow = [](std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(x_, total * c.hidden);
+  grow(xn_, total * std::max(c.hidden, c.q_dim()));
+  grow(q_, total * c.q_dim());
+  grow(k_, total * c.kv_dim());
+  grow(v_, total * c.v_dim());
+  grow(attn_, total * c.q_dim());
+  grow(gate_, total * c.ffn);
+  grow(up_, total * c.ffn);
+
+  // Embedding rows, dequantized.
+  int64_t t = 0;
+  const Matrix& emb = w_.token_embd;
+  for (const auto& s : batch) {
+    for (int32_t i = 0; i < s.num_tokens; ++i, ++t) {
+      kernels::dequantize_row(emb.dtype, emb.data + static_cast<uint64_t>(s.tokens[i]) * emb.row_bytes, &x_[t * c.hidden], c.hidden);
+    }
+  }
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    attention_layer(batch, kv, l, pool);
+    ffn_layer(w_.layers[l], total, pool);
+  }
+
+  // Final norm for the rows that need logits, gathered contiguously, then the output head.
+  int64_t row = 0;
+  t = 0;
+  for (const auto& s : batch) {
+    for (int32_t i = 0; i < s.num_tokens; ++i, ++t) {
+      if (s.all_logits || i == s.num_tokens - 1) {
+        kernels::rms_norm(&x_[t * c.hidden], w_.output_norm.data(), &xn_[row * c.hidden], c.hidden, c.rms_eps);
+        ++row;
+      }
+    }
+  }
+  logits->resize(static_cast<size_t>(num_logit_rows) * c.vocab);
+  matmul(w_.output, xn_.data(), num_logit_rows, logits->data(), pool);
+}
+
+}  // namespace hz

@@ -1,0 +1,70 @@
+// Model: a loaded decoder-only transformer (config + weights bound to the GGUF mapping) and its
+// forward pass over a batch of sequence slices, reading and writing the paged KV cache.
+//
+// Layer list (Llama family; qwen2 adds q/k/v biases, qwen3 per-head q/k RMSNorm):
+//   x = embed(tokens)
+//   per layer: h = rms_norm(x) * attn_norm; q,k,v = h Wq, h Wk, h Wv (+ biases); rope(q, k);
+//              KV[pos] = k, v; x += attention(q, KV[0..pos]) Wo
+//              h = rms_norm(x) * ffn_norm; x += (silu(h Wgate) * (h Wup)) Wdown   (or MoE)
+//   logits = rms_norm(x) * output_norm Wout
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "format/gguf.h"
+#include "kv/kv_cache.h"
+#include "model/model_config.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace hz {
+
+// One sequence's share of a forward step: `num_tokens` new tokens at positions
+// [start_pos, start_pos + num_tokens), whose K/V go into the blocks of `block_table`.
+struct SeqSlice {
+  const int32_t* tokens = nullptr;
+  int32_t num_tokens = 0;
+  int64_t start_pos = 0;
+  const int32_t* block_table = nullptr;  // covers positions up to start_pos + num_tokens
+  bool all_logits = false;               // logits for every token, else for the last one only
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const GgufFile& file() const { return file_; }
+  const ModelWeights& weights() const { return w_; }
+  // Bytes of weight data the forward pass streams per decoded token (all matrices but the embedding).
+  uint64_t streamed_weight_bytes() const;
+
+  // Runs one step. `logits` receives, slice by slice, num_tokens rows (all_logits) or one row of
+  // vocab floats. Token ids must be in [0, vocab) (checked by the caller).
+  void forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits);
+
+ private:
+  Model(GgufFile file, ModelConfig cfg, ModelWeights w);
+  void matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
+  void attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int32_t layer, ThreadPool& pool);
+  void ffn_layer(const LayerWeights& L, int64_t num_tokens, ThreadPool& pool);
+
+  GgufFile file_;
+  ModelConfig cfg_;
+  ModelWeights w_;
+  Rope rope_;
+
+  // Scratch, grown on demand and reused across steps. [num_tokens][width] row-major.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
+  std::vector<uint8_t> act_;            // activations quantized for the current matmul
+  std::vector<float> attn_scratch_;     // per thread
+};
+
+}  // namespace hz

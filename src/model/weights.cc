@@ -1,0 +1,118 @@
+#include "model/weights.h"
+
+#include <fmt/format.h>
+
+#include "kernels/kernels.h"
+
+namespace hz {
+namespace {
+
+std::string shape_str(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+Status check_shape(const GgufFile& f, const GgufTensorInfo& t, const std::vector<uint64_t>& want) {
+  if (t.dims != want)
+    return data_loss("{}: tensor '{}' has shape {}, expected {} from the model's hyper-parameters", f.path(), t.name,
+                     t.shape_string(), shape_str(want));
+  return Status();
+}
+
+Status check_matmul_type(const GgufFile& f, const GgufTensorInfo& t) {
+  const DTypeTraits& tr = traits(t.dtype);
+  if (!tr.supported)
+    return unimplemented("{}: tensor '{}' has type {}, which this build cannot compute with (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)",
+                         f.path(), t.name, tr.name);
+  return Status();
+}
+
+Result<Matrix> bind_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols, bool required) {
+  const GgufTensorInfo* t = f.get_tensor(name);
+  if (t == nullptr) {
+    if (required) return not_found("{}: required tensor '{}' is missing", f.path(), name);
+    return Matrix{};
+  }
+  HZ_RETURN_IF_ERROR(check_shape(f, *t, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}));
+  HZ_RETURN_IF_ERROR(check_matmul_type(f, *t));
+  Matrix m;
+  m.name = name;
+  m.dtype = t->dtype;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = row_bytes(t->dtype, cols);
+  m.data = t->data;
+  return m;
+}
+
+Result<ExpertMatrix> bind_experts(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols, int32_t n) {
+  HZ_ASSIGN_OR_RETURN(const GgufTensorInfo* t, f.require_tensor(name));
+  HZ_RETURN_IF_ERROR(check_shape(f, *t, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), static_cast<uint64_t>(n)}));
+  HZ_RETURN_IF_ERROR(check_matmul_type(f, *t));
+  ExpertMatrix e;
+  e.m.name = name;
+  e.m.dtype = t->dtype;
+  e.m.rows = rows;
+  e.m.cols = cols;
+  e.m.row_bytes = row_bytes(t->dtype, cols);
+  e.m.data = t->data;
+  e.num_experts = n;
+  e.expert_bytes = e.m.row_bytes * rows;
+  return e;
+}
+
+// Small vectors (norms, biases) are converted to f32 copies.
+Result<std::vector<float>> bind_vector(const GgufFile& f, const std::string& name, int64_t n, bool required) {
+  const GgufTensorInfo* t = f.get_tensor(name);
+  if (t == nullptr) {
+    if (required) return not_found("{}: required tensor '{}' is missing", f.path(), name);
+    return std::vector<float>{};
+  }
+  if (t->num_elements() != static_cast<uint64_t>(n) || t->dims[0] != static_cast<uint64_t>(n))
+    return data_loss("{}: tensor '{}' has shape {}, expected [{}]", f.path(), name, t->shape_string(), n);
+  if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16)
+    return unimplemented("{}: tensor '{}' has type {}, expected f32, f16 or bf16", f.path(), name, dtype_name(t->dtype));
+  std::vector<float> v(n);
+  kernels::dequantize_row(t->dtype, t->data, v.data(), n);
+  return v;
+}
+
+}  // namespace
+
+Result<ModelWeights> ModelWeights::bind(const GgufFile& f, const ModelConfig& c) {
+  ModelWeights w;
+  HZ_ASSIGN_OR_RETURN(w.token_embd, bind_matrix(f, "token_embd.weight", c.vocab, c.hidden, true));
+  HZ_ASSIGN_OR_RETURN(w.output_norm, bind_vector(f, "output_norm.weight", c.hidden, true));
+  HZ_ASSIGN_OR_RETURN(w.output, bind_matrix(f, "output.weight", c.vocab, c.hidden, false));
+  if (!w.output.present()) w.output = w.token_embd;
+  w.layers.resize(c.num_layers);
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights& L = w.layers[l];
+    auto n = [l](const char* suffix) { return fmt::format("blk.{}.{}", l, suffix); };
+    HZ_ASSIGN_OR_RETURN(L.attn_norm, bind_vector(f, n("attn_norm.weight"), c.hidden, true));
+    HZ_ASSIGN_OR_RETURN(L.wq, bind_matrix(f, n("attn_q.weight"), c.q_dim(), c.hidden, true));
+    HZ_ASSIGN_OR_RETURN(L.wk, bind_matrix(f, n("attn_k.weight"), c.kv_dim(), c.hidden, true));
+    HZ_ASSIGN_OR_RETURN(L.wv, bind_matrix(f, n("attn_v.weight"), c.v_dim(), c.hidden, true));
+    HZ_ASSIGN_OR_RETURN(L.wo, bind_matrix(f, n("attn_output.weight"), c.hidden, c.q_dim(), true));
+    HZ_ASSIGN_OR_RETURN(L.bq, bind_vector(f, n("attn_q.bias"), c.q_dim(), false));
+    HZ_ASSIGN_OR_RETURN(L.bk, bind_vector(f, n("attn_k.bias"), c.kv_dim(), false));
+    HZ_ASSIGN_OR_RETURN(L.bv, bind_vector(f, n("attn_v.bias"), c.v_dim(), false));
+    HZ_ASSIGN_OR_RETURN(L.q_norm, bind_vector(f, n("attn_q_norm.weight"), c.head_dim, false));
+    HZ_ASSIGN_OR_RETURN(L.k_norm, bind_vector(f, n("attn_k_norm.weight"), c.head_dim, false));
+    HZ_ASSIGN_OR_RETURN(L.ffn_norm, bind_vector(f, n("ffn_norm.weight"), c.hidden, true));
+    if (c.num_experts == 0) {
+      HZ_ASSIGN_OR_RETURN(L.w_gate, bind_matrix(f, n("ffn_gate.weight"), c.ffn, c.hidden, true));
+      HZ_ASSIGN_OR_RETURN(L.w_up, bind_matrix(f, n("ffn_up.weight"), c.ffn, c.hidden, true));
+      HZ_ASSIGN_OR_RETURN(L.w_down, bind_matrix(f, n("ffn_down.weight"), c.hidden, c.ffn, true));
+    } else {
+      HZ_ASSIGN_OR_RETURN(L.router, bind_matrix(f, n("ffn_gate_inp.weight"), c.num_experts, c.hidden, true));
+      HZ_ASSIGN_OR_RETURN(L.gate_exps, bind_experts(f, n("ffn_gate_exps.weight"), c.ffn, c.hidden, c.num_experts));
+      HZ_ASSIGN_OR_RETURN(L.up_exps, bind_experts(f, n("ffn_up_exps.weight"), c.ffn, c.hidden, c.num_experts));
+      HZ_ASSIGN_OR_RETURN(L.down_exps, bind_experts(f, n("ffn_down_exps.weight"), c.hidden, c.ffn, c.num_experts));
+    }
+  }
+  return w;
+}
+
+}  // namespace hz

@@ -1,0 +1,67 @@
+// Model weights bound to a GGUF file's memory mapping (never copied, except small norm vectors
+// and biases, which are converted to f32). Shapes are checked against the ModelConfig.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "format/gguf.h"
+#include "model/model_config.h"
+#include "tensor/dtype.h"
+
+namespace hz {
+
+// A weight matrix of `rows` output features x `cols` input features, row-major, rows of
+// `row_bytes` bytes in `dtype` (GGUF shape [cols, rows]). Non-owning view into the mapping.
+struct Matrix {
+  std::string name;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  uint64_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+  bool present() const { return data != nullptr; }
+};
+
+// Stacked expert matrices (GGUF shape [cols, rows, num_experts]): expert e's matrix starts at
+// data + e * expert_bytes.
+struct ExpertMatrix {
+  Matrix m;               // shape of one expert
+  int32_t num_experts = 0;
+  uint64_t expert_bytes = 0;
+  Matrix expert(int32_t e) const {
+    Matrix x = m;
+    x.data = m.data + e * expert_bytes;
+    return x;
+  }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [hidden]
+  Matrix wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // optional biases (qwen2); empty when absent
+  std::vector<float> q_norm, k_norm;  // optional per-head RMSNorm weights (qwen3), [head_dim]
+  std::vector<float> ffn_norm;   // [hidden]
+  // Dense FFN.
+  Matrix w_gate, w_up, w_down;
+  // Mixture of experts (empty when dense).
+  Matrix router;                 // [num_experts x hidden]
+  ExpertMatrix gate_exps, up_exps, down_exps;
+  // Shared expert (Qwen-MoE style), optional.
+  Matrix shared_gate, shared_up, shared_down;
+  Matrix shared_router;          // [1 x hidden] gate of the shared expert
+};
+
+struct ModelWeights {
+  Matrix token_embd;             // [vocab x hidden]
+  std::vector<float> output_norm;
+  Matrix output;                 // [vocab x hidden]; the embedding when tied
+  std::vector<LayerWeights> layers;
+
+  // Binds every tensor the config needs; errors name the tensor and the shape expected.
+  static Result<ModelWeights> bind(const GgufFile& f, const ModelConfig& cfg);
+};
+
+}  // namespace hz
