@@ -84,6 +84,11 @@ Status read_array(Reader& r, GgufArray* a, const std::string& key, int depth) {
     const uint8_t* p;
     r.read_bytes(*bytes, &p);
     a->raw.assign(p, p + *bytes);
+    if (a->elem_type == GgufType::kBool) {
+      for (uint64_t i = 0; i < a->count; ++i) {
+        if (a->raw[i] > 1) return data_loss("metadata '{}'[{}]: bool value {} is neither 0 nor 1", key, i, a->raw[i]);
+      }
+    }
     return Status();
   }
   // Strings take at least 8 bytes each, arrays at least 12: bound the count before reserving.
