@@ -36,9 +36,10 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::run_tasks(int thread_idx) {
   const auto& fn = *job_;
   for (;;) {
-    int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
+    int64_t t = next_task_.fetch_add(1, std::memory_order_acq_rel);
     if (t >= num_tasks_) break;
     fn(t, thread_idx);
+    done_tasks_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
@@ -57,8 +58,10 @@ void ThreadPool::worker_loop(int thread_idx) {
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
-    run_tasks(thread_idx);
-    pending_workers_.fetch_sub(1, std::memory_order_acq_rel);
+    active_.fetch_add(1);  // seq_cst, with accepting_ below: a Dekker pair with parallel_for's close
+    // The job may have closed (and a new one opened) while this worker was waking up.
+    if (accepting_.load() && generation_.load() == g) run_tasks(thread_idx);
+    active_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -71,11 +74,19 @@ void ThreadPool::parallel_for(int64_t num_tasks, const std::function<void(int64_
   job_ = &fn;
   num_tasks_ = num_tasks;
   next_task_.store(0, std::memory_order_relaxed);
-  pending_workers_.store(num_threads_ - 1, std::memory_order_relaxed);
+  done_tasks_.store(0, std::memory_order_relaxed);
+  accepting_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   run_tasks(0);
-  while (pending_workers_.load(std::memory_order_acquire) != 0) cpu_relax();
+  int spins = 0;
+  while (done_tasks_.load(std::memory_order_acquire) != num_tasks) {
+    if (++spins < 4096) cpu_relax(); else std::this_thread::yield();
+  }
+  accepting_.store(false);
+  // Workers inside the job have found no task left or are leaving; wait for them so the next job
+  // does not start under them.
+  while (active_.load() != 0) std::this_thread::yield();
   job_ = nullptr;
 }
 

@@ -36,10 +36,16 @@ class ThreadPool {
 
   int num_threads_;
   std::vector<std::thread> workers_;
+  // A job is open while accepting_ is set. Workers announce themselves in active_ before touching
+  // the job and re-check accepting_; the caller closes the job when all tasks are done and then
+  // waits only for workers already inside it, never for workers that are asleep or descheduled
+  // (on a loaded machine waiting for every worker to wake costs milliseconds per job).
   const std::function<void(int64_t, int)>* job_ = nullptr;
   int64_t num_tasks_ = 0;
   std::atomic<int64_t> next_task_{0};
-  std::atomic<int> pending_workers_{0};
+  std::atomic<int64_t> done_tasks_{0};
+  std::atomic<int> active_{0};
+  std::atomic<bool> accepting_{false};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
 };

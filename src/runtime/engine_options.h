@@ -1,0 +1,28 @@
+// EngineOptions: every setting of the in-process engine (model, threads, KV cache, scheduler),
+// listed once; the CLI of run, serve and bench maps its flags onto this struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/dtype.h"
+
+namespace hz {
+
+struct EngineOptions {
+  std::string model_path;
+  std::string served_model_name;   // default: the model file's name
+  int32_t threads = 0;             // 0: all hardware threads
+  int32_t max_model_len = 0;       // 0: the model's training context
+  // KV cache.
+  int32_t block_size = 16;         // tokens per KV block (16..256, multiple of 16)
+  DType kv_dtype = DType::kF16;
+  uint64_t kv_budget_bytes = 0;    // 0: room for max_num_seqs full-length sequences, capped at 25% of RAM
+  // Scheduler.
+  int32_t max_num_seqs = 8;
+  int32_t max_num_batched_tokens = 512;
+  int32_t prefill_chunk = 512;
+  int32_t max_queue = 64;          // waiting requests beyond the running batch
+};
+
+}  // namespace hz

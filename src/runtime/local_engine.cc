@@ -1,0 +1,344 @@
+#include "runtime/local_engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <random>
+
+#include "base/log.h"
+#include "runtime/sampler.h"
+#include "runtime/stop_matcher.h"
+
+namespace hz {
+
+struct LocalEngine::Request {
+  uint64_t id = 0;
+  std::shared_ptr<GenerationSink> sink;
+  SamplingParams params;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamingDetokenizer> detok;
+  std::unique_ptr<StopMatcher> stop;
+  int32_t prompt_tokens = 0;
+  int32_t generated = 0;
+  int32_t max_new_tokens = 0;  // after clamping to max_model_len
+};
+
+namespace {
+
+uint64_t total_ram_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : (uint64_t{8} << 30);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& opts) {
+  std::unique_ptr<LocalEngine> e(new LocalEngine());
+  e->opts_ = opts;
+  HZ_ASSIGN_OR_RETURN(e->model_, Model::load(opts.model_path));
+  HZ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_gguf(e->model_->file()));
+  const ModelConfig& c = e->model_->config();
+  if (e->tokenizer_->vocab_size() != c.vocab)
+    return data_loss("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", opts.model_path,
+                     e->tokenizer_->vocab_size(), c.vocab);
+  if (opts.block_size < 16 || opts.block_size > 256 || opts.block_size % 16 != 0)
+    return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", opts.block_size);
+  if (opts.kv_dtype != DType::kF16 && opts.kv_dtype != DType::kF32)
+    return unimplemented("--kv-cache-dtype {} is not supported yet (use f16 or f32)", dtype_name(opts.kv_dtype));
+  if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
+  if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
+  if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
+  if (opts.max_model_len < 0) return invalid_argument("--max-model-len must be positive");
+  int32_t max_len = opts.max_model_len > 0 ? opts.max_model_len : c.train_ctx;
+  e->opts_.max_model_len = max_len;
+
+  KvCacheConfig kc;
+  kc.num_layers = c.num_layers;
+  kc.num_kv_heads = c.num_kv_heads;
+  kc.head_dim = c.head_dim;
+  kc.block_tokens = opts.block_size;
+  kc.dtype = opts.kv_dtype;
+  const uint64_t block_bytes = 2 * row_bytes(kc.dtype, c.head_dim) * c.num_kv_heads * c.num_layers * kc.block_tokens;
+  uint64_t budget = opts.kv_budget_bytes;
+  if (budget == 0) {
+    uint64_t blocks_per_seq = (static_cast<uint64_t>(max_len) + kc.block_tokens - 1) / kc.block_tokens;
+    budget = std::min<uint64_t>(blocks_per_seq * opts.max_num_seqs * block_bytes, total_ram_bytes() / 4);
+  }
+  uint64_t num_blocks = budget / block_bytes;
+  if (num_blocks == 0)
+    return out_of_range("--kv-budget {} bytes holds no KV block (one block of {} tokens takes {} bytes)", budget,
+                        kc.block_tokens, block_bytes);
+  kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
+  e->kv_ = std::make_unique<KvCache>(kc);
+  e->pool_ = std::make_unique<ThreadPool>(opts.threads);
+  SchedulerConfig sc;
+  sc.max_num_seqs = opts.max_num_seqs;
+  sc.max_num_batched_tokens = opts.max_num_batched_tokens;
+  sc.prefill_chunk = opts.prefill_chunk;
+  sc.block_tokens = kc.block_tokens;
+  e->sched_ = std::make_unique<Scheduler>(sc, e->kv_->pool());
+
+  ModelInfo& info = e->info_;
+  std::string file = opts.model_path.substr(opts.model_path.find_last_of('/') + 1);
+  info.name = !opts.served_model_name.empty() ? opts.served_model_name : file;
+  info.path = opts.model_path;
+  info.max_model_len = max_len;
+  info.vocab_size = c.vocab;
+  auto tmpl = e->model_->file().get_string_or("tokenizer.chat_template", "");
+  if (tmpl.ok()) info.chat_template = *tmpl;
+  if (e->tokenizer_->bos_id() >= 0) info.bos_token = e->tokenizer_->token_text(e->tokenizer_->bos_id());
+  if (e->tokenizer_->eos_id() >= 0) info.eos_token = e->tokenizer_->token_text(e->tokenizer_->eos_id());
+  info.created_unix = static_cast<int64_t>(std::time(nullptr));
+
+  e->stats_.max_queue = opts.max_queue;
+  e->stats_.kv_blocks_total = kc.num_blocks;
+  e->stats_.kv_blocks_free = kc.num_blocks;
+  e->stats_.last_progress = std::chrono::steady_clock::now();
+  LocalEngine* raw = e.get();
+  e->thread_ = std::thread([raw] { raw->loop(); });
+  return e;
+}
+
+LocalEngine::~LocalEngine() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
+  const int32_t max_len = opts_.max_model_len;
+  if (req.prompt.empty()) return invalid_argument("the prompt is empty (it must have at least one token)");
+  for (int32_t id : req.prompt) {
+    if (id < 0 || id >= info_.vocab_size)
+      return invalid_argument("prompt token id {} is outside the vocabulary [0, {})", id, info_.vocab_size);
+  }
+  if (static_cast<int64_t>(req.prompt.size()) >= max_len)
+    return out_of_range("the prompt has {} tokens; --max-model-len {} allows at most {} prompt tokens", req.prompt.size(),
+                        max_len, max_len - 1);
+  if (req.sampling.max_tokens < 1) return invalid_argument("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
+  const int64_t total = std::min<int64_t>(max_len, static_cast<int64_t>(req.prompt.size()) + req.sampling.max_tokens);
+  if (kv_->blocks_for(total) > kv_->config().num_blocks)
+    return out_of_range("the prompt and max_tokens need {} tokens of KV cache; the pool holds {} tokens (raise --kv-budget)",
+                        total, static_cast<int64_t>(kv_->config().num_blocks) * kv_->config().block_tokens);
+  if (!req.sink) return invalid_argument("no event sink");
+  std::lock_guard<std::mutex> lk(mu_);
+  if (draining_ || stop_) return Status(StatusCode::kCancelled, "the server is shutting down");
+  if (num_queued_ >= opts_.max_queue) {
+    ++stats_.queue_rejections_total;
+    return Status(StatusCode::kResourceExhausted, fmt::format("the request queue is full ({} waiting)", num_queued_));
+  }
+  uint64_t id = next_id_++;
+  ++num_queued_;
+  inbox_.emplace_back(id, std::move(req));
+  cv_.notify_all();
+  return id;
+}
+
+void LocalEngine::cancel(uint64_t request_id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  cancels_.push_back(request_id);
+  cv_.notify_all();
+}
+
+std::vector<int32_t> LocalEngine::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  return tokenizer_->encode(text, add_special, parse_special);
+}
+
+std::string LocalEngine::detokenize(const std::vector<int32_t>& ids) const { return tokenizer_->decode(ids); }
+
+EngineStats LocalEngine::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void LocalEngine::begin_drain() {
+  std::lock_guard<std::mutex> lk(mu_);
+  draining_ = true;
+  stats_.draining = true;
+}
+
+bool LocalEngine::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  auto idle = [&] { return inbox_.empty() && stats_.running == 0 && stats_.waiting == 0; };
+  if (idle_cv_.wait_for(lk, timeout, idle)) return true;
+  // Out of time: cancel what is left and wait briefly for the cancellations to land.
+  for (const auto& [id, r] : inbox_) cancels_.push_back(id);
+  for (uint64_t id = 1; id < next_id_; ++id) cancels_.push_back(id);
+  cv_.notify_all();
+  idle_cv_.wait_for(lk, std::chrono::seconds(5), idle);
+  return false;
+}
+
+void LocalEngine::drain_inbox() {
+  std::deque<std::pair<uint64_t, GenerationRequest>> incoming;
+  std::vector<uint64_t> cancels;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    incoming.swap(inbox_);
+    cancels.swap(cancels_);
+  }
+  for (auto& [id, g] : incoming) {
+    auto r = std::make_unique<Request>();
+    r->id = id;
+    r->sink = std::move(g.sink);
+    r->params = g.sampling;
+    r->deadline = g.deadline;
+    uint64_t seed = g.sampling.seed ? *g.sampling.seed : std::random_device{}();
+    r->sampler = std::make_unique<Sampler>(g.sampling, seed);
+    r->sampler->add_prompt_tokens(g.prompt);
+    r->detok = std::make_unique<StreamingDetokenizer>(*tokenizer_);
+    r->stop = std::make_unique<StopMatcher>(g.sampling.stop);
+    r->prompt_tokens = static_cast<int32_t>(g.prompt.size());
+    r->max_new_tokens = std::min<int32_t>(g.sampling.max_tokens, opts_.max_model_len - r->prompt_tokens);
+    auto seq = std::make_unique<Sequence>();
+    seq->id = id;
+    seq->tokens = std::move(g.prompt);
+    seq->num_prompt_tokens = r->prompt_tokens;
+    sched_->add(std::move(seq));
+    requests_.emplace(id, std::move(r));
+  }
+  for (uint64_t id : cancels) {
+    if (requests_.count(id) != 0) finish(id, FinishReason::kCancelled);
+  }
+}
+
+void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  std::unique_ptr<Request> r = std::move(it->second);
+  requests_.erase(it);
+  sched_->remove(id);
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    std::string tail = r->detok->flush();
+    bool stopped = false;
+    std::string out = r->stop->push(tail, &stopped);
+    if (!stopped) out += r->stop->flush();
+    if (!out.empty()) {
+      GenerationEvent ev;
+      ev.kind = GenerationEvent::Kind::kTokens;
+      ev.text = std::move(out);
+      r->sink->on_event(std::move(ev));
+    }
+  }
+  GenerationEvent ev;
+  ev.kind = GenerationEvent::Kind::kFinished;
+  ev.finish_reason = reason;
+  ev.error = std::move(error);
+  ev.prompt_tokens = r->prompt_tokens;
+  ev.completion_tokens = r->generated;
+  r->sink->on_event(std::move(ev));
+  std::lock_guard<std::mutex> lk(mu_);
+  ++stats_.requests_finished_total;
+  stats_.prompt_tokens_total += r->prompt_tokens;
+}
+
+void LocalEngine::step() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<uint64_t> expired;
+  for (const auto& [id, r] : requests_) {
+    if (r->deadline && now > *r->deadline) expired.push_back(id);
+  }
+  for (uint64_t id : expired) finish(id, FinishReason::kTimeout);
+
+  std::vector<ScheduledSlice> slices = sched_->schedule();
+  if (slices.empty()) return;
+  std::vector<SeqSlice> batch;
+  std::vector<bool> samples;
+  batch.reserve(slices.size());
+  for (const auto& s : slices) {
+    SeqSlice x;
+    x.tokens = s.seq->tokens.data() + s.seq->num_computed;
+    x.num_tokens = s.num_tokens;
+    x.start_pos = s.seq->num_computed;
+    x.block_table = s.seq->block_table.data();
+    batch.push_back(x);
+    samples.push_back(s.samples());
+  }
+  model_->forward(batch, *kv_, *pool_, &logits_);
+  sched_->commit(slices);
+
+  const int32_t vocab = info_.vocab_size;
+  uint64_t new_tokens = 0;
+  std::vector<std::pair<uint64_t, FinishReason>> done;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    if (!samples[i]) continue;
+    Sequence* seq = slices[i].seq;
+    Request& r = *requests_.at(seq->id);
+    float* row = &logits_[i * static_cast<size_t>(vocab)];
+    GenerationEvent ev;
+    ev.kind = GenerationEvent::Kind::kTokens;
+    TokenLogprob chosen;
+    std::vector<TokenLogprob> top;
+    const bool want_lp = r.params.logprobs || r.params.top_logprobs > 0;
+    int32_t tok = r.sampler->sample(row, vocab, want_lp ? &chosen : nullptr, want_lp ? &top : nullptr);
+    r.sampler->accept(tok);
+    seq->tokens.push_back(tok);
+    ++r.generated;
+    ++new_tokens;
+    const bool is_stop_token = (!r.params.ignore_eos && tokenizer_->is_eog(tok)) ||
+                               std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok) !=
+                                   r.params.stop_token_ids.end();
+    bool stopped = is_stop_token;
+    ev.token_ids.push_back(tok);
+    if (!is_stop_token) ev.text = r.stop->push(r.detok->push(tok), &stopped);
+    if (want_lp) {
+      chosen.text = tokenizer_->token_to_piece(tok);
+      for (auto& t : top) t.text = tokenizer_->token_to_piece(t.token);
+      ev.chosen.push_back(std::move(chosen));
+      ev.top.push_back(std::move(top));
+    }
+    r.sink->on_event(std::move(ev));
+    if (stopped) {
+      done.emplace_back(seq->id, FinishReason::kStop);
+    } else if (r.generated >= r.max_new_tokens || static_cast<int64_t>(seq->tokens.size()) >= opts_.max_model_len) {
+      done.emplace_back(seq->id, FinishReason::kLength);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.generation_tokens_total += new_tokens;
+    ++stats_.steps_total;
+    stats_.max_seqs_in_step = std::max<int32_t>(stats_.max_seqs_in_step, static_cast<int32_t>(slices.size()));
+  }
+  for (const auto& [id, reason] : done) finish(id, reason);
+}
+
+void LocalEngine::publish_stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  num_queued_ = static_cast<int32_t>(inbox_.size()) + sched_->num_waiting();
+  stats_.running = sched_->num_running();
+  stats_.waiting = num_queued_;
+  stats_.preemptions_total = sched_->num_preemptions();
+  const BlockPool& p = kv_->pool();
+  stats_.kv_blocks_used = p.num_used();
+  stats_.kv_blocks_free = p.num_free();
+  stats_.kv_blocks_cached = 0;
+  stats_.last_progress = std::chrono::steady_clock::now();
+  if (inbox_.empty() && requests_.empty()) idle_cv_.notify_all();
+}
+
+void LocalEngine::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, std::chrono::milliseconds(100),
+                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !requests_.empty(); });
+      if (stop_) break;
+    }
+    drain_inbox();
+    step();
+    publish_stats();
+  }
+  // Shutdown: every request still open gets its final event.
+  std::vector<uint64_t> open;
+  for (const auto& [id, r] : requests_) open.push_back(id);
+  for (uint64_t id : open) finish(id, FinishReason::kCancelled);
+}
+
+}  // namespace hz

@@ -1,0 +1,79 @@
+// LocalEngine: the in-process engine behind the Engine interface. One engine thread owns the model,
+// the KV cache and the scheduler and runs the step loop (schedule -> forward -> sample -> emit);
+// other threads only touch the inbox (under a mutex) and the stats snapshot.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "runtime/engine_api.h"
+#include "runtime/engine_options.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hz {
+
+class LocalEngine : public Engine {
+ public:
+  // Loads the model and tokenizer, sizes the KV pool and starts the engine thread.
+  static Result<std::unique_ptr<LocalEngine>> create(const EngineOptions& opts);
+  ~LocalEngine() override;
+
+  Result<uint64_t> submit(GenerationRequest request) override;
+  void cancel(uint64_t request_id) override;
+  std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
+  std::string detokenize(const std::vector<int32_t>& ids) const override;
+  const ModelInfo& model_info() const override { return info_; }
+  EngineStats stats() const override;
+  void begin_drain() override;
+  bool wait_idle(std::chrono::milliseconds timeout) override;
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const Model& model() const { return *model_; }
+  const EngineOptions& options() const { return opts_; }
+  const KvCache& kv() const { return *kv_; }
+
+ private:
+  struct Request;  // per-request runtime state (sampler, detokenizer, sink), engine thread only
+
+  LocalEngine() = default;
+  void loop();
+  void drain_inbox();
+  void step();
+  void finish(uint64_t id, FinishReason reason, Status error = Status());
+  void publish_stats();
+
+  EngineOptions opts_;
+  ModelInfo info_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Scheduler> sched_;
+  std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
+  std::vector<float> logits_;
+
+  // Inbox: written by any thread under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<uint64_t, GenerationRequest>> inbox_;
+  std::vector<uint64_t> cancels_;
+  int32_t num_queued_ = 0;  // inbox + scheduler waiting, for admission
+  bool stop_ = false;
+  bool draining_ = false;
+  uint64_t next_id_ = 1;
+  EngineStats stats_;       // published snapshot
+  std::condition_variable idle_cv_;
+
+  std::thread thread_;
+};
+
+}  // namespace hz

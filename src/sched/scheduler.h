@@ -1,0 +1,65 @@
+// Scheduler: continuous batching in tokens, not phases. Each step, every running sequence asks for
+// its pending tokens (one for a decoding sequence, a chunk of the prompt for a prefilling one)
+// within a per-step token budget; waiting sequences join between steps when there is room; when
+// the KV pool runs dry the newest running sequence is preempted (its blocks freed, recomputed
+// later). Bookkeeping only: owns no model, testable with a bare BlockPool.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "sched/sequence.h"
+
+namespace hz {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 8;             // sequences in one step
+  int32_t max_num_batched_tokens = 512; // tokens in one step
+  int32_t prefill_chunk = 512;          // prompt tokens of one sequence in one step
+  int32_t block_tokens = 16;
+};
+
+struct ScheduledSlice {
+  Sequence* seq = nullptr;
+  int32_t num_tokens = 0;  // tokens [seq->num_computed, + num_tokens) run this step
+  bool samples() const { return seq->num_computed + num_tokens == static_cast<int64_t>(seq->tokens.size()); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& cfg, BlockPool& pool);
+
+  void add(std::unique_ptr<Sequence> seq);  // joins the waiting queue (FCFS)
+  // Removes a sequence wherever it is and frees its blocks; returns it (null if unknown).
+  std::unique_ptr<Sequence> remove(uint64_t id);
+
+  // Plans one step: admits waiting sequences, allocates the blocks the step needs (preempting when
+  // the pool runs dry). The slices stay valid until the next call.
+  std::vector<ScheduledSlice> schedule();
+  // After the model ran: marks the scheduled tokens computed.
+  void commit(const std::vector<ScheduledSlice>& slices);
+
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
+
+ private:
+  int32_t blocks_needed(const Sequence& s, int64_t num_tokens) const;
+  bool grow(Sequence& s, int64_t num_tokens);  // blocks for positions [0, num_tokens)
+  void release_blocks(Sequence& s);
+  void preempt_last();
+
+  SchedulerConfig cfg_;
+  BlockPool& pool_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace hz

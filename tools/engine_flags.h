@@ -1,0 +1,25 @@
+// Flags shared by every subcommand that runs the engine (run, serve, bench engine, perplexity):
+// one definition, so a flag means the same everywhere.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "base/status.h"
+#include "runtime/engine_options.h"
+
+namespace hz::cli {
+
+struct EngineFlags {
+  EngineOptions opts;
+  std::string kv_dtype = "auto";
+  std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
+
+  // Adds the flags; `server` adds the scheduler flags that only matter with many requests.
+  void add_to(CLI::App& app, bool server);
+  // Converts the string flags; errors name the flag.
+  Result<EngineOptions> resolve() const;
+};
+
+}  // namespace hz::cli

@@ -1,0 +1,140 @@
+// `horizon run -m MODEL -p PROMPT`: one prompt, the completion streamed to stdout, timings to stderr.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+
+#include "base/mapped_file.h"
+#include "runtime/local_engine.h"
+#include "tools/cli.h"
+#include "tools/engine_flags.h"
+
+namespace hz::cli {
+namespace {
+
+struct RunOptions {
+  EngineFlags engine;
+  std::string prompt;
+  std::string prompt_file;
+  int32_t n_predict = 128;
+  float temperature = 0.8f;
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+
+// Prints text as it arrives and wakes the main thread at the end.
+class PrintSink : public GenerationSink {
+ public:
+  void on_event(GenerationEvent ev) override {
+    auto now = std::chrono::steady_clock::now();
+    if (ev.kind == GenerationEvent::Kind::kTokens) {
+      if (!ev.token_ids.empty() && first_token_ == std::chrono::steady_clock::time_point{}) first_token_ = now;
+      if (!ev.text.empty()) {
+        std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
+        std::fflush(stdout);
+      }
+      return;
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    final_ = std::move(ev);
+    end_ = now;
+    done_ = true;
+    cv_.notify_all();
+  }
+  GenerationEvent wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return done_; });
+    return final_;
+  }
+  std::chrono::steady_clock::time_point first_token_{}, end_{};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  GenerationEvent final_;
+};
+
+int run_prompt(const RunOptions& o) {
+  if (!o.prompt_file.empty()) {
+    if (!o.prompt.empty()) return fail("give the prompt with -p or -f, not both");
+  } else if (o.prompt.empty()) {
+    return fail("the prompt is empty: give one with -p TEXT or -f FILE");
+  }
+  std::string prompt = o.prompt;
+  if (!o.prompt_file.empty()) {
+    auto text = read_file(o.prompt_file);
+    if (!text.ok()) return fail(text.status().message());
+    prompt = *text;
+    if (prompt.empty()) return fail(o.prompt_file + ": the prompt file is empty");
+  }
+  if (o.n_predict < 1) return fail("-n must be at least 1");
+  if (!(o.temperature >= 0)) return fail("--temp must be >= 0");
+  if (!(o.top_p > 0 && o.top_p <= 1)) return fail("--top-p must be in (0, 1]");
+  if (!(o.min_p >= 0 && o.min_p <= 1)) return fail("--min-p must be in [0, 1]");
+  if (o.top_k < 0) return fail("--top-k must be >= 0");
+  auto opts = o.engine.resolve();
+  if (!opts.ok()) return fail(opts.status().message());
+  EngineOptions eo = *opts;
+  eo.max_num_seqs = 1;
+  eo.max_queue = 1;
+  auto engine = LocalEngine::create(eo);
+  if (!engine.ok()) return fail(engine.status().message());
+  LocalEngine& e = **engine;
+
+  GenerationRequest req;
+  req.prompt = e.tokenize(prompt, /*add_special=*/true, /*parse_special=*/false);
+  req.sampling.temperature = o.temperature;
+  req.sampling.top_k = o.top_k;
+  req.sampling.top_p = o.top_p;
+  req.sampling.min_p = o.min_p;
+  req.sampling.repetition_penalty = o.repeat_penalty;
+  if (o.seed >= 0) req.sampling.seed = static_cast<uint64_t>(o.seed);
+  req.sampling.max_tokens = o.n_predict;
+  req.sampling.stop = o.stop;
+  req.sampling.ignore_eos = o.ignore_eos;
+  auto sink = std::make_shared<PrintSink>();
+  req.sink = sink;
+  auto start = std::chrono::steady_clock::now();
+  const size_t num_prompt = req.prompt.size();
+  auto id = e.submit(std::move(req));
+  if (!id.ok()) return fail(id.status().message());
+  GenerationEvent fin = sink->wait();
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (fin.finish_reason == FinishReason::kError) return fail(fin.error.message());
+  double prefill_s = std::chrono::duration<double>(sink->first_token_ - start).count();
+  double decode_s = std::chrono::duration<double>(sink->end_ - sink->first_token_).count();
+  int decoded = fin.completion_tokens > 1 ? fin.completion_tokens - 1 : 0;
+  std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tokens/s) | generated: %d tokens, %.1f tokens/s | stop: %s\n",
+               num_prompt, prefill_s, prefill_s > 0 ? num_prompt / prefill_s : 0.0, fin.completion_tokens,
+               decode_s > 0 ? decoded / decode_s : 0.0, finish_reason_name(fin.finish_reason));
+  return 0;
+}
+
+Subcommand kRun("run", "Complete one prompt, streaming the output to the terminal", [](CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  o->engine.add_to(app, /*server=*/false);
+  app.add_option("-p,--prompt", o->prompt, "Prompt text");
+  app.add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
+  app.add_option("-n,--n-predict", o->n_predict, "Tokens to generate (at most)");
+  app.add_option("--temp,--temperature", o->temperature, "Sampling temperature (0 = greedy)");
+  app.add_option("--top-k", o->top_k, "Top-k (0 = off)");
+  app.add_option("--top-p", o->top_p, "Top-p (1 = off)");
+  app.add_option("--min-p", o->min_p, "Min-p (0 = off)");
+  app.add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off)");
+  app.add_option("-s,--seed", o->seed, "Random seed (-1 = random)");
+  app.add_option("--stop", o->stop, "Stop string (repeatable)");
+  app.add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-sequence tokens");
+  return [o] { return run_prompt(*o); };
+});
+
+}  // namespace
+}  // namespace hz::cli
