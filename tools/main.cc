@@ -32,10 +32,22 @@ int main(int argc, char** argv) {
     auto run = def.setup(*sub);
     sub->callback([&action, run] { action = run; });
   }
+  if (argc == 1) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, like every other error of the tool.
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   }
   return action ? action() : 0;
 }

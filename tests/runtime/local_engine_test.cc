@@ -1,0 +1,170 @@
+#include "runtime/local_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "support/golden.h"
+#include "support/test_support.h"
+
+namespace hz {
+namespace {
+
+// Collects a request's events; wait() returns once the final event arrived.
+class CollectSink : public GenerationSink {
+ public:
+  void on_event(GenerationEvent ev) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (ev.kind == GenerationEvent::Kind::kTokens) {
+      ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+      text += ev.text;
+      return;
+    }
+    final_event = std::move(ev);
+    done = true;
+    cv_.notify_all();
+  }
+  bool wait(std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, timeout, [&] { return done; });
+  }
+  std::vector<int32_t> ids;
+  std::string text;
+  GenerationEvent final_event;
+  bool done = false;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+std::unique_ptr<LocalEngine> make_engine(int max_seqs = 8, int max_queue = 64) {
+  EngineOptions o;
+  o.model_path = test::model_path("stories260K.gguf");
+  o.threads = 2;
+  o.max_num_seqs = max_seqs;
+  o.max_queue = max_queue;
+  o.max_num_batched_tokens = 64;
+  o.prefill_chunk = 7;  // odd chunks: prompts are split and interleaved with decodes
+  auto e = LocalEngine::create(o);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int n, std::shared_ptr<GenerationSink> sink) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = n;
+  r.sampling.ignore_eos = true;
+  r.sink = std::move(sink);
+  return r;
+}
+
+TEST(LocalEngineTest, ConcurrentGreedyRequestsMatchGoldenAndShareSteps) {
+  auto e = make_engine();
+  ASSERT_NE(e, nullptr);
+  test::GoldenFile g = test::load_golden("stories260K.json");
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  for (int rep = 0; rep < 2; ++rep) {
+    for (const auto& c : g.cases) {
+      auto s = std::make_shared<CollectSink>();
+      ASSERT_TRUE(e->submit(greedy(c.prompt_ids, static_cast<int>(c.output_ids.size()), s)).ok());
+      sinks.push_back(s);
+    }
+  }
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->wait());
+    const auto& c = g.cases[i % g.cases.size()];
+    EXPECT_EQ(sinks[i]->ids, c.output_ids) << c.prompt;
+    EXPECT_EQ(sinks[i]->final_event.finish_reason, FinishReason::kLength);
+    EXPECT_EQ(sinks[i]->final_event.completion_tokens, static_cast<int>(c.output_ids.size()));
+  }
+  EngineStats st = e->stats();
+  EXPECT_GT(st.max_seqs_in_step, 1);  // the batch really was shared
+  EXPECT_EQ(st.kv_blocks_used, 0);
+}
+
+TEST(LocalEngineTest, CancelFreesBlocks) {
+  auto e = make_engine();
+  ASSERT_NE(e, nullptr);
+  auto s = std::make_shared<CollectSink>();
+  auto id = e->submit(greedy({1, 403, 407}, 400, s));
+  ASSERT_TRUE(id.ok());
+  while (true) {
+    {
+      if (e->stats().generation_tokens_total > 3) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  e->cancel(*id);
+  ASSERT_TRUE(s->wait());
+  EXPECT_EQ(s->final_event.finish_reason, FinishReason::kCancelled);
+  for (int i = 0; i < 100 && e->stats().kv_blocks_used != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  EXPECT_EQ(e->stats().kv_blocks_free, e->stats().kv_blocks_total);
+}
+
+TEST(LocalEngineTest, RefusesRequestsThatCanNeverRun) {
+  auto e = make_engine();
+  ASSERT_NE(e, nullptr);
+  auto s = std::make_shared<CollectSink>();
+  auto empty = e->submit(greedy({}, 4, s));
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  std::vector<int32_t> huge(600, 5);  // stories260K: 512-token context
+  auto too_long = e->submit(greedy(huge, 4, s));
+  EXPECT_EQ(too_long.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(too_long.status().message().find("512"), std::string::npos);
+  auto bad_id = e->submit(greedy({1, 99999}, 4, s));
+  EXPECT_EQ(bad_id.status().code(), StatusCode::kInvalidArgument);
+  auto zero = e->submit(greedy({1}, 0, s));
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LocalEngineTest, OutputIsCutAtMaxModelLen) {
+  auto e = make_engine();
+  ASSERT_NE(e, nullptr);
+  auto s = std::make_shared<CollectSink>();
+  std::vector<int32_t> prompt(500, 5);
+  prompt[0] = 1;
+  ASSERT_TRUE(e->submit(greedy(prompt, 100, s)).ok());
+  ASSERT_TRUE(s->wait());
+  EXPECT_EQ(s->final_event.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(s->final_event.completion_tokens, 12);
+}
+
+TEST(LocalEngineTest, StopStringEndsGenerationWithoutEmittingIt) {
+  auto e = make_engine();
+  ASSERT_NE(e, nullptr);
+  auto s = std::make_shared<CollectSink>();
+  GenerationRequest r = greedy(e->tokenize("Once upon a time", true, false), 64, s);
+  r.sampling.stop = {"Lily"};
+  ASSERT_TRUE(e->submit(std::move(r)).ok());
+  ASSERT_TRUE(s->wait());
+  EXPECT_EQ(s->final_event.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(s->text, ", there was a little girl named ");
+}
+
+TEST(LocalEngineTest, QueueFullIsResourceExhaustedAndDrainRefuses) {
+  auto e = make_engine(/*max_seqs=*/1, /*max_queue=*/1);
+  ASSERT_NE(e, nullptr);
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  int rejected = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto s = std::make_shared<CollectSink>();
+    auto r = e->submit(greedy({1, 403}, 200, s));
+    if (r.ok()) sinks.push_back(s);
+    else if (r.status().code() == StatusCode::kResourceExhausted) ++rejected;
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(e->stats().queue_rejections_total, 0u);
+  e->begin_drain();
+  auto s = std::make_shared<CollectSink>();
+  EXPECT_EQ(e->submit(greedy({1}, 2, s)).status().code(), StatusCode::kCancelled);
+  EXPECT_TRUE(e->wait_idle(std::chrono::seconds(60)));
+  for (auto& x : sinks) EXPECT_TRUE(x->wait());
+}
+
+}  // namespace
+}  // namespace hz
