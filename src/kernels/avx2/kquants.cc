@@ -2,6 +2,8 @@
 // driver. A step is one 256-element super-block: integer products are summed exactly into 8 int32
 // lanes with maddubs/madd (each 32- or 16-element group weighted by its integer scale), then folded
 // into the f32 accumulator with d_w * d_x; the Q4_K/Q5_K mins enter through Q8_K's bsums.
+#include <cstddef>
+
 #include "base/check.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/matmul_tile.h"
@@ -16,14 +18,17 @@ inline __m256i broadcast_i16_mask(int g_lo, int g_hi) {
   return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
 }
 
+// Blocks are addressed through byte pointers and offsetof: rows may sit at any byte address.
 struct Q8KX {
-  const BlockQ8_K* b;
+  const uint8_t* qs;     // 256 int8
+  const uint8_t* bsums;  // 16 int16
   __m256 d;
 };
 
 inline Q8KX load_q8_k(const uint8_t* row, int64_t s) {
-  const auto* b = reinterpret_cast<const BlockQ8_K*>(row) + s;
-  return {b, _mm256_set1_ps(b->d)};
+  const uint8_t* b = row + s * sizeof(BlockQ8_K);
+  return {b + offsetof(BlockQ8_K, qs), b + offsetof(BlockQ8_K, bsums),
+          _mm256_set1_ps(load_f32_scalar(b + offsetof(BlockQ8_K, d)))};
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -52,15 +57,16 @@ inline __m128i unpack_scale_min(const uint8_t* packed) {
 }
 
 template <class Block>
-inline ScaleMinW load_scale_min(const Block* b, const uint8_t* qh) {
-  const __m256i sm16 = _mm256_cvtepu8_epi16(unpack_scale_min(b->scales));  // scales 0..7, mins 0..7
+inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
+  // scales 0..7, mins 0..7 as int16
+  const __m256i sm16 = _mm256_cvtepu8_epi16(unpack_scale_min(b + offsetof(Block, scales)));
   ScaleMinW w;
-  w.qs = b->qs;
+  w.qs = b + offsetof(Block, qs);
   w.qh = qh;
   w.scales = _mm256_permute2x128_si256(sm16, sm16, 0x00);
   w.mins = _mm256_extracti128_si256(sm16, 1);
-  w.d = _mm256_set1_ps(f16_scalar(b->d));
-  w.dmin = _mm256_set1_ps(f16_scalar(b->dmin));
+  w.d = _mm256_set1_ps(load_f16_scalar(b + offsetof(Block, d)));
+  w.dmin = _mm256_set1_ps(load_f16_scalar(b + offsetof(Block, dmin)));
   return w;
 }
 
@@ -82,15 +88,15 @@ inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
       hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
     }
     // u5 * s8 pairs stay below 2 * 31 * 127 (no int16 saturation).
-    const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(x.b->qs + 64 * j));
-    const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(x.b->qs + 64 * j + 32));
+    const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(x.qs + 64 * j));
+    const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(x.qs + 64 * j + 32));
     const __m256i s_lo = _mm256_shuffle_epi8(w.scales, broadcast_i16_mask(2 * j, 2 * j));
     const __m256i s_hi = _mm256_shuffle_epi8(w.scales, broadcast_i16_mask(2 * j + 1, 2 * j + 1));
     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
   }
   acc = _mm256_fmadd_ps(_mm256_mul_ps(w.d, x.d), _mm256_cvtepi32_ps(sumi), acc);
   // Mins: sum over groups of min_g * (sum of the group's activations) = min_g * (bsums pair).
-  const __m256i bsums = load256(x.b->bsums);
+  const __m256i bsums = load256(x.bsums);
   const __m128i group_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
   const __m128i mins_dot = _mm_madd_epi16(w.mins, group_sums);  // 4 int32
   const __m256 mins_f = _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), mins_dot, 0));
@@ -105,8 +111,7 @@ struct Q4_KKind {
   using W = ScaleMinW;
   using X = Q8KX;
   static W load_w(const uint8_t* row, int64_t s) {
-    const auto* b = reinterpret_cast<const BlockQ4_K*>(row) + s;
-    return load_scale_min(b, nullptr);
+    return load_scale_min<BlockQ4_K>(row + s * sizeof(BlockQ4_K), nullptr);
   }
   static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
   static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<false>(w, x, acc); }
@@ -121,8 +126,8 @@ struct Q5_KKind {
   using W = ScaleMinW;
   using X = Q8KX;
   static W load_w(const uint8_t* row, int64_t s) {
-    const auto* b = reinterpret_cast<const BlockQ5_K*>(row) + s;
-    return load_scale_min(b, b->qh);
+    const uint8_t* b = row + s * sizeof(BlockQ5_K);
+    return load_scale_min<BlockQ5_K>(b, b + offsetof(BlockQ5_K, qh));
   }
   static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
   static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<true>(w, x, acc); }
@@ -132,7 +137,8 @@ struct Q5_KKind {
 // Q6_K: 16 groups of 16 with int8 scales; quants are u6 - 32, so the products are taken on the
 // unsigned u6 and 32 * scale_g * (group activation sum, = bsums[g]) is subtracted.
 struct Q6_KW {
-  const BlockQ6_K* b;
+  const uint8_t* ql;  // 128 bytes
+  const uint8_t* qh;  // 64 bytes
   __m256i scales_half[2];  // int16 scales 0..7 (half 0) and 8..15 (half 1), in both lanes
   __m256i scales16;        // int16 scales 0..15
   __m256 d;
@@ -146,13 +152,14 @@ struct Q6_KKind {
   using W = Q6_KW;
   using X = Q8KX;
   static W load_w(const uint8_t* row, int64_t s) {
-    const auto* b = reinterpret_cast<const BlockQ6_K*>(row) + s;
+    const uint8_t* b = row + s * sizeof(BlockQ6_K);
     W w;
-    w.b = b;
-    w.scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+    w.ql = b + offsetof(BlockQ6_K, ql);
+    w.qh = b + offsetof(BlockQ6_K, qh);
+    w.scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales))));
     w.scales_half[0] = _mm256_permute2x128_si256(w.scales16, w.scales16, 0x00);
     w.scales_half[1] = _mm256_permute2x128_si256(w.scales16, w.scales16, 0x11);
-    w.d = _mm256_set1_ps(f16_scalar(b->d));
+    w.d = _mm256_set1_ps(load_f16_scalar(b + offsetof(BlockQ6_K, d)));
     return w;
   }
   static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
@@ -160,8 +167,8 @@ struct Q6_KKind {
     const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
     __m256i sumi = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {  // 128-element halves: 64 ql bytes, 32 qh bytes
-      const __m256i qa = load256(w.b->ql + 64 * h), qb = load256(w.b->ql + 64 * h + 32);
-      const __m256i qh = load256(w.b->qh + 32 * h);
+      const __m256i qa = load256(w.ql + 64 * h), qb = load256(w.ql + 64 * h + 32);
+      const __m256i qh = load256(w.qh + 32 * h);
       // Chunk k holds elements 32k..32k+31 of the half, with qh bits 2k..2k+1 as bits 4..5.
       __m256i c[4];
       c[0] = _mm256_or_si256(_mm256_and_si256(qa, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
@@ -171,12 +178,12 @@ struct Q6_KKind {
                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
       for (int k = 0; k < 4; ++k) {
         // 2 * 63 * 127 fits int16; each 128-bit lane is one 16-element group.
-        const __m256i p = _mm256_maddubs_epi16(c[k], load256(x.b->qs + 128 * h + 32 * k));
+        const __m256i p = _mm256_maddubs_epi16(c[k], load256(x.qs + 128 * h + 32 * k));
         const __m256i sc = _mm256_shuffle_epi8(w.scales_half[h], broadcast_i16_mask(2 * k, 2 * k + 1));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc));
       }
     }
-    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(x.b->bsums), w.scales16), 5);
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(x.bsums), w.scales16), 5);
     sumi = _mm256_sub_epi32(sumi, offset);
     return _mm256_fmadd_ps(_mm256_mul_ps(w.d, x.d), _mm256_cvtepi32_ps(sumi), acc);
   }

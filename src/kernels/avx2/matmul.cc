@@ -1,5 +1,7 @@
 // AVX2 vec_dot and matmul for F32, F16, BF16 (f32 activations) and Q8_0, Q4_0 (Q8_0 activations).
 // Every type is a "kind" for the tiled driver in matmul_tile.h, so matmul == vec_dot bit for bit.
+#include <cstddef>
+
 #include "base/check.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/matmul_tile.h"
@@ -64,8 +66,9 @@ struct Q8X {
 };
 
 inline Q8X load_q8_0(const uint8_t* row, int64_t s) {
-  const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + s;
-  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs)), _mm256_set1_ps(f16_scalar(b->d))};
+  const uint8_t* b = row + s * sizeof(BlockQ8_0);
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + offsetof(BlockQ8_0, qs))),
+          _mm256_set1_ps(load_f16_scalar(b + offsetof(BlockQ8_0, d)))};
 }
 
 inline __m256 fold_q8(const QBlockW& w, const Q8X& x, __m256 acc) {
@@ -99,12 +102,12 @@ struct Q4_0Kind {
   using W = QBlockW;
   using X = Q8X;
   static W load_w(const uint8_t* row, int64_t s) {
-    const auto* b = reinterpret_cast<const BlockQ4_0*>(row) + s;
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
+    const uint8_t* b = row + s * sizeof(BlockQ4_0);
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ4_0, qs)));
     // Low nibbles are elements 0..15, high nibbles 16..31.
     const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), _mm256_set1_epi8(0x0f));
     const __m256i q = _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
-    return {q, _mm256_sign_epi8(q, q), _mm256_set1_ps(f16_scalar(b->d))};
+    return {q, _mm256_sign_epi8(q, q), _mm256_set1_ps(load_f16_scalar(b + offsetof(BlockQ4_0, d)))};
   }
   static X load_x(const uint8_t* row, int64_t s) { return load_q8_0(row, s); }
   static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_q8(w, x, acc); }
