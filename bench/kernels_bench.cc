@@ -88,8 +88,8 @@ void BM_WeightStream(benchmark::State& state) {
   }
   force_isa(before);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * wrb * kRows));
-  state.SetLabel(std::string(dtype_name(type)) + " " + isa_name(isa) +
-                 (mode == 0 ? " vec_dot" : " matmul x" + std::to_string(mode)));
+  state.SetLabel(std::string(dtype_name(type)) + "/" + isa_name(isa) +
+                 (mode == 0 ? "/vec_dot" : "/matmul_x" + std::to_string(mode)));
 }
 
 BENCHMARK(BM_WeightStream)
