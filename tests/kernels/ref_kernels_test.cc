@@ -15,6 +15,16 @@ using test::make_activations;
 using test::make_weights;
 using test::random_floats;
 
+TEST(RefConvertTest, HalfTableMatchesConversionForEveryValue) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
+  std::vector<float> y(65536);
+  ref::f16_to_f32_row(all.data(), y.data(), 65536);
+  for (uint32_t h = 0; h < 65536; ++h) ASSERT_EQ(test::float_bits(y[h]), test::float_bits(f16_to_f32(all[h]))) << h;
+  EXPECT_EQ(y[0x3c00], 1.0f);
+  EXPECT_EQ(y[0x0001], 5.9604645e-8f);  // smallest subnormal
+}
+
 TEST(RefQuantizeTest, Q8_0RoundsHalfAwayFromZero) {
   std::vector<float> x(32, 0.0f);
   x[0] = 127.0f;  // amax 127 -> d = 1, id = 1: q = round(x)

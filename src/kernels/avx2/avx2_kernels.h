@@ -12,4 +12,29 @@ namespace hz::kernels::avx2 {
 
 using namespace ::hz::kernels::ref;  // NOLINT: fallback for kernels not (yet) vectorized
 
+void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
+void bf16_to_f32_row(const uint16_t* x, float* y, int64_t n);
+void f32_to_bf16_row(const float* x, uint16_t* y, int64_t n);
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
+
+void vec_dot(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out);
+void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+            const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+// The k-quant halves of vec_dot/matmul (avx2/kquants.cc).
+void vec_dot_kquant(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out);
+void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                   const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+void swiglu(float* gate, const float* up, int64_t n);
+void add(float* y, const float* x, int64_t n);
+void axpy(float* y, float a, const float* x, int64_t n);
+void scale(float* x, float a, int64_t n);
+void softmax(float* x, int64_t n);
+float dot_f32(const float* a, const float* b, int64_t n);
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+void axpy_f16(float* y, float a, const uint16_t* x, int64_t n);
+
 }  // namespace hz::kernels::avx2

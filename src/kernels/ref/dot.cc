@@ -1,6 +1,7 @@
 // Scalar vec_dot and matmul for every supported weight type. Float types accumulate left to right
 // in f32; block types sum each block's integer products exactly, then add d_w * d_x * isum.
 #include "base/check.h"
+#include "kernels/ref/f16_table.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace hz::kernels::ref {
@@ -30,8 +31,9 @@ float dot_q4_0(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) {
 }
 
 float dot_f16(int64_t n, const uint16_t* w, const float* x) {
+  const float* table = f16_table();
   float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += f16_to_f32(w[i]) * x[i];
+  for (int64_t i = 0; i < n; ++i) sum += table[w[i]] * x[i];
   return sum;
 }
 

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/ref/f16_table.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace hz::kernels::ref {
@@ -58,13 +59,15 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 }
 
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+  const float* table = f16_table();
   float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * f16_to_f32(b[i]);
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * table[b[i]];
   return sum;
 }
 
 void axpy_f16(float* y, float a, const uint16_t* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * f16_to_f32(x[i]);
+  const float* table = f16_table();
+  for (int64_t i = 0; i < n; ++i) y[i] += a * table[x[i]];
 }
 
 }  // namespace hz::kernels::ref

@@ -1,0 +1,224 @@
+// AVX2 k-quant dot products (Q4_K, Q5_K, Q6_K against Q8_K activations) as kinds of the tiled
+// driver. A step is one 256-element super-block: integer products are summed exactly into 8 int32
+// lanes with maddubs/madd (each 32- or 16-element group weighted by its integer scale), then folded
+// into the f32 accumulator with d_w * d_x; the Q4_K/Q5_K mins enter through Q8_K's bsums.
+#include <cstddef>
+
+#include "base/check.h"
+#include "kernels/avx2/avx2_kernels.h"
+#include "kernels/avx2/matmul_tile.h"
+
+namespace hz::kernels::avx2 {
+namespace {
+
+// Shuffle mask that broadcasts int16 element g (of each 128-bit lane) to all 8 int16 of the lane.
+inline __m256i broadcast_i16_mask(int g_lo, int g_hi) {
+  const short lo = static_cast<short>((2 * g_lo) | ((2 * g_lo + 1) << 8));
+  const short hi = static_cast<short>((2 * g_hi) | ((2 * g_hi + 1) << 8));
+  return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+}
+
+// Blocks are addressed through byte pointers and offsetof: rows may sit at any byte address.
+struct Q8KX {
+  const uint8_t* qs;     // 256 int8
+  const uint8_t* bsums;  // 16 int16
+  __m256 d;
+};
+
+inline Q8KX load_q8_k(const uint8_t* row, int64_t s) {
+  const uint8_t* b = row + s * sizeof(BlockQ8_K);
+  return {b + offsetof(BlockQ8_K, qs), b + offsetof(BlockQ8_K, bsums),
+          _mm256_set1_ps(load_f32_scalar(b + offsetof(BlockQ8_K, d)))};
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Q4_K / Q5_K: 8 groups of 32 with a 6-bit scale and a 6-bit min each.
+struct ScaleMinW {
+  const uint8_t* qs;  // 128 bytes of low nibbles
+  const uint8_t* qh;  // Q5_K: 32 bytes of 5th bits; null for Q4_K
+  __m256i scales;     // int16 scales 0..7, in both 128-bit lanes
+  __m128i mins;       // int16 mins 0..7
+  __m256 d, dmin;
+};
+
+// Unpacks the 12 packed bytes into 8 scales (bytes 0..7) and 8 mins (bytes 8..15); see
+// ref::k_scale_min for the layout.
+inline __m128i unpack_scale_min(const uint8_t* packed) {
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t mins_hi = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
+  const uint32_t mins_lo = u[1] & kLow6;
+  const uint32_t scales_hi = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
+  const uint32_t scales_lo = u[0] & kLow6;
+  return _mm_setr_epi32(static_cast<int>(scales_lo), static_cast<int>(scales_hi), static_cast<int>(mins_lo),
+                        static_cast<int>(mins_hi));
+}
+
+template <class Block>
+inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
+  // scales 0..7, mins 0..7 as int16
+  const __m256i sm16 = _mm256_cvtepu8_epi16(unpack_scale_min(b + offsetof(Block, scales)));
+  ScaleMinW w;
+  w.qs = b + offsetof(Block, qs);
+  w.qh = qh;
+  w.scales = _mm256_permute2x128_si256(sm16, sm16, 0x00);
+  w.mins = _mm256_extracti128_si256(sm16, 1);
+  w.d = _mm256_set1_ps(load_f16_scalar(b + offsetof(Block, d)));
+  w.dmin = _mm256_set1_ps(load_f16_scalar(b + offsetof(Block, dmin)));
+  return w;
+}
+
+template <bool kFifthBit>
+inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256i sumi = _mm256_setzero_si256();
+  __m256i qh;
+  if constexpr (kFifthBit) qh = load256(w.qh);
+  for (int j = 0; j < 4; ++j) {  // 64 elements: group 2j in low nibbles, group 2j+1 in high nibbles
+    const __m256i q4 = load256(w.qs + 32 * j);
+    __m256i lo = _mm256_and_si256(q4, low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low4);
+    if constexpr (kFifthBit) {
+      const __m256i bit_lo = _mm256_set1_epi8(static_cast<char>(1 << (2 * j)));
+      const __m256i bit_hi = _mm256_set1_epi8(static_cast<char>(1 << (2 * j + 1)));
+      const __m256i sixteen = _mm256_set1_epi8(16);
+      lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_lo), bit_lo), sixteen));
+      hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit_hi), bit_hi), sixteen));
+    }
+    // u5 * s8 pairs stay below 2 * 31 * 127 (no int16 saturation).
+    const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(x.qs + 64 * j));
+    const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(x.qs + 64 * j + 32));
+    const __m256i s_lo = _mm256_shuffle_epi8(w.scales, broadcast_i16_mask(2 * j, 2 * j));
+    const __m256i s_hi = _mm256_shuffle_epi8(w.scales, broadcast_i16_mask(2 * j + 1, 2 * j + 1));
+    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+  }
+  acc = _mm256_fmadd_ps(_mm256_mul_ps(w.d, x.d), _mm256_cvtepi32_ps(sumi), acc);
+  // Mins: sum over groups of min_g * (sum of the group's activations) = min_g * (bsums pair).
+  const __m256i bsums = load256(x.bsums);
+  const __m128i group_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+  const __m128i mins_dot = _mm_madd_epi16(w.mins, group_sums);  // 4 int32
+  const __m256 mins_f = _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), mins_dot, 0));
+  return _mm256_fnmadd_ps(_mm256_mul_ps(w.dmin, x.d), mins_f, acc);
+}
+
+struct Q4_KKind {
+  static constexpr int kStep = kQK_K;
+  static constexpr bool kHasTail = false;
+  static constexpr int kMaxRows = 1;
+  static constexpr int kMaxTokens = 4;
+  using W = ScaleMinW;
+  using X = Q8KX;
+  static W load_w(const uint8_t* row, int64_t s) {
+    return load_scale_min<BlockQ4_K>(row + s * sizeof(BlockQ4_K), nullptr);
+  }
+  static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
+  static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<false>(w, x, acc); }
+  static float finish(__m256 acc) { return hsum(acc); }
+};
+
+struct Q5_KKind {
+  static constexpr int kStep = kQK_K;
+  static constexpr bool kHasTail = false;
+  static constexpr int kMaxRows = 1;
+  static constexpr int kMaxTokens = 4;
+  using W = ScaleMinW;
+  using X = Q8KX;
+  static W load_w(const uint8_t* row, int64_t s) {
+    const uint8_t* b = row + s * sizeof(BlockQ5_K);
+    return load_scale_min<BlockQ5_K>(b, b + offsetof(BlockQ5_K, qh));
+  }
+  static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
+  static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<true>(w, x, acc); }
+  static float finish(__m256 acc) { return hsum(acc); }
+};
+
+// Q6_K: 16 groups of 16 with int8 scales; quants are u6 - 32, so the products are taken on the
+// unsigned u6 and 32 * scale_g * (group activation sum, = bsums[g]) is subtracted.
+struct Q6_KW {
+  const uint8_t* ql;  // 128 bytes
+  const uint8_t* qh;  // 64 bytes
+  __m256i scales_half[2];  // int16 scales 0..7 (half 0) and 8..15 (half 1), in both lanes
+  __m256i scales16;        // int16 scales 0..15
+  __m256 d;
+};
+
+struct Q6_KKind {
+  static constexpr int kStep = kQK_K;
+  static constexpr bool kHasTail = false;
+  static constexpr int kMaxRows = 1;
+  static constexpr int kMaxTokens = 4;
+  using W = Q6_KW;
+  using X = Q8KX;
+  static W load_w(const uint8_t* row, int64_t s) {
+    const uint8_t* b = row + s * sizeof(BlockQ6_K);
+    W w;
+    w.ql = b + offsetof(BlockQ6_K, ql);
+    w.qh = b + offsetof(BlockQ6_K, qh);
+    w.scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(BlockQ6_K, scales))));
+    w.scales_half[0] = _mm256_permute2x128_si256(w.scales16, w.scales16, 0x00);
+    w.scales_half[1] = _mm256_permute2x128_si256(w.scales16, w.scales16, 0x11);
+    w.d = _mm256_set1_ps(load_f16_scalar(b + offsetof(BlockQ6_K, d)));
+    return w;
+  }
+  static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
+  static __m256 fold(const W& w, const X& x, __m256 acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {  // 128-element halves: 64 ql bytes, 32 qh bytes
+      const __m256i qa = load256(w.ql + 64 * h), qb = load256(w.ql + 64 * h + 32);
+      const __m256i qh = load256(w.qh + 32 * h);
+      // Chunk k holds elements 32k..32k+31 of the half, with qh bits 2k..2k+1 as bits 4..5.
+      __m256i c[4];
+      c[0] = _mm256_or_si256(_mm256_and_si256(qa, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+      c[1] = _mm256_or_si256(_mm256_and_si256(qb, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+      c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), low4), _mm256_and_si256(qh, bits45));
+      c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), low4),
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
+      for (int k = 0; k < 4; ++k) {
+        // 2 * 63 * 127 fits int16; each 128-bit lane is one 16-element group.
+        const __m256i p = _mm256_maddubs_epi16(c[k], load256(x.qs + 128 * h + 32 * k));
+        const __m256i sc = _mm256_shuffle_epi8(w.scales_half[h], broadcast_i16_mask(2 * k, 2 * k + 1));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc));
+      }
+    }
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(x.bsums), w.scales16), 5);
+    sumi = _mm256_sub_epi32(sumi, offset);
+    return _mm256_fmadd_ps(_mm256_mul_ps(w.d, x.d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  static float finish(__m256 acc) { return hsum(acc); }
+};
+
+}  // namespace
+
+void vec_dot_kquant(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out) {
+  HZ_CHECK(n % kQK_K == 0);
+  switch (wtype) {
+    case DType::kQ4_K:
+      return vec_dot_kind<Q4_KKind>(n, w_row, x_row, out);
+    case DType::kQ5_K:
+      return vec_dot_kind<Q5_KKind>(n, w_row, x_row, out);
+    case DType::kQ6_K:
+      return vec_dot_kind<Q6_KKind>(n, w_row, x_row, out);
+    default:
+      HZ_CHECK_MSG(false, "vec_dot_kquant: not a k-quant");
+  }
+}
+
+void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                   const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  HZ_CHECK(n % kQK_K == 0);
+  switch (wtype) {
+    case DType::kQ4_K:
+      return matmul_kind<Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+    case DType::kQ5_K:
+      return matmul_kind<Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+    case DType::kQ6_K:
+      return matmul_kind<Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+    default:
+      HZ_CHECK_MSG(false, "matmul_kquant: not a k-quant");
+  }
+}
+
+}  // namespace hz::kernels::avx2

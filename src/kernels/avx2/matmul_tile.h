@@ -1,0 +1,98 @@
+// The register-tiled matmul driver shared by every weight type's AVX2 kernel. A "kind" describes
+// one weight type: how a step (8 floats or one block) of a weight row and of an activation row is
+// loaded, and how a (weight, activation) pair is folded into one 8-lane f32 accumulator.
+//
+// Determinism: each output element owns exactly one accumulator, fed the same steps in the same
+// order and reduced by the same hsum, whether it sits in a 1x1 tile (vec_dot) or an RxT tile. Tiles
+// only change which elements are computed together, never the arithmetic of any one of them.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/avx2/avx2_common.h"
+
+namespace hz::kernels::avx2 {
+
+// Kind interface:
+//   static constexpr int kStep;               elements per step
+//   static constexpr bool kHasTail;           n need not be a multiple of kStep (zero-padded last step)
+//   static constexpr int kMaxRows, kMaxTokens; largest tile
+//   struct W; struct X;                       decoded step of a weight / activation row
+//   static W load_w(const uint8_t* row, int64_t step);   static X load_x(const uint8_t* row, int64_t step);
+//   static W load_w_tail(const uint8_t* row, int64_t step, int64_t count);  (only with kHasTail)
+//   static X load_x_tail(const uint8_t* row, int64_t step, int64_t count);
+//   static __m256 fold(const W& w, const X& x, __m256 acc);
+template <class K, int R, int T>
+void dot_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows, float* const* out) {
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  const int64_t num_steps = n / K::kStep;
+  for (int64_t s = 0; s < num_steps; ++s) {
+    typename K::X xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = K::load_x(x_rows[t], s);
+    for (int r = 0; r < R; ++r) {
+      const typename K::W wv = K::load_w(w_rows[r], s);
+      for (int t = 0; t < T; ++t) acc[r][t] = K::fold(wv, xv[t], acc[r][t]);
+    }
+  }
+  if constexpr (K::kHasTail) {
+    const int64_t rest = n - num_steps * K::kStep;
+    if (rest > 0) {
+      typename K::X xv[T];
+      for (int t = 0; t < T; ++t) xv[t] = K::load_x_tail(x_rows[t], num_steps, rest);
+      for (int r = 0; r < R; ++r) {
+        const typename K::W wv = K::load_w_tail(w_rows[r], num_steps, rest);
+        for (int t = 0; t < T; ++t) acc[r][t] = K::fold(wv, xv[t], acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) out[r * T + t][0] = K::finish(acc[r][t]);
+  }
+}
+
+// Calls dot_tile<K, num_rows, num_tokens> for run-time sizes within the kind's limits.
+template <class K, int R = 1, int T = 1>
+void dot_tile_dispatch(int num_rows, int num_tokens, int64_t n, const uint8_t* const* w_rows,
+                       const uint8_t* const* x_rows, float* const* out) {
+  if (num_rows == R && num_tokens == T) return dot_tile<K, R, T>(n, w_rows, x_rows, out);
+  if constexpr (T < K::kMaxTokens) {
+    return dot_tile_dispatch<K, R, T + 1>(num_rows, num_tokens, n, w_rows, x_rows, out);
+  } else if constexpr (R < K::kMaxRows) {
+    return dot_tile_dispatch<K, R + 1, 1>(num_rows, num_tokens, n, w_rows, x_rows, out);
+  }
+}
+
+template <class K>
+void vec_dot_kind(int64_t n, const void* w_row, const void* x_row, float* out) {
+  const auto* w = static_cast<const uint8_t*>(w_row);
+  const auto* x = static_cast<const uint8_t*>(x_row);
+  dot_tile<K, 1, 1>(n, &w, &x, &out);
+}
+
+// Rows outer (a tile of weight rows stays in cache while every token passes over it), tokens inner.
+template <class K>
+void matmul_kind(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
+                 uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += K::kMaxRows) {
+    const int nr = static_cast<int>(row_end - r0 < K::kMaxRows ? row_end - r0 : K::kMaxRows);
+    const uint8_t* w_rows[K::kMaxRows];
+    for (int r = 0; r < nr; ++r) w_rows[r] = wb + (r0 + r) * w_row_bytes;
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += K::kMaxTokens) {
+      const int nt = static_cast<int>(num_tokens - t0 < K::kMaxTokens ? num_tokens - t0 : K::kMaxTokens);
+      const uint8_t* x_rows[K::kMaxTokens];
+      float* out[K::kMaxRows * K::kMaxTokens];
+      for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
+      for (int r = 0; r < nr; ++r) {
+        for (int t = 0; t < nt; ++t) out[r * nt + t] = y + (t0 + t) * y_stride + r0 + r;
+      }
+      dot_tile_dispatch<K>(nr, nt, n, w_rows, x_rows, out);
+    }
+  }
+}
+
+}  // namespace hz::kernels::avx2
