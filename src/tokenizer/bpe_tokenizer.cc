@@ -101,12 +101,13 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
       out.push_back(id);
       continue;
     }
-    // A merge produced a string the vocabulary lacks (inconsistent merges): fall back to its
-    // characters, and to <unk> for characters the vocabulary lacks too.
+    // A merge produced a string the vocabulary lacks (inconsistent merges), or a byte has no
+    // symbol in it (Falcon's and MPT's vocabularies lack the bytes UTF-8 never uses): fall back to
+    // its characters and drop those the vocabulary cannot express, as llama.cpp does. NOTE: not
+    // <unk>: MPT's unknown token is <|endoftext|>, which would end the document.
     for (size_t offs = 0; offs < piece.size();) {
       size_t len = std::min(utf8::lead_len(static_cast<uint8_t>(piece[offs])), piece.size() - offs);
       int32_t cid = vocab_.find(piece.substr(offs, len));
-      if (cid < 0) cid = vocab_.unk_id();
       if (cid >= 0) out.push_back(cid);
       offs += len;
     }
