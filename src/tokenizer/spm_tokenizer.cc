@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <queue>
 #include <string>
 
@@ -70,11 +71,14 @@ void SpmTokenizer::encode(std::string_view raw, bool space_prefix, std::vector<i
   }
   if (text.empty()) return;
 
-  // One symbol per character (by the lead byte's announced length, clipped at the end).
+  // One symbol per character. NOTE: a byte that does not start a valid character is a symbol of
+  // its own (llama.cpp takes the length its lead byte announces, which can swallow the next
+  // character, e.g. an escaped space, into byte fallback); valid UTF-8 splits the same either way.
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t offs = 0; offs < text.size();) {
-    size_t len = std::min(utf8::lead_len(static_cast<uint8_t>(text[offs])), text.size() - offs);
+    uint32_t cp;
+    size_t len = std::max<size_t>(utf8::decode(text.data() + offs, text.size() - offs, &cp), 1);
     int32_t idx = static_cast<int32_t>(symbols.size());
     symbols.push_back(Symbol{idx - 1, offs + len == text.size() ? -1 : idx + 1, static_cast<uint32_t>(offs),
                              static_cast<uint32_t>(len)});

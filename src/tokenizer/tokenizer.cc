@@ -32,7 +32,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& f) {
   if (v.kind() == VocabKind::kSpm) {
     tok->spm_ = std::make_unique<SpmTokenizer>(v);
   } else {
-    return unimplemented("{}: 'tokenizer.ggml.model' = 'gpt2' is not supported yet", f.path());
+    auto bpe = BpeTokenizer::create(v);
+    if (!bpe.ok()) return bpe.status().with_context(f.path());
+    tok->bpe_ = std::move(bpe).value();
   }
 
   tok->pieces_.resize(v.size());
@@ -68,6 +70,8 @@ void Tokenizer::encode_fragment(std::string_view text, bool after_special, std::
   if (text.empty()) return;
   if (spm_) {
     spm_->encode(text, vocab_.add_space_prefix() && after_special, out);
+  } else {
+    bpe_->encode(text, out);
   }
 }
 

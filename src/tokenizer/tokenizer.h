@@ -35,7 +35,9 @@ class Tokenizer {
 
   // The concatenated pieces. Like llama.cpp's detokenize: with the SentencePiece space prefix, the
   // first token loses one leading space; remove_special drops a leading BOS / trailing EOS (and
-  // then keeps that space); unparse_special renders control tokens as their text.
+  // then keeps that space); unparse_special renders control tokens as their text. NOTE: no
+  // "clean_up_tokenization_spaces" pass, so decode(encode(text, false)) == text. For generated
+  // text shown incrementally use StreamingDetokenizer (pieces verbatim, like llama.cpp's output).
   std::string decode(const std::vector<int32_t>& ids, bool remove_special = false, bool unparse_special = false) const;
 
   // The bytes this token contributes to output text (control and unknown tokens: nothing, unless

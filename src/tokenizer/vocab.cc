@@ -74,7 +74,7 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
 
   if (v.kind_ == VocabKind::kBpe) {
     HZ_ASSIGN_OR_RETURN(const std::vector<std::string>* merges, f.get_string_array(kMergesKey));
-    if (merges == nullptr) return not_found("{}: missing metadata '{}' (required by gpt2 tokenizers)", f.path(), kMergesKey);
+    if (merges == nullptr || !f.has(kMergesKey)) return not_found("{}: missing metadata '{}' (required by gpt2 tokenizers)", f.path(), kMergesKey);
     if (merges->size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
       return data_loss("{}: '{}' has {} entries, too many", f.path(), kMergesKey, merges->size());
     }

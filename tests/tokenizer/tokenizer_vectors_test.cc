@@ -73,7 +73,7 @@ TEST_P(VocabVectorsTest, MatchesEveryCaseExactly) {
   EXPECT_EQ(failures, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, VocabVectorsTest, ::testing::Values("llama-spm"),
+INSTANTIATE_TEST_SUITE_P(Vocabs, VocabVectorsTest, ::testing::Values("llama-spm", "gpt-2", "deepseek-coder", "falcon", "mpt", "llama-bpe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) c = (c == '-') ? '_' : c;
