@@ -1,0 +1,92 @@
+#include "planner/kv_layout.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "base/check.h"
+
+namespace hz {
+
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::kF32: return "f32";
+    case KvType::kF16: return "f16";
+    case KvType::kBF16: return "bf16";
+    case KvType::kFp8: return "fp8";
+    case KvType::kInt8: return "int8";
+    case KvType::kInt4: return "int4";
+  }
+  return "?";
+}
+
+std::optional<KvType> kv_type_from_name(std::string_view name) {
+  std::string n(name);
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "fp8_e4m3" || n == "e4m3") return KvType::kFp8;
+  for (KvType t : all_kv_types()) {
+    if (n == kv_type_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
+const std::vector<KvType>& all_kv_types() {
+  static const std::vector<KvType> kAll = {KvType::kF32, KvType::kF16, KvType::kBF16,
+                                           KvType::kFp8, KvType::kInt8, KvType::kInt4};
+  return kAll;
+}
+
+int kv_type_element_bits(KvType t) {
+  switch (t) {
+    case KvType::kF32: return 32;
+    case KvType::kF16: case KvType::kBF16: return 16;
+    case KvType::kFp8: case KvType::kInt8: return 8;
+    case KvType::kInt4: return 4;
+  }
+  return 0;
+}
+
+uint64_t kv_scale_group(uint64_t head_dim) { return head_dim < 32 ? head_dim : 32; }
+
+uint64_t kv_plane_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens) {
+  HZ_CHECK(block_tokens > 0);
+  const uint64_t rows = g.num_heads * block_tokens;  // head rows in one plane
+  switch (t) {
+    case KvType::kF32: return rows * g.head_dim * 4;
+    case KvType::kF16: case KvType::kBF16: return rows * g.head_dim * 2;
+    case KvType::kFp8: return rows * g.head_dim + g.num_heads * 4;
+    case KvType::kInt8: case KvType::kInt4: {
+      uint64_t group = kv_scale_group(g.head_dim);
+      uint64_t groups = group == 0 ? 0 : (g.head_dim + group - 1) / group;
+      uint64_t row_elem_bytes = t == KvType::kInt8 ? g.head_dim : (g.head_dim + 1) / 2;
+      return rows * (row_elem_bytes + groups * 2);
+    }
+  }
+  return 0;
+}
+
+uint64_t kv_block_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens) {
+  return g.num_layers * g.num_streams * kv_plane_bytes(g, t, block_tokens);
+}
+
+double kv_bytes_per_token(const KvGeometry& g, KvType t, uint64_t block_tokens) {
+  return static_cast<double>(kv_block_bytes(g, t, block_tokens)) / static_cast<double>(block_tokens);
+}
+
+uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvType t, uint64_t block_tokens, uint64_t num_tokens) {
+  uint64_t blocks = (num_tokens + block_tokens - 1) / block_tokens;
+  return blocks * kv_block_bytes(g, t, block_tokens);
+}
+
+uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t num_tokens) {
+  if (p.hot_window == 0 || num_tokens <= p.hot_window) return kv_bytes_for_tokens(g, p.hot, block_tokens, num_tokens);
+  return kv_bytes_for_tokens(g, p.hot, block_tokens, p.hot_window) +
+         kv_bytes_for_tokens(g, p.cold, block_tokens, num_tokens - p.hot_window);
+}
+
+std::string kv_precision_name(const KvPrecision& p) {
+  if (p.hot_window == 0 || p.hot == p.cold) return kv_type_name(p.hot);
+  return fmt::format("{} (hot {}) + {}", kv_type_name(p.hot), p.hot_window, kv_type_name(p.cold));
+}
+
+}  // namespace hz

@@ -1,0 +1,65 @@
+// Bytes of the paged KV cache per block and per token for each KV element type. The single source
+// of truth for KV sizes: the planner plans with these figures and the KV pool allocates with them.
+//
+// Layout assumed (one block = `block_tokens` positions of every layer; matches kv/kv_cache.h):
+//   storage [num_blocks][num_layers][stream][...], stream = K, V (GQA) or the one latent (MLA).
+//   One stream of one layer in one block = a "plane":
+//     elements: [num_heads][block_tokens][head_dim], codec = KV type
+//     then scales (quantized types only), right after the elements of that plane:
+//   f32 / f16 / bf16: 4 / 2 / 2 bytes per element, no scales.
+//   fp8 (E4M3): 1 byte per element + one f32 scale per (plane, head): [num_heads] f32.
+//   int8: 1 byte per element + one f16 scale per group of G = min(32, head_dim) elements of a head
+//         row (a row's last group may be shorter when head_dim % 32 != 0): [num_heads][block_tokens][groups] f16.
+//   int4: 4 bits per element (two per byte, a row padded to whole bytes) + the same f16 group scales
+//         as int8. Symmetric like Q4_0: value = (q - 8) * scale.
+//   MLA (DeepSeek-V2/V3, Kimi K2): one stream holding the compressed latent of dimension
+//   kv_lora_rank + qk_rope_head_dim per position, as a single "head" (num_heads = 1).
+// A sequence of n tokens holds ceil(n / block_tokens) blocks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hz {
+
+enum class KvType { kF32, kF16, kBF16, kFp8, kInt8, kInt4 };
+
+const char* kv_type_name(KvType t);                       // "f32", "f16", "bf16", "fp8", "int8", "int4"
+std::optional<KvType> kv_type_from_name(std::string_view name);  // case-insensitive; "fp8_e4m3" = fp8
+const std::vector<KvType>& all_kv_types();                // from widest to most compact
+// Bits per element without scales (32, 16, 16, 8, 8, 4): orders types by compactness.
+int kv_type_element_bits(KvType t);
+
+// What the KV cache stores per layer, independent of where the shape came from.
+struct KvGeometry {
+  uint64_t num_layers = 0;
+  uint64_t num_streams = 2;   // 2 (K and V) for GQA/MHA, 1 for MLA
+  uint64_t num_heads = 0;     // KV heads per stream (1 for MLA)
+  uint64_t head_dim = 0;      // elements per head row (kv_lora_rank + qk_rope_head_dim for MLA)
+};
+
+// Group length of the int8/int4 scales for a head row of `head_dim` elements.
+uint64_t kv_scale_group(uint64_t head_dim);
+// Bytes of one plane (one stream of one layer in one block), scales included.
+uint64_t kv_plane_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens);
+// Bytes of one block across all layers and streams: what the pool allocates per block.
+uint64_t kv_block_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens);
+// Bytes per token: kv_block_bytes / block_tokens (exact; fractional when scales are per block).
+double kv_bytes_per_token(const KvGeometry& g, KvType t, uint64_t block_tokens);
+// Bytes for a sequence of `num_tokens` positions: whole blocks.
+uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvType t, uint64_t block_tokens, uint64_t num_tokens);
+
+// Mixed precision by distance: the newest `hot_window` tokens at `hot`, older ones at `cold`
+// (hot_window 0: everything at `hot`). Each part is counted in whole blocks.
+struct KvPrecision {
+  KvType hot = KvType::kF16;
+  uint64_t hot_window = 0;
+  KvType cold = KvType::kF16;
+};
+uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t num_tokens);
+std::string kv_precision_name(const KvPrecision& p);  // "f16" or "f16 (hot 4096) + int4"
+
+}  // namespace hz

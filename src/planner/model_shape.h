@@ -1,0 +1,74 @@
+// ModelShape: the sizes the capacity planner needs (layers, widths, heads, experts, MLA ranks),
+// read from GGUF metadata, a Hugging Face config.json, or an HF folder. No weights are loaded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "base/status.h"
+#include "format/gguf.h"
+#include "planner/kv_layout.h"
+
+namespace hz {
+
+struct RopeScalingInfo {
+  std::string type;                 // "" (none), "linear", "yarn", "llama3", "dynamic", ...
+  double factor = 1.0;
+  uint64_t original_max_positions = 0;
+};
+
+struct ModelShape {
+  std::string architecture;         // "llama", "qwen2", "mixtral", "deepseek_v3", ...
+  std::string source;               // the file or folder it was read from
+  uint64_t num_layers = 0;
+  uint64_t hidden = 0;
+  uint64_t num_heads = 0;
+  uint64_t num_kv_heads = 0;
+  uint64_t head_dim = 0;            // per query/key head (GQA); for MLA see below
+  uint64_t ffn = 0;                 // dense FFN width (the dense layers of a MoE model)
+  uint64_t vocab = 0;
+  // Mixture of experts (num_experts 0: dense).
+  uint64_t num_experts = 0;
+  uint64_t num_experts_used = 0;
+  uint64_t moe_ffn = 0;             // per routed expert
+  uint64_t num_shared_experts = 0;
+  uint64_t shared_expert_ffn = 0;   // per shared expert
+  bool shared_expert_gate = false;  // Qwen-MoE: a sigmoid gate (hidden x 1) on the shared expert
+  uint64_t first_k_dense = 0;       // the first k layers are dense (DeepSeek)
+  bool tied_embeddings = false;
+  bool attention_bias = false;      // q/k/v biases (Qwen2)
+  bool qk_norm = false;             // per-head q/k RMSNorm (Qwen3)
+  // Multi-head latent attention (DeepSeek-V2/V3, Kimi K2); kv_lora_rank 0: not MLA.
+  uint64_t q_lora_rank = 0;         // 0: a plain q projection
+  uint64_t kv_lora_rank = 0;
+  uint64_t qk_rope_head_dim = 0;
+  uint64_t qk_nope_head_dim = 0;
+  uint64_t v_head_dim = 0;
+  uint64_t max_positions = 0;       // trained (or extended) context length
+  RopeScalingInfo rope_scaling;
+  // Present when read from a GGUF: the file's real tensor figures.
+  std::optional<uint64_t> file_weight_bytes;
+  std::optional<uint64_t> file_params;
+  std::optional<uint64_t> file_expert_params;  // elements of the routed-expert tensors
+  std::string file_weight_type;                // most common matrix type in the file, e.g. "q4_0"
+
+  bool is_mla() const { return kv_lora_rank > 0; }
+  bool is_moe() const { return num_experts > 0; }
+  KvGeometry kv_geometry() const;
+  // Checks the sizes are present and consistent; errors name the field.
+  Status validate() const;
+};
+
+// From a parsed GGUF: `<arch>.block_count`, `<arch>.embedding_length`, `<arch>.attention.*`,
+// `<arch>.feed_forward_length`, `<arch>.expert_*`, ...; weight figures from the tensor table.
+Result<ModelShape> model_shape_from_gguf(const GgufFile& f);
+// From a Hugging Face config.json (already parsed); `source` names it in errors.
+Result<ModelShape> model_shape_from_hf_config(const nlohmann::json& config, const std::string& source);
+// PATH: a .gguf file, a config.json, or a folder holding config.json (or a single .gguf).
+Result<ModelShape> load_model_shape(const std::string& path);
+
+}  // namespace hz

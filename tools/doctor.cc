@@ -1,0 +1,167 @@
+// `horizon doctor`: the pre-flight checklist of a deployment, one line per check (PASS/WARN/FAIL),
+// exit status 1 when any check fails.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "base/byte_size.h"
+#include "kernels/kernels.h"
+#include "planner/capacity_plan.h"
+#include "planner/host_info.h"
+#include "planner/model_files.h"
+#include "planner/model_shape.h"
+#include "tools/cli.h"
+#include "tools/plan_flags.h"
+
+namespace hz::cli {
+namespace {
+
+struct DoctorOptions {
+  std::string model;
+  int port = 8080;
+  std::string host = "127.0.0.1";
+  std::string api_key;
+  PlanFlags plan;
+};
+
+// Tries to bind host:port the way the server will (SO_REUSEADDR, so a port in TIME_WAIT counts as
+// free but one with a listener does not).
+CheckResult check_port(const std::string& host, int port) {
+  if (port <= 0 || port > 65535) return {CheckLevel::kFail, "port", fmt::format("--port {} is not between 1 and 65535", port)};
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (gai != 0) return {CheckLevel::kFail, "port", fmt::format("--host {}: cannot resolve: {}", host, gai_strerror(gai))};
+  CheckResult r{CheckLevel::kFail, "port", ""};
+  int fd = socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+  if (fd < 0) {
+    r.detail = fmt::format("cannot create a socket: {}", std::strerror(errno));
+  } else {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) == 0 && listen(fd, 1) == 0) {
+      r = {CheckLevel::kPass, "port", fmt::format("{}:{} is free", host, port)};
+    } else {
+      int err = errno;
+      r.detail = err == EADDRINUSE ? fmt::format("{}:{} is already in use (another server running?)", host, port)
+                                   : fmt::format("cannot bind {}:{}: {}", host, port, std::strerror(err));
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return r;
+}
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+  return false;
+}
+
+int run_doctor(const DoctorOptions& o) {
+  std::vector<CheckResult> checks;
+  HostInfo host = probe_host();
+
+  // CPU: the AVX2 kernels need avx2 + fma + f16c; without them the scalar kernels still run.
+  std::string features = kernels::cpu_features();
+  bool avx2 = features.find("avx2") != std::string::npos && features.find("fma") != std::string::npos &&
+              features.find("f16c") != std::string::npos;
+  checks.push_back({avx2 ? CheckLevel::kPass : CheckLevel::kWarn, "cpu",
+                    fmt::format("{} [{}]{}", host.cpu_model.empty() ? "unknown CPU" : host.cpu_model, features,
+                                avx2 ? ": AVX2 kernels" : ": no AVX2/FMA/F16C, scalar kernels (slow)")});
+  checks.push_back({host.num_cpus >= 2 ? CheckLevel::kPass : CheckLevel::kWarn, "cores", fmt::format("{} logical CPUs", host.num_cpus)});
+  checks.push_back({host.available_ram_bytes >= (uint64_t{1} << 30) ? CheckLevel::kPass : CheckLevel::kWarn, "ram",
+                    fmt::format("{} available of {}", format_bytes(host.available_ram_bytes), format_bytes(host.total_ram_bytes))});
+  std::string disk_path = ".";
+  if (!o.model.empty()) {
+    std::error_code ec;
+    std::filesystem::path p(o.model);
+    disk_path = std::filesystem::is_directory(p, ec) ? p.string() : (p.has_parent_path() ? p.parent_path().string() : ".");
+  }
+  uint64_t disk = free_disk_bytes(disk_path);
+  checks.push_back({disk >= (uint64_t{1} << 30) ? CheckLevel::kPass : CheckLevel::kWarn, "disk",
+                    fmt::format("{} free on {}", format_bytes(disk), disk_path)});
+
+  if (!o.model.empty()) {
+    auto files = check_model_files(o.model);
+    bool model_ok = true;
+    for (auto& c : files) {
+      model_ok &= c.level != CheckLevel::kFail;
+      checks.push_back(std::move(c));
+    }
+    if (model_ok) {
+      auto opts = o.plan.to_options(host);
+      auto shape = load_model_shape(o.model);
+      if (!opts.ok()) {
+        checks.push_back({CheckLevel::kFail, "plan", opts.status().message()});
+      } else if (!shape.ok()) {
+        checks.push_back({CheckLevel::kFail, "plan", shape.status().message()});
+      } else {
+        auto plan = make_plan(*shape, *opts);
+        if (!plan.ok()) {
+          checks.push_back({CheckLevel::kFail, "plan", plan.status().message()});
+        } else if (plan->fits) {
+          checks.push_back({CheckLevel::kPass, "plan",
+                            fmt::format("{} sequence(s) x {} tokens at {} KV need {} of {}", opts->max_num_seqs,
+                                        plan->requested_context, kv_precision_name(opts->kv), format_bytes(plan->required_bytes),
+                                        format_bytes(opts->memory_bytes))});
+        } else {
+          std::string hint;
+          for (const auto& r : plan->remedies) {
+            if (r.fits) {
+              hint = fmt::format("; try {}", r.flags);
+              break;
+            }
+          }
+          checks.push_back({CheckLevel::kFail, "plan",
+                            fmt::format("{} sequence(s) x {} tokens at {} KV need {} but the budget is {}{} (see horizon plan)",
+                                        opts->max_num_seqs, plan->requested_context, kv_precision_name(opts->kv),
+                                        format_bytes(plan->required_bytes), format_bytes(opts->memory_bytes), hint)});
+        }
+      }
+    }
+  }
+
+  checks.push_back(check_port(o.host, o.port));
+  if (!is_loopback(o.host) && o.api_key.empty()) {
+    checks.push_back({CheckLevel::kWarn, "auth", fmt::format("--host {} is reachable beyond this machine and no --api-key is set", o.host)});
+  } else {
+    checks.push_back({CheckLevel::kPass, "auth", o.api_key.empty() ? "loopback only" : "API key set"});
+  }
+
+  int failures = 0;
+  for (const auto& c : checks) {
+    fmt::print("{}  {:<9} {}\n", check_level_name(c.level), c.name, c.detail);
+    failures += c.level == CheckLevel::kFail;
+  }
+  if (failures > 0) {
+    fmt::print(stderr, "error: {} check{} failed\n", failures, failures == 1 ? "" : "s");
+    return 1;
+  }
+  return 0;
+}
+
+Subcommand kDoctor("doctor", "Pre-flight checks: CPU, memory, disk, model files, plan, port", [](CLI::App& app) {
+  auto o = std::make_shared<DoctorOptions>();
+  app.add_option("-m,--model", o->model, "GGUF file or Hugging Face folder to check");
+  app.add_option("--port", o->port, "Port the server will listen on")->capture_default_str();
+  app.add_option("--host", o->host, "Address the server will bind")->capture_default_str();
+  app.add_option("--api-key", o->api_key, "API key the server will require");
+  o->plan.add_to(app);
+  return [o] { return run_doctor(*o); };
+});
+
+}  // namespace
+}  // namespace hz::cli
