@@ -40,7 +40,8 @@ struct HttpSession::Generation {
   uint64_t tokens_seen = 0;
 };
 
-HttpSession::HttpSession(tcp::socket socket, SessionContext ctx) : stream_(std::move(socket)), ctx_(std::move(ctx)) {
+HttpSession::HttpSession(tcp::socket socket, SessionContext ctx)
+    : stream_(std::move(socket)), hold_(stream_.get_executor()), ctx_(std::move(ctx)) {
   beast::error_code ec;
   auto ep = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? "?" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
@@ -152,6 +153,8 @@ void HttpSession::start_generation(GenerationPlan plan) {
   g.engine_id = *id;
   g.submitted = true;
   g.last_event = request_start_;
+  hold_.expires_at(net::steady_timer::time_point::max());
+  hold_.async_wait([self = shared_from_this()](beast::error_code) {});
   stream_.expires_never();  // the wait for the engine is bounded by the request deadline instead
 
   if (g.plan.response.stream) {
@@ -321,6 +324,7 @@ void HttpSession::complete_request(int status) {
     // The disconnect watcher has nothing left to watch; stop it before the next read.
     beast::error_code ignored;
     stream_.socket().cancel(ignored);
+    hold_.cancel();
     gen_.reset();
   } else if (ctx_.options->access_log) {
     HZ_LOG_INFO("access id=- peer={} {} {} status={} total_ms={:.1f}", peer_, method_, path_, status, total_ms);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -71,6 +72,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  // Pending while the engine works on a request: its handler holds the session alive (the engine's
+  // sink only holds a weak reference) and goes away with the io_context at shutdown.
+  boost::asio::steady_timer hold_;
   std::shared_ptr<boost::beast::http::response<boost::beast::http::string_body>> reply_;
   SessionContext ctx_;
   std::string peer_;

@@ -121,7 +121,40 @@ class FieldReader {
   const json& obj_;
 };
 
-std::optional<ApiError> clean(std::string& text, const std::string& field, const ParseOptions& o) {
+// Invalid UTF-8 never survives the JSON parser, which would report it without saying where. So
+// parse_request first replaces each invalid byte by this noncharacter (U+FDD0, reserved for
+// internal use), and clean() reports a text that contains it as invalid UTF-8, naming the field.
+constexpr std::string_view kInvalidByteMarker = "\xEF\xB7\x90";
+
+struct Ctx : ParseOptions {
+  bool body_had_invalid_utf8 = false;
+};
+
+std::string mark_invalid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t len = 1;
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0xC0 && c < 0xE0) len = 2;
+    else if (c >= 0xE0 && c < 0xF0) len = 3;
+    else if (c >= 0xF0) len = 4;
+    if (c >= 0x80 && (i + len > s.size() || !is_valid_utf8(s.substr(i, len)))) {
+      out += kInvalidByteMarker;
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::optional<ApiError> clean(std::string& text, const std::string& field, const Ctx& o) {
+  if (o.body_had_invalid_utf8 && text.find(kInvalidByteMarker) != std::string::npos) {
+    return bad_request(fmt::format("'{}' is not valid UTF-8", field), field);
+  }
   Status s = clean_request_text(text, field, o.normalize_newlines);
   if (!s.ok()) return bad_request(s.message(), field);
   return std::nullopt;
@@ -142,7 +175,7 @@ std::optional<ApiError> read_token_ids(const json& arr, const std::string& field
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_prompt(const json& body, const ParseOptions& o, ParsedRequest* out) {
+std::optional<ApiError> parse_prompt(const json& body, const Ctx& o, ParsedRequest* out) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
   const json& p = *it;
@@ -171,7 +204,7 @@ std::optional<ApiError> parse_prompt(const json& body, const ParseOptions& o, Pa
   return read_token_ids(p, "prompt", &out->prompt_tokens);
 }
 
-std::optional<ApiError> parse_messages(const json& body, const ParseOptions& o, ParsedRequest* out) {
+std::optional<ApiError> parse_messages(const json& body, const Ctx& o, ParsedRequest* out) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) return bad_request("'messages' is required", "messages");
   if (!it->is_array()) {
@@ -232,7 +265,7 @@ std::optional<ApiError> parse_messages(const json& body, const ParseOptions& o, 
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_stop(FieldReader& r, const ParseOptions& o, SamplingParams* s) {
+std::optional<ApiError> parse_stop(FieldReader& r, const Ctx& o, SamplingParams* s) {
   const json* v = r.get("stop");
   if (v == nullptr) return std::nullopt;
   constexpr size_t kMaxStops = 16;
@@ -256,7 +289,7 @@ std::optional<ApiError> parse_stop(FieldReader& r, const ParseOptions& o, Sampli
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const ParseOptions& o, ParsedRequest* out) {
+std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& o, ParsedRequest* out) {
   SamplingParams& s = out->sampling;
   int64_t i = 0;
   constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
@@ -331,6 +364,14 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
   if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     return bad_request(fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
   }
+  Ctx ctx;
+  static_cast<ParseOptions&>(ctx) = options;
+  std::string marked;
+  if (!is_valid_utf8(body)) {
+    ctx.body_had_invalid_utf8 = true;
+    marked = mark_invalid_utf8(body);
+    body = marked;
+  }
   json j;
   try {
     j = json::parse(body);
@@ -358,10 +399,11 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
     }
     r.read_string("user", &out->user);
     if (r.error) return r.error;
-    if (auto e = kind == ApiKind::kCompletion ? parse_prompt(j, options, out) : parse_messages(j, options, out)) {
-      return e;
-    }
-    return parse_sampling(kind, r, options, out);
+    if (auto e = kind == ApiKind::kCompletion ? parse_prompt(j, ctx, out) : parse_messages(j, ctx, out)) return e;
+    if (auto e = parse_sampling(kind, r, ctx, out)) return e;
+    // An invalid byte outside the texts checked above (a key, the model name, ...).
+    if (ctx.body_had_invalid_utf8) return bad_request("the request body is not valid UTF-8");
+    return std::nullopt;
   } catch (const json::exception& e) {
     return bad_request(fmt::format("bad request body: {}", e.what()));
   }
