@@ -1,0 +1,74 @@
+// Routing and the transport-free half of each endpoint: auth, /health, /ready, /metrics, /v1/models,
+// and for completions the parse -> validate -> render -> tokenize -> limits pipeline that ends in a
+// GenerationPlan. HttpSession does the I/O and the engine round trip. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "runtime/engine_api.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/server_options.h"
+
+namespace hz {
+
+struct HttpRequestInfo {
+  std::string_view method;  // "GET", "POST", ...
+  std::string_view target;  // path, maybe with a query
+  std::string_view authorization;
+  std::string_view body;
+};
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A validated generation, ready for Engine::submit.
+struct GenerationPlan {
+  ParsedRequest request;
+  std::vector<int32_t> prompt;  // token ids, BOS included when the model wants it
+  ResponseContext response;
+};
+
+class ApiHandler {
+ public:
+  ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics);
+
+  // Either the reply to send now, or the generation to run.
+  std::variant<HttpReply, GenerationPlan> handle(const HttpRequestInfo& request);
+
+  static HttpReply error_reply(const ApiError& e);
+  // The name responses carry: --served-model-name, else the engine's model name.
+  const std::string& served_model_name() const { return served_model_name_; }
+  // Once set, /ready answers 503 (the server stops accepting before the engine starts draining).
+  void set_shutting_down() { shutting_down_.store(true); }
+
+ private:
+  HttpReply ready() const;
+  HttpReply models() const;
+  std::variant<HttpReply, GenerationPlan> generation(ApiKind kind, std::string_view body);
+  std::string new_id(ApiKind kind);
+
+  Engine& engine_;
+  const ServerOptions& options_;
+  ServerMetrics& metrics_;
+  std::string served_model_name_;
+  std::atomic<bool> shutting_down_{false};
+  std::mutex id_mu_;
+  std::mt19937_64 id_rng_;
+};
+
+}  // namespace hz

@@ -1,0 +1,15 @@
+// API-key check for /v1/*: `Authorization: Bearer KEY`, compared in constant time.
+#pragma once
+
+#include <string_view>
+
+namespace hz {
+
+// Compares without an early exit, so the time taken does not reveal how many leading bytes matched.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+// True when `authorization_header` is "Bearer <expected_key>" (scheme case-insensitive).
+// An empty expected key means auth is off and everything passes.
+bool is_authorized(std::string_view authorization_header, std::string_view expected_key);
+
+}  // namespace hz

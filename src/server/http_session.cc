@@ -1,0 +1,343 @@
+#include "server/http_session.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+
+#include "base/log.h"
+#include "server/api_error.h"
+
+namespace hz {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct HttpSession::Generation {
+  explicit Generation(GenerationPlan p) : plan(std::move(p)), assembler(plan.response) {}
+
+  GenerationPlan plan;
+  CompletionAssembler assembler;
+  std::shared_ptr<EventChannel> channel;
+  uint64_t engine_id = 0;
+  bool submitted = false;
+  bool chunked = true;          // HTTP/1.1 streams use chunked encoding; 1.0 ones end with the connection
+  bool finished = false;        // kFinished seen
+  bool client_gone = false;
+  bool writing = false;
+  bool terminated = false;      // the last bytes of the stream are queued or sent
+  std::string header;           // stream: the response head, sent with the first write
+  std::string pending;          // stream: SSE text not yet written
+  std::string write_buf;        // stream: the write in flight
+  GenerationEvent final_event;  // kFinished
+  int status = 200;
+  // Latency bookkeeping, from event arrival times.
+  std::optional<Clock::time_point> first_token;
+  Clock::time_point last_event;
+  uint64_t tokens_seen = 0;
+};
+
+HttpSession::HttpSession(tcp::socket socket, SessionContext ctx)
+    : stream_(std::move(socket)), hold_(stream_.get_executor()), ctx_(std::move(ctx)) {
+  beast::error_code ec;
+  auto ep = stream_.socket().remote_endpoint(ec);
+  peer_ = ec ? "?" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+}
+
+HttpSession::~HttpSession() = default;
+
+void HttpSession::start() {
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+}
+
+void HttpSession::do_read() {
+  parser_.emplace();
+  parser_->header_limit(ctx_.options->max_header_bytes);
+  parser_->body_limit(ctx_.options->max_body_bytes);
+  stream_.expires_after(ctx_.options->idle_timeout);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+}
+
+void HttpSession::on_read(beast::error_code ec) {
+  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+      ec == net::error::operation_aborted || ec == net::error::connection_reset) {
+    return close();
+  }
+  request_start_ = Clock::now();
+  const auto& req = parser_->get();
+  method_ = std::string(req.method_string());
+  path_ = std::string(req.target().substr(0, 256));
+  http_version_ = req.version() == 10 ? 10 : 11;
+  request_active_ = true;
+  ctx_.active_requests->fetch_add(1);
+  if (ec) {
+    // A request we cannot read to the end: answer once, then drop the connection (the rest of
+    // its bytes are unread and the stream is out of sync).
+    ApiError e;
+    if (ec == http::error::body_limit) {
+      e.http_status = 413;
+      e.code = "request_too_large";
+      e.message = fmt::format("the request body is larger than the limit of {} bytes", ctx_.options->max_body_bytes);
+    } else if (ec == http::error::header_limit) {
+      e.http_status = 431;
+      e.message = fmt::format("the request headers are larger than the limit of {} bytes",
+                              ctx_.options->max_header_bytes);
+    } else {
+      e.message = fmt::format("malformed HTTP request: {}", ec.message());
+    }
+    return send_reply(ApiHandler::error_reply(e), /*keep_alive=*/false);
+  }
+  keep_alive_ = req.keep_alive() && !ctx_.shutting_down->load();
+  HttpRequestInfo info;
+  auto sv = [](beast::string_view v) { return std::string_view(v.data(), v.size()); };
+  info.method = sv(req.method_string());
+  info.target = sv(req.target());
+  auto auth = req.find(http::field::authorization);
+  if (auth != req.end()) info.authorization = sv(auth->value());
+  info.body = req.body();
+  auto result = ctx_.handler->handle(info);
+  if (auto* reply = std::get_if<HttpReply>(&result)) return send_reply(*reply, keep_alive_);
+  start_generation(std::move(std::get<GenerationPlan>(result)));
+}
+
+void HttpSession::send_reply(const HttpReply& r, bool keep_alive) {
+  reply_ = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), http_version_);
+  reply_->set(http::field::server, "horizon");
+  reply_->set(http::field::content_type, r.content_type);
+  for (const auto& [name, value] : r.headers) reply_->set(name, value);
+  if (gen_) reply_->set("X-Request-Id", gen_->plan.response.id);
+  reply_->keep_alive(keep_alive);
+  reply_->body() = r.body;
+  reply_->prepare_payload();
+  if (gen_) gen_->status = r.status;
+  int status = r.status;
+  stream_.expires_after(ctx_.options->write_timeout);
+  http::async_write(stream_, *reply_, [self = shared_from_this(), keep_alive, status](beast::error_code ec, size_t) {
+    self->complete_request(status);
+    self->on_reply_written(keep_alive, ec);
+  });
+}
+
+void HttpSession::on_reply_written(bool keep_alive, beast::error_code ec) {
+  reply_.reset();
+  if (ec || !keep_alive) return close();
+  do_read();
+}
+
+void HttpSession::start_generation(GenerationPlan plan) {
+  gen_ = std::make_unique<Generation>(std::move(plan));
+  ++gen_serial_;
+  Generation& g = *gen_;
+  std::weak_ptr<HttpSession> weak = weak_from_this();
+  std::shared_ptr<PostGate> gate = ctx_.gate;
+  // Runs on the engine thread: post to this session's strand, unless the server is gone.
+  g.channel = std::make_shared<EventChannel>([weak, gate] {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    if (!gate->open) return;
+    if (auto self = weak.lock()) {
+      net::post(self->stream_.get_executor(), [self] { self->on_events(); });
+    }
+  });
+
+  GenerationRequest request;
+  request.prompt = g.plan.prompt;
+  request.sampling = g.plan.request.sampling;
+  request.sink = std::make_shared<ChannelSink>(g.channel);
+  if (ctx_.options->request_timeout.count() > 0) request.deadline = request_start_ + ctx_.options->request_timeout;
+  auto id = ctx_.engine->submit(std::move(request));
+  if (!id.ok()) return send_reply(ApiHandler::error_reply(api_error_from_status(id.status())), keep_alive_);
+  g.engine_id = *id;
+  g.submitted = true;
+  g.last_event = request_start_;
+  hold_.expires_at(net::steady_timer::time_point::max());
+  hold_.async_wait([self = shared_from_this()](beast::error_code) {});
+  stream_.expires_never();  // the wait for the engine is bounded by the request deadline instead
+
+  if (g.plan.response.stream) {
+    g.chunked = http_version_ >= 11;
+    if (!g.chunked) keep_alive_ = false;
+    g.header = fmt::format(
+        "HTTP/1.{} 200 OK\r\nServer: horizon\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        "X-Request-Id: {}\r\n{}{}\r\n",
+        http_version_ >= 11 ? 1 : 0, g.plan.response.id, g.chunked ? "Transfer-Encoding: chunked\r\n" : "",
+        keep_alive_ ? "" : "Connection: close\r\n");
+    g.pending = g.assembler.stream_start();
+    flush_stream();
+  }
+  watch_disconnect();
+}
+
+// Waits for the socket to turn readable while a generation runs: EOF or an error there means the
+// client went away, which must cancel the request now rather than when a write finally fails.
+void HttpSession::watch_disconnect() {
+  uint64_t serial = gen_serial_;
+  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), serial](beast::error_code ec) {
+    if (!self->gen_ || self->gen_serial_ != serial || self->gen_->finished) return;
+    if (ec == net::error::operation_aborted) return;
+    if (!ec) {
+      char byte;
+      beast::error_code peek_ec;
+      auto& sock = self->stream_.socket();
+      sock.non_blocking(true, peek_ec);
+      size_t n = sock.receive(net::buffer(&byte, 1), tcp::socket::message_peek, peek_ec);
+      if (peek_ec == net::error::would_block || peek_ec == net::error::try_again) return self->watch_disconnect();
+      if (!peek_ec && n > 0) return;  // a pipelined request: the client is there; read it later
+    }
+    self->on_client_gone("client disconnected");
+  });
+}
+
+void HttpSession::on_client_gone(const char* why) {
+  if (!gen_ || gen_->client_gone) return;
+  gen_->client_gone = true;
+  if (gen_->submitted && !gen_->finished) {
+    HZ_LOG_DEBUG("{}: {}, cancelling engine request {}", gen_->plan.response.id, why, gen_->engine_id);
+    ctx_.engine->cancel(gen_->engine_id);
+  }
+  // A stream writing right now ends in its write handler; otherwise wait for kFinished, so the
+  // request's final accounting happens once the engine has let go of it.
+}
+
+void HttpSession::on_events() {
+  if (!gen_ || !gen_->channel) return;
+  Generation& g = *gen_;
+  for (auto& [arrival, e] : g.channel->take()) {
+    if (g.finished) break;
+    if (e.kind == GenerationEvent::Kind::kTokens) {
+      uint64_t n = e.token_ids.size();
+      if (n > 0) {
+        if (!g.first_token) {
+          g.first_token = arrival;
+          ctx_.metrics->observe_ttft(std::chrono::duration<double>(arrival - request_start_).count());
+          if (n > 1) ctx_.metrics->observe_inter_token(0.0, n - 1);
+        } else {
+          double gap = std::chrono::duration<double>(arrival - g.last_event).count();
+          ctx_.metrics->observe_inter_token(gap / static_cast<double>(n), n);
+        }
+        g.tokens_seen += n;
+        g.last_event = arrival;
+      }
+      if (g.client_gone) continue;
+      if (g.plan.response.stream) {
+        g.pending += g.assembler.stream_tokens(e);
+      } else {
+        g.assembler.add_tokens(e);
+      }
+    } else {
+      g.finished = true;
+      g.final_event = std::move(e);
+      ctx_.metrics->on_request_finished(g.final_event.finish_reason, g.final_event.prompt_tokens,
+                                        g.final_event.completion_tokens,
+                                        std::chrono::duration<double>(arrival - request_start_).count());
+    }
+  }
+  if (g.client_gone) {
+    // Nothing more goes to this client; once the engine is done with the request, account and close.
+    if (g.finished && !g.writing) {
+      complete_request(499);  // nginx's "client closed request"
+      close();
+    }
+    return;
+  }
+  if (g.plan.response.stream) {
+    if (g.finished && !g.terminated) {
+      g.pending += g.assembler.stream_finish(g.final_event);
+      g.terminated = true;
+    }
+    return flush_stream();
+  }
+  if (g.finished) finish_generation_reply();
+}
+
+void HttpSession::finish_generation_reply() {
+  Generation& g = *gen_;
+  if (auto err = finish_error(g.final_event)) return send_reply(ApiHandler::error_reply(*err), keep_alive_);
+  HttpReply r;
+  r.body = g.assembler.final_body(g.final_event);
+  send_reply(r, keep_alive_);
+}
+
+void HttpSession::flush_stream() {
+  Generation& g = *gen_;
+  if (g.writing) return;
+  bool last = g.terminated && g.finished;
+  if (g.pending.empty() && g.header.empty() && !last) return;
+  g.write_buf.clear();
+  g.write_buf.swap(g.header);
+  if (!g.pending.empty()) {
+    if (g.chunked) g.write_buf += fmt::format("{:x}\r\n", g.pending.size());
+    g.write_buf += g.pending;
+    if (g.chunked) g.write_buf += "\r\n";
+    g.pending.clear();
+  }
+  if (last && g.chunked) g.write_buf += "0\r\n\r\n";
+  if (last) g.terminated = true;
+  g.writing = true;
+  stream_.expires_after(ctx_.options->write_timeout);
+  net::async_write(stream_, net::buffer(g.write_buf),
+                   [self = shared_from_this(), last](beast::error_code ec, size_t) {
+                     if (!self->gen_) return;
+                     Generation& gen = *self->gen_;
+                     gen.writing = false;
+                     if (ec) self->on_client_gone("write failed");
+                     if (gen.client_gone) {
+                       // Once the engine has finished the request, account for it and drop the
+                       // connection; until then kFinished (after the cancel) will do it.
+                       if (gen.finished) {
+                         self->complete_request(499);
+                         self->close();
+                       }
+                       return;
+                     }
+                     if (last) return self->on_stream_written();
+                     self->flush_stream();
+                   });
+}
+
+void HttpSession::on_stream_written() {
+  stream_.expires_never();
+  complete_request(200);
+  if (!keep_alive_) return close();
+  do_read();
+}
+
+void HttpSession::complete_request(int status) {
+  if (!request_active_) return;
+  request_active_ = false;
+  ctx_.metrics->on_http_status(status);
+  double total_ms = std::chrono::duration<double, std::milli>(Clock::now() - request_start_).count();
+  if (gen_) {
+    Generation& g = *gen_;
+    double ttft_ms =
+        g.first_token ? std::chrono::duration<double, std::milli>(*g.first_token - request_start_).count() : -1.0;
+    if (ctx_.options->access_log) {
+      HZ_LOG_INFO("access id={} peer={} {} {} status={} prompt_tokens={} completion_tokens={} cached_tokens={} "
+                  "finish={} ttft_ms={:.1f} total_ms={:.1f}",
+                  g.plan.response.id, peer_, method_, path_, status, g.plan.prompt.size(), g.tokens_seen,
+                  g.final_event.cached_tokens, g.finished ? finish_reason_name(g.final_event.finish_reason) : "-",
+                  ttft_ms, total_ms);
+    }
+    // The disconnect watcher has nothing left to watch; stop it before the next read.
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+    hold_.cancel();
+    gen_.reset();
+  } else if (ctx_.options->access_log) {
+    HZ_LOG_INFO("access id=- peer={} {} {} status={} total_ms={:.1f}", peer_, method_, path_, status, total_ms);
+  }
+  ctx_.active_requests->fetch_sub(1);
+}
+
+void HttpSession::close() {
+  if (gen_ && gen_->submitted && !gen_->finished) ctx_.engine->cancel(gen_->engine_id);
+  if (request_active_) complete_request(499);
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.socket().close(ec);
+}
+
+}  // namespace hz

@@ -1,0 +1,412 @@
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "server/text_hygiene.h"
+
+namespace hz {
+namespace {
+
+using nlohmann::json;
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::string: return "string";
+    case json::value_t::array: return "array";
+    case json::value_t::object: return "object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "integer";
+    case json::value_t::number_float: return "number";
+    default: return "unknown";
+  }
+}
+
+// Nesting depth of a JSON text, counted outside strings; stops early past `limit`.
+int json_depth(std::string_view s, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : s) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) return max_depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// Reads typed optional fields of one JSON object; the first failure is kept in `error`.
+// A field that is absent or null counts as "not given" (clients often send explicit nulls).
+class FieldReader {
+ public:
+  explicit FieldReader(const json& obj) : obj_(obj) {}
+  std::optional<ApiError> error;
+
+  const json* get(const char* key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  void fail(std::string message, std::string param) {
+    if (!error) error = bad_request(std::move(message), std::move(param));
+  }
+  void type_error(const char* key, const char* want, const json& got) {
+    fail(fmt::format("'{}' must be {}, got {}", key, want, type_name(got)), key);
+  }
+
+  bool read_bool(const char* key, bool* out) {
+    const json* v = get(key);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) return type_error(key, "a boolean", *v), false;
+    *out = v->get<bool>();
+    return true;
+  }
+
+  bool read_int(const char* key, int64_t lo, int64_t hi, int64_t* out) {
+    const json* v = get(key);
+    if (v == nullptr) return false;
+    if (!v->is_number_integer()) return type_error(key, "an integer", *v), false;
+    int64_t x;
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      x = std::numeric_limits<int64_t>::max();
+    } else {
+      x = v->get<int64_t>();
+    }
+    if (x < lo || x > hi) {
+      return fail(fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, v->dump()), key), false;
+    }
+    *out = x;
+    return true;
+  }
+
+  // lo_open: the lower bound itself is excluded.
+  bool read_number(const char* key, double lo, double hi, float* out, bool lo_open = false) {
+    const json* v = get(key);
+    if (v == nullptr) return false;
+    if (!v->is_number()) return type_error(key, "a number", *v), false;
+    double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+      return fail(fmt::format("'{}' must be {} {} and <= {}, got {}", key, lo_open ? ">" : ">=", lo, hi, v->dump()),
+                  key),
+             false;
+    }
+    *out = static_cast<float>(x);
+    return true;
+  }
+
+  bool read_string(const char* key, std::string* out) {
+    const json* v = get(key);
+    if (v == nullptr) return false;
+    if (!v->is_string()) return type_error(key, "a string", *v), false;
+    *out = v->get<std::string>();
+    return true;
+  }
+
+ private:
+  const json& obj_;
+};
+
+// Invalid UTF-8 never survives the JSON parser, which would report it without saying where. So
+// parse_request first replaces each invalid byte by this noncharacter (U+FDD0, reserved for
+// internal use), and clean() reports a text that contains it as invalid UTF-8, naming the field.
+constexpr std::string_view kInvalidByteMarker = "\xEF\xB7\x90";
+
+struct Ctx : ParseOptions {
+  bool body_had_invalid_utf8 = false;
+};
+
+std::string mark_invalid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t len = 1;
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0xC0 && c < 0xE0) len = 2;
+    else if (c >= 0xE0 && c < 0xF0) len = 3;
+    else if (c >= 0xF0) len = 4;
+    if (c >= 0x80 && (i + len > s.size() || !is_valid_utf8(s.substr(i, len)))) {
+      out += kInvalidByteMarker;
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::optional<ApiError> clean(std::string& text, const std::string& field, const Ctx& o) {
+  if (o.body_had_invalid_utf8 && text.find(kInvalidByteMarker) != std::string::npos) {
+    return bad_request(fmt::format("'{}' is not valid UTF-8", field), field);
+  }
+  Status s = clean_request_text(text, field, o.normalize_newlines);
+  if (!s.ok()) return bad_request(s.message(), field);
+  return std::nullopt;
+}
+
+// Token ids from a JSON array of integers; `field` names it in errors.
+std::optional<ApiError> read_token_ids(const json& arr, const std::string& field, std::vector<int32_t>* out) {
+  out->clear();
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& t = arr[i];
+    if (!t.is_number_integer() || (t.is_number_integer() && !t.is_number_unsigned() && t.get<int64_t>() < 0) ||
+        (t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))) {
+      return bad_request(fmt::format("'{}[{}]' must be a token id (a non-negative integer)", field, i),
+                         fmt::format("{}[{}]", field, i));
+    }
+    out->push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_prompt(const json& body, const Ctx& o, ParsedRequest* out) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
+  const json& p = *it;
+  if (p.is_string()) {
+    out->prompt_text = p.get<std::string>();
+    return clean(out->prompt_text, "prompt", o);
+  }
+  if (!p.is_array()) {
+    return bad_request(fmt::format("'prompt' must be a string or an array of token ids, got {}", type_name(p)),
+                       "prompt");
+  }
+  if (p.empty()) return bad_request("'prompt' must not be empty", "prompt");
+  if (p.size() == 1 && p[0].is_string()) {
+    out->prompt_text = p[0].get<std::string>();
+    return clean(out->prompt_text, "prompt[0]", o);
+  }
+  if (p.size() == 1 && p[0].is_array()) {
+    if (p[0].empty()) return bad_request("'prompt[0]' must not be empty", "prompt[0]");
+    out->prompt_is_tokens = true;
+    return read_token_ids(p[0], "prompt[0]", &out->prompt_tokens);
+  }
+  if (p[0].is_string() || p[0].is_array()) {
+    return bad_request("batched prompts are not supported: send one prompt per request", "prompt");
+  }
+  out->prompt_is_tokens = true;
+  return read_token_ids(p, "prompt", &out->prompt_tokens);
+}
+
+std::optional<ApiError> parse_messages(const json& body, const Ctx& o, ParsedRequest* out) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) return bad_request("'messages' is required", "messages");
+  if (!it->is_array()) {
+    return bad_request(fmt::format("'messages' must be an array, got {}", type_name(*it)), "messages");
+  }
+  if (it->empty()) return bad_request("'messages' must contain at least one message", "messages");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    std::string field = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return bad_request(fmt::format("'{}' must be an object, got {}", field, type_name(m)), field);
+    ChatMessage msg;
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return bad_request(fmt::format("'{}.role' must be a string", field), field + ".role");
+    }
+    msg.role = role->get<std::string>();
+    if (msg.role != "system" && msg.role != "developer" && msg.role != "user" && msg.role != "assistant" &&
+        msg.role != "tool") {
+      return bad_request(fmt::format("'{}.role' must be one of system, developer, user, assistant, tool", field),
+                         field + ".role");
+    }
+    auto content = m.find("content");
+    std::string content_field = field + ".content";
+    if (content == m.end() || content->is_null()) {
+      // Only an assistant turn (e.g. one that made tool calls) may come without content.
+      if (msg.role != "assistant") return bad_request(fmt::format("'{}' is required", content_field), content_field);
+    } else if (content->is_string()) {
+      msg.content = content->get<std::string>();
+      if (auto e = clean(msg.content, content_field, o)) return e;
+    } else if (content->is_array()) {
+      // Content parts: only text parts can be rendered into a prompt.
+      for (size_t k = 0; k < content->size(); ++k) {
+        const json& part = (*content)[k];
+        std::string part_field = fmt::format("{}[{}]", content_field, k);
+        auto type = part.is_object() ? part.find("type") : part.end();
+        if (!part.is_object() || type == part.end() || !type->is_string()) {
+          return bad_request(fmt::format("'{}' must be an object with a 'type'", part_field), part_field);
+        }
+        if (type->get<std::string>() != "text") {
+          return bad_request(fmt::format("'{}.type' {} is not supported (text only)", part_field, type->dump()),
+                             part_field + ".type");
+        }
+        auto text = part.find("text");
+        if (text == part.end() || !text->is_string()) {
+          return bad_request(fmt::format("'{}.text' must be a string", part_field), part_field + ".text");
+        }
+        std::string t = text->get<std::string>();
+        if (auto e = clean(t, part_field + ".text", o)) return e;
+        msg.content += t;
+      }
+    } else {
+      return bad_request(fmt::format("'{}' must be a string or an array of content parts, got {}", content_field,
+                                     type_name(*content)),
+                         content_field);
+    }
+    out->messages.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_stop(FieldReader& r, const Ctx& o, SamplingParams* s) {
+  const json* v = r.get("stop");
+  if (v == nullptr) return std::nullopt;
+  constexpr size_t kMaxStops = 16;
+  auto add = [&](const json& item, const std::string& field) -> std::optional<ApiError> {
+    if (!item.is_string()) {
+      return bad_request(fmt::format("'{}' must be a string, got {}", field, type_name(item)), field);
+    }
+    std::string text = item.get<std::string>();
+    if (auto e = clean(text, field, o)) return e;
+    if (!text.empty()) s->stop.push_back(std::move(text));  // an empty stop string would match at once
+    return std::nullopt;
+  };
+  if (v->is_string()) return add(*v, "stop");
+  if (!v->is_array()) return bad_request(fmt::format("'stop' must be a string or an array of strings, got {}",
+                                                     type_name(*v)),
+                                         "stop");
+  if (v->size() > kMaxStops) return bad_request(fmt::format("'stop' has more than {} entries", kMaxStops), "stop");
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (auto e = add((*v)[i], fmt::format("stop[{}]", i))) return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& o, ParsedRequest* out) {
+  SamplingParams& s = out->sampling;
+  int64_t i = 0;
+  constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+  if (r.read_int("max_tokens", 1, kMaxTokens, &i)) {
+    s.max_tokens = static_cast<int32_t>(i);
+    out->max_tokens_set = true;
+  }
+  if (kind == ApiKind::kChat && r.read_int("max_completion_tokens", 1, kMaxTokens, &i)) {
+    s.max_tokens = static_cast<int32_t>(i);  // the newer name wins over the deprecated max_tokens
+    out->max_tokens_set = true;
+  }
+  r.read_number("temperature", 0.0, 2.0, &s.temperature);
+  r.read_number("top_p", 0.0, 1.0, &s.top_p, /*lo_open=*/true);
+  if (r.read_int("top_k", -1, 1 << 20, &i)) s.top_k = i < 0 ? 0 : static_cast<int32_t>(i);  // -1 = off (vLLM)
+  r.read_number("min_p", 0.0, 1.0, &s.min_p);
+  r.read_number("presence_penalty", -2.0, 2.0, &s.presence_penalty);
+  r.read_number("frequency_penalty", -2.0, 2.0, &s.frequency_penalty);
+  r.read_number("repetition_penalty", 0.0, 10.0, &s.repetition_penalty, /*lo_open=*/true);
+  if (const json* v = r.get("seed")) {
+    if (!v->is_number_integer()) {
+      r.type_error("seed", "an integer", *v);
+    } else {
+      s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
+    }
+  }
+  r.read_bool("ignore_eos", &s.ignore_eos);  // vLLM extension
+  if (const json* v = r.get("stop_token_ids")) {
+    if (!v->is_array()) {
+      r.type_error("stop_token_ids", "an array of token ids", *v);
+    } else if (auto e = read_token_ids(*v, "stop_token_ids", &s.stop_token_ids)) {
+      return e;
+    }
+  }
+  if (r.error) return r.error;
+  if (auto e = parse_stop(r, o, &s)) return e;
+
+  constexpr int64_t kMaxTopLogprobs = 20;
+  if (kind == ApiKind::kCompletion) {
+    // Completions: `logprobs` is the number of alternatives (0 = only the chosen token).
+    if (r.read_int("logprobs", 0, kMaxTopLogprobs, &i)) {
+      s.logprobs = true;
+      s.top_logprobs = static_cast<int32_t>(i);
+    }
+  } else {
+    r.read_bool("logprobs", &s.logprobs);
+    if (r.read_int("top_logprobs", 0, kMaxTopLogprobs, &i)) {
+      if (!s.logprobs && i > 0) {
+        r.fail("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+      }
+      s.top_logprobs = static_cast<int32_t>(i);
+    }
+  }
+  int64_t n = 1;
+  if (r.read_int("n", 1, std::numeric_limits<int32_t>::max(), &n) && n > 1) {
+    r.fail("'n' > 1 is not supported by this server: send one request per completion", "n");
+  }
+  int64_t best_of = 1;
+  if (r.read_int("best_of", 1, std::numeric_limits<int32_t>::max(), &best_of) && best_of > 1) {
+    r.fail("'best_of' > 1 is not supported by this server", "best_of");
+  }
+  bool echo = false;
+  if (r.read_bool("echo", &echo) && echo) r.fail("'echo' is not supported by this server", "echo");
+  return r.error;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const ParseOptions& options,
+                                      ParsedRequest* out) {
+  *out = ParsedRequest();
+  out->kind = kind;
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return bad_request(fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
+  }
+  Ctx ctx;
+  static_cast<ParseOptions&>(ctx) = options;
+  std::string marked;
+  if (!is_valid_utf8(body)) {
+    ctx.body_had_invalid_utf8 = true;
+    marked = mark_invalid_utf8(body);
+    body = marked;
+  }
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object()) return bad_request(fmt::format("the request body must be a JSON object, got {}", type_name(j)));
+  // Everything below reads with type checks first, but stay safe should a check miss a case.
+  try {
+    FieldReader r(j);
+    r.read_string("model", &out->model);
+    r.read_bool("stream", &out->stream);
+    if (const json* so = r.get("stream_options")) {
+      if (!so->is_object()) {
+        r.type_error("stream_options", "an object", *so);
+      } else {
+        FieldReader sr(*so);
+        sr.read_bool("include_usage", &out->include_usage);
+        if (sr.error) {
+          sr.error->param = "stream_options.include_usage";
+          sr.error->message = "'stream_options." + sr.error->message.substr(1);
+          return sr.error;
+        }
+      }
+    }
+    r.read_string("user", &out->user);
+    if (r.error) return r.error;
+    if (auto e = kind == ApiKind::kCompletion ? parse_prompt(j, ctx, out) : parse_messages(j, ctx, out)) return e;
+    if (auto e = parse_sampling(kind, r, ctx, out)) return e;
+    // An invalid byte outside the texts checked above (a key, the model name, ...).
+    if (ctx.body_had_invalid_utf8) return bad_request("the request body is not valid UTF-8");
+    return std::nullopt;
+  } catch (const json::exception& e) {
+    return bad_request(fmt::format("bad request body: {}", e.what()));
+  }
+}
+
+}  // namespace hz

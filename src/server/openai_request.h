@@ -1,0 +1,53 @@
+// Parsing and validation of OpenAI /v1/completions and /v1/chat/completions request bodies into
+// native structs (the engine never sees JSON). Unknown fields are ignored; wrong types and values
+// out of range are 400s naming the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/engine_api.h"
+#include "server/api_error.h"
+
+namespace hz {
+
+enum class ApiKind { kCompletion, kChat };
+
+struct ChatMessage {
+  std::string role;  // system, developer, user, assistant, tool
+  std::string content;
+};
+
+struct ParsedRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;  // as sent; one model per server, so only echoed in logs
+
+  // Completions: a text prompt or token ids (exactly one is used, see prompt_is_tokens).
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+  // Chat: the conversation, texts already cleaned.
+  std::vector<ChatMessage> messages;
+
+  SamplingParams sampling;
+  bool max_tokens_set = false;  // false: completions default to 16, chat to the rest of the context
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::string user;
+};
+
+struct ParseOptions {
+  bool normalize_newlines = false;
+};
+
+// Fills `out` from a request body; returns the 400 to answer when the body is not acceptable.
+std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const ParseOptions& options,
+                                      ParsedRequest* out);
+
+// Deepest array/object nesting accepted in a body (a guard for the JSON library's recursion).
+inline constexpr int kMaxJsonDepth = 64;
+
+}  // namespace hz

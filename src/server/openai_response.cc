@@ -1,0 +1,194 @@
+#include "server/openai_response.h"
+
+#include <nlohmann/json.hpp>
+
+#include "server/sse.h"
+
+namespace hz {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& j) {
+  // Model output may end in a partial UTF-8 sequence in odd cases; never let that throw.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}, ...]}
+json chat_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top) {
+  json content = json::array();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    json alts = json::array();
+    if (i < top.size()) {
+      for (const TokenLogprob& t : top[i]) {
+        alts.push_back({{"token", t.text}, {"logprob", t.logprob}, {"bytes", bytes_of(t.text)}});
+      }
+    }
+    content.push_back({{"token", chosen[i].text},
+                       {"logprob", chosen[i].logprob},
+                       {"bytes", bytes_of(chosen[i].text)},
+                       {"top_logprobs", alts}});
+  }
+  return {{"content", content}};
+}
+
+// Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}
+json completion_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top,
+                         int64_t* offset) {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    tokens.push_back(chosen[i].text);
+    lps.push_back(chosen[i].logprob);
+    json alts = json::object();
+    if (i < top.size()) {
+      for (const TokenLogprob& t : top[i]) alts[t.text] = t.logprob;
+    }
+    tops.push_back(alts);
+    offsets.push_back(*offset);
+    *offset += static_cast<int64_t>(chosen[i].text.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+}  // namespace
+
+const char* openai_finish_reason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength:
+    case FinishReason::kTimeout: return "length";
+    case FinishReason::kCancelled: return "abort";
+    case FinishReason::kError: return "error";
+  }
+  return "stop";
+}
+
+std::optional<ApiError> finish_error(const GenerationEvent& e) {
+  if (e.finish_reason == FinishReason::kError) {
+    ApiError err;
+    err.http_status = 500;
+    err.type = "server_error";
+    err.message = e.error.ok() ? "the engine failed this request" : e.error.message();
+    return err;
+  }
+  if (e.finish_reason == FinishReason::kCancelled) {
+    ApiError err;
+    err.http_status = 503;
+    err.type = "service_unavailable";
+    err.code = "request_cancelled";
+    err.message = "the request was cancelled (server shutting down)";
+    return err;
+  }
+  return std::nullopt;
+}
+
+CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(ctx)) {}
+
+std::string CompletionAssembler::chunk(const std::string& text, const GenerationEvent* src, const char* finish) const {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  if (finish != nullptr) choice["finish_reason"] = finish;
+  json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
+  if (ctx_.kind == ApiKind::kChat) {
+    j["object"] = "chat.completion.chunk";
+    choice["delta"] = finish != nullptr ? json::object() : json{{"content", text}};
+    if (src != nullptr && ctx_.logprobs) choice["logprobs"] = chat_logprobs(src->chosen, src->top);
+  } else {
+    j["object"] = "text_completion";
+    choice["text"] = text;
+    if (src != nullptr && ctx_.logprobs) {
+      int64_t offset = text_offset_;
+      choice["logprobs"] = completion_logprobs(src->chosen, src->top, &offset);
+    }
+  }
+  j["choices"] = json::array({choice});
+  if (ctx_.include_usage) j["usage"] = nullptr;  // OpenAI: null on every chunk but the usage one
+  return sse_data(dump(j));
+}
+
+std::string CompletionAssembler::stream_start() {
+  if (ctx_.kind != ApiKind::kChat) return "";
+  json choice = {{"index", 0},
+                 {"delta", {{"role", "assistant"}, {"content", ""}}},
+                 {"logprobs", nullptr},
+                 {"finish_reason", nullptr}};
+  json j = {{"id", ctx_.id},
+            {"object", "chat.completion.chunk"},
+            {"created", ctx_.created},
+            {"model", ctx_.model},
+            {"choices", json::array({choice})}};
+  if (ctx_.include_usage) j["usage"] = nullptr;
+  return sse_data(dump(j));
+}
+
+std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
+  if (e.text.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
+  std::string out = chunk(e.text, &e, nullptr);
+  text_ += e.text;
+  for (const TokenLogprob& t : e.chosen) text_offset_ += static_cast<int64_t>(t.text.size());
+  return out;
+}
+
+std::string CompletionAssembler::usage_json(const GenerationEvent& e) const {
+  json usage = {{"prompt_tokens", e.prompt_tokens},
+                {"completion_tokens", e.completion_tokens},
+                {"total_tokens", e.prompt_tokens + e.completion_tokens},
+                {"prompt_tokens_details", {{"cached_tokens", e.cached_tokens}}}};
+  return dump(usage);
+}
+
+std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
+  std::string out;
+  if (auto err = finish_error(e)) {
+    // Headers are gone already; OpenAI-compatible servers report mid-stream failures as an error event.
+    out += sse_data(api_error_body(*err));
+  } else {
+    out += chunk("", nullptr, openai_finish_reason(e.finish_reason));
+    if (ctx_.include_usage) {
+      json j = {{"id", ctx_.id},
+                {"object", ctx_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
+                {"created", ctx_.created},
+                {"model", ctx_.model},
+                {"choices", json::array()},
+                {"usage", json::parse(usage_json(e))}};
+      out += sse_data(dump(j));
+    }
+  }
+  out += kSseDone;
+  return out;
+}
+
+void CompletionAssembler::add_tokens(const GenerationEvent& e) {
+  text_ += e.text;
+  if (ctx_.logprobs) {
+    chosen_.insert(chosen_.end(), e.chosen.begin(), e.chosen.end());
+    top_.insert(top_.end(), e.top.begin(), e.top.end());
+  }
+}
+
+std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(e.finish_reason)}};
+  json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
+  if (ctx_.kind == ApiKind::kChat) {
+    j["object"] = "chat.completion";
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    if (ctx_.logprobs) choice["logprobs"] = chat_logprobs(chosen_, top_);
+  } else {
+    j["object"] = "text_completion";
+    choice["text"] = text_;
+    if (ctx_.logprobs) {
+      int64_t offset = 0;
+      choice["logprobs"] = completion_logprobs(chosen_, top_, &offset);
+    }
+  }
+  j["choices"] = json::array({choice});
+  j["usage"] = json::parse(usage_json(e));
+  return dump(j);
+}
+
+}  // namespace hz

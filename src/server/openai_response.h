@@ -1,0 +1,64 @@
+// Engine events -> OpenAI response shapes: SSE chunks ("text_completion" / "chat.completion.chunk")
+// for streams, or one full "text_completion" / "chat.completion" object. No I/O here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/engine_api.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace hz {
+
+struct ResponseContext {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;    // the served model name
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+};
+
+// OpenAI's finish_reason for an engine finish. kTimeout maps to "length" (the output was cut, as by
+// max_tokens) because strictly typed clients reject values outside OpenAI's set; the access log
+// keeps the real reason.
+const char* openai_finish_reason(FinishReason r);
+
+// The error to answer for a request that finished with kError / kCancelled (none otherwise).
+std::optional<ApiError> finish_error(const GenerationEvent& finished);
+
+class CompletionAssembler {
+ public:
+  explicit CompletionAssembler(ResponseContext ctx);
+
+  // Streaming: the SSE text to send first (chat: the role chunk), for each kTokens event ("" when
+  // there is nothing to send), and for the kFinished event (final chunk, usage chunk, [DONE]; or
+  // an error event then [DONE]).
+  std::string stream_start();
+  std::string stream_tokens(const GenerationEvent& e);
+  std::string stream_finish(const GenerationEvent& e);
+
+  // Non-streamed: accumulate kTokens events, then the full response body on kFinished.
+  void add_tokens(const GenerationEvent& e);
+  std::string final_body(const GenerationEvent& finished) const;
+
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string chunk(const std::string& text, const GenerationEvent* logprob_src, const char* finish) const;
+  std::string usage_json(const GenerationEvent& finished) const;
+
+  ResponseContext ctx_;
+  std::string text_;        // everything generated so far (non-streamed: the whole answer)
+  int64_t text_offset_ = 0; // completions logprobs: where the next token's text starts
+  // Non-streamed logprobs, per token.
+  std::vector<TokenLogprob> chosen_;
+  std::vector<std::vector<TokenLogprob>> top_;
+};
+
+}  // namespace hz

@@ -1,0 +1,31 @@
+// ServerOptions: everything the HTTP layer needs to know, listed once (tools/serve.cc maps flags here).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace hz {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback by default: exposing the server is an explicit choice
+  int port = 8080;                 // 0 = an ephemeral port (tests); HttpServer::port() tells which
+  std::string api_key;             // empty = no auth; else `Authorization: Bearer KEY` on /v1/*
+  std::string served_model_name;   // empty = the engine's model name
+  int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
+
+  // Limits. A request over max_body_bytes gets 413, headers over max_header_bytes get 431.
+  uint64_t max_body_bytes = 4ull << 20;
+  uint32_t max_header_bytes = 16 * 1024;
+  std::chrono::milliseconds idle_timeout{60'000};     // reading one request (and keep-alive idle)
+  std::chrono::milliseconds write_timeout{30'000};    // one write to a client that stopped reading
+  std::chrono::milliseconds request_timeout{600'000}; // generation deadline per request; 0 = none
+  std::chrono::milliseconds shutdown_grace{10'000};   // SIGTERM: running requests get this long
+  // /ready turns 503 when the engine loop has shown no progress for this long.
+  std::chrono::milliseconds ready_stall{10'000};
+
+  bool normalize_newlines = false;  // CRLF -> LF in prompts and message contents
+  bool access_log = true;
+};
+
+}  // namespace hz

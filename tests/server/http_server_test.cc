@@ -1,0 +1,527 @@
+// HttpServer end to end against a FakeEngine, in-process on an ephemeral loopback port, with a raw
+// HTTP client: response shapes, streaming format, errors, limits, auth, cancellation, shutdown.
+#include "server/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/fake_engine.h"
+#include "server/http_test_client.h"
+
+namespace hz {
+namespace {
+
+using nlohmann::json;
+using test::FakeEngine;
+using test::http_request;
+using test::HttpResponse;
+using test::sse_payloads;
+using test::TestConnection;
+
+// Polls `cond` for up to 5 s (no timing assertions: only an upper bound against hangs).
+template <typename F>
+bool eventually(F cond) {
+  for (int i = 0; i < 1000; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void start(ServerOptions o = {}, FakeEngine::Options eo = {}) {
+    engine_ = std::make_unique<FakeEngine>(eo);
+    o.port = 0;
+    o.access_log = false;
+    if (o.max_body_bytes == ServerOptions().max_body_bytes) o.max_body_bytes = 64 * 1024;
+    server_ = std::make_unique<HttpServer>(*engine_, o);
+    Status s = server_->start();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    port_ = server_->port();
+    ASSERT_GT(port_, 0);
+  }
+  void TearDown() override {
+    server_.reset();
+    engine_.reset();
+  }
+  HttpResponse post(const std::string& path, const std::string& body, const std::vector<std::string>& h = {}) {
+    return http_request(port_, "POST", path, body, h);
+  }
+  static json parse(const std::string& s) { return json::parse(s, nullptr, /*allow_exceptions=*/false); }
+
+  std::unique_ptr<FakeEngine> engine_;
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+};
+
+// Every error answer carries OpenAI's error object.
+void expect_error_object(const HttpResponse& r, int status, const std::string& param = "") {
+  EXPECT_EQ(r.status, status) << r.body;
+  json j = json::parse(r.body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.body;
+  ASSERT_TRUE(j.contains("error")) << r.body;
+  const json& e = j["error"];
+  EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << r.body;
+  EXPECT_TRUE(e["type"].is_string()) << r.body;
+  EXPECT_TRUE(e.contains("param") && e.contains("code")) << r.body;
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param) << r.body;
+  }
+}
+
+TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
+  start();
+  EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
+  HttpResponse ready = http_request(port_, "GET", "/ready");
+  EXPECT_EQ(ready.status, 200) << ready.body;
+  HttpResponse models = http_request(port_, "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  json m = parse(models.body);
+  EXPECT_EQ(m["object"], "list");
+  EXPECT_EQ(m["data"][0]["id"], "fake-model");
+  EXPECT_EQ(m["data"][0]["max_model_len"], 256);
+
+  ASSERT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3})").status, 200);
+  HttpResponse metrics = http_request(port_, "GET", "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.headers["content-type"].find("text/plain"), std::string::npos);
+  for (const char* name : {"horizon_requests_running 0", "horizon_requests_waiting 0", "horizon_kv_blocks_free 64",
+                           "horizon_generation_tokens_total 3", "horizon_prompt_tokens_total 4",
+                           "horizon_time_to_first_token_seconds_count 1",
+                           "horizon_inter_token_latency_seconds_count 2", "horizon_e2e_request_latency_seconds_count 1",
+                           "horizon_queue_rejections_total 0", "horizon_prefix_cache_hit_rate 0",
+                           "horizon_http_requests_total{status=\"200\"}",
+                           "horizon_requests_finished_total{finish_reason=\"length\"} 1"}) {
+    EXPECT_NE(metrics.body.find(name), std::string::npos) << name << "\n" << metrics.body;
+  }
+}
+
+TEST_F(HttpServerTest, CompletionNonStreamed) {
+  start({}, {.cached_tokens = 2});
+  HttpResponse r = post("/v1/completions", R"({"model": "whatever", "prompt": "abc", "max_tokens": 5, "n": 1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  json j = parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "fake-model");  // the served name, whatever the request said
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_TRUE(j["created"].is_number_integer());
+  EXPECT_EQ(j["choices"][0]["text"], "abcab");
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);  // BOS + 3 bytes
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(j["usage"]["total_tokens"], 9);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  EXPECT_EQ(r.headers["x-request-id"], j["id"]);
+}
+
+TEST_F(HttpServerTest, CompletionStopStringAndTokenPrompt) {
+  start();
+  json j = parse(post("/v1/completions", R"({"prompt": "hello world", "max_tokens": 20, "stop": ["wor", "zz"]})").body);
+  EXPECT_EQ(j["choices"][0]["text"], "hello ");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  // Token ids: 'h'+3, 'i'+3.
+  j = parse(post("/v1/completions", R"({"prompt": [107, 108], "max_tokens": 3})").body);
+  EXPECT_EQ(j["choices"][0]["text"], "hih");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
+  j = parse(post("/v1/completions", R"({"prompt": ["yo"], "max_tokens": 2, "temperature": 0})").body);
+  EXPECT_EQ(j["choices"][0]["text"], "yo");
+}
+
+TEST_F(HttpServerTest, CompletionLogprobs) {
+  start();
+  json j = parse(post("/v1/completions", R"({"prompt": "ab", "max_tokens": 2, "logprobs": 2})").body);
+  const json& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"a", "b"}));
+  EXPECT_EQ(lp["token_logprobs"], json({-0.5, -0.5}));
+  EXPECT_EQ(lp["text_offset"], json({0, 1}));
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+}
+
+TEST_F(HttpServerTest, ChatNonStreamed) {
+  start();
+  HttpResponse r = post("/v1/chat/completions",
+                        R"({"model": "gpt-4o", "messages": [{"role": "system", "content": "S"},
+                            {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                            "max_completion_tokens": 12, "logprobs": true, "top_logprobs": 1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  // The fake echoes the rendered (ChatML) prompt.
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "<|im_start|>");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const json& lp = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), 12u);
+  EXPECT_EQ(lp[0]["token"], "<");
+  EXPECT_EQ(lp[0]["bytes"], json({60}));
+  EXPECT_EQ(lp[0]["top_logprobs"].size(), 1u);
+  std::string rendered = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(j["usage"]["prompt_tokens"], static_cast<int>(rendered.size()) + 1);
+}
+
+TEST_F(HttpServerTest, ChatDefaultMaxTokensIsTheRestOfTheContext) {
+  start({}, {.max_model_len = 128});
+  json j = parse(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}]})").body);
+  int prompt = j["usage"]["prompt_tokens"];
+  EXPECT_EQ(j["usage"]["completion_tokens"], 128 - prompt);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  // An explicit max_tokens past the context is cut to it, not refused.
+  j = parse(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 100000})").body);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 128 - 4);
+}
+
+TEST_F(HttpServerTest, CompletionStreamFormat) {
+  start();
+  HttpResponse r = post("/v1/completions", R"({"prompt": "abc", "max_tokens": 4, "stream": true,
+                                               "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"], "text/event-stream");
+  EXPECT_EQ(r.headers["transfer-encoding"], "chunked");
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 3u) << r.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text, id;
+  int finals = 0;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    json c = parse(events[i]);
+    ASSERT_TRUE(c.is_object()) << events[i];
+    EXPECT_EQ(c["object"], "text_completion");
+    EXPECT_EQ(c["model"], "fake-model");
+    if (id.empty()) id = c["id"];
+    EXPECT_EQ(c["id"], id);
+    if (i + 2 == events.size()) {  // the usage chunk
+      EXPECT_TRUE(c["choices"].empty());
+      EXPECT_EQ(c["usage"]["completion_tokens"], 4);
+      EXPECT_EQ(c["usage"]["prompt_tokens"], 4);
+      EXPECT_EQ(c["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+      continue;
+    }
+    EXPECT_TRUE(c["usage"].is_null());
+    text += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) {
+      ++finals;
+      EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+    }
+  }
+  EXPECT_EQ(text, "abca");
+  EXPECT_EQ(finals, 1);
+}
+
+TEST_F(HttpServerTest, ChatStreamFormat) {
+  start();
+  HttpResponse r = post("/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "stream": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json first = parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_FALSE(first.contains("usage"));  // only with include_usage
+  json last = parse(events[events.size() - 2]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(last["choices"][0]["delta"].empty());
+  std::string text;
+  for (size_t i = 1; i + 2 < events.size(); ++i) {
+    json c = parse(events[i]);
+    EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
+    text += c["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(text, "<|im_");
+}
+
+TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  start();
+  TestConnection c(port_);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.send_request("POST", "/v1/completions", R"({"prompt": "k", "max_tokens": 2, "stream": true})"));
+    auto r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(sse_payloads(r->body).back(), "[DONE]");
+    ASSERT_TRUE(c.send_request("GET", "/health"));
+    r = c.read_response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
+struct BadCase {
+  const char* name;
+  const char* path;
+  std::string body;
+  int status;
+  const char* param;  // expected error.param ("" = not checked)
+  const char* message_part;
+};
+
+TEST_F(HttpServerTest, BadRequestsGetErrorObjectsAndTheServerKeepsServing) {
+  start({}, {.max_model_len = 64});
+  const std::vector<BadCase> cases = {
+      {"malformed json", "/v1/completions", R"({"prompt": "a",)", 400, "", "not valid JSON"},
+      {"not an object", "/v1/completions", R"([1, 2])", 400, "", "JSON object"},
+      {"wrong type", "/v1/completions", R"({"prompt": "a", "temperature": "hot"})", 400, "temperature", "number"},
+      {"wrong prompt type", "/v1/completions", R"({"prompt": 5})", 400, "prompt", "string"},
+      {"missing prompt", "/v1/completions", R"({"max_tokens": 3})", 400, "prompt", "required"},
+      {"empty messages", "/v1/chat/completions", R"({"messages": []})", 400, "messages", "at least one"},
+      {"bad role", "/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})", 400,
+       "messages[0].role", "role"},
+      {"n=2", "/v1/completions", R"({"prompt": "a", "n": 2})", 400, "n", "not supported"},
+      {"prompt too long", "/v1/completions", "{\"prompt\": \"" + std::string(100, 'a') + "\"}", 400, "prompt",
+       "64 tokens"},
+      {"max_tokens negative", "/v1/completions", R"({"prompt": "a", "max_tokens": -1})", 400, "max_tokens",
+       "max_tokens"},
+      {"max_tokens float", "/v1/completions", R"({"prompt": "a", "max_tokens": 2.5})", 400, "max_tokens", "integer"},
+      {"top_p zero", "/v1/completions", R"({"prompt": "a", "top_p": 0})", 400, "top_p", "top_p"},
+      {"stop wrong type", "/v1/completions", R"({"prompt": "a", "stop": [1]})", 400, "stop[0]", "string"},
+      {"stream wrong type", "/v1/completions", R"({"prompt": "a", "stream": "yes"})", 400, "stream", "boolean"},
+      {"top_logprobs without logprobs", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", 400, "top_logprobs", "logprobs"},
+      {"token id out of vocab", "/v1/completions", R"({"prompt": [5, 99999]})", 400, "prompt", "vocabulary"},
+      {"invalid utf8", "/v1/chat/completions",
+       "{\"messages\": [{\"role\": \"system\", \"content\": \"ok\"}, {\"role\": \"user\", \"content\": \"a\xff\xfe\"}]}",
+       400, "messages[1].content", "UTF-8"},
+      {"NUL byte", "/v1/completions", R"({"prompt": "a\u0000b"})", 400, "prompt", "NUL"},
+      {"image part", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})", 400,
+       "messages[0].content[0].type", "not supported"},
+  };
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    HttpResponse r = post(c.path, c.body);
+    expect_error_object(r, c.status, c.param);
+    json j = parse(r.body);
+    if (j.is_object()) {
+      EXPECT_NE(j["error"]["message"].get<std::string>().find(c.message_part), std::string::npos) << r.body;
+    }
+  }
+  EXPECT_EQ(engine_->submitted(), 0);  // none of them reached the engine
+  EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": "ok", "max_tokens": 1})").status, 200);
+}
+
+TEST_F(HttpServerTest, ValidNonAsciiAndBomAreFine) {
+  ServerOptions o;
+  o.normalize_newlines = true;
+  start(o);
+  json j = parse(post("/v1/completions", "{\"prompt\": \"\xEF\xBB\xBF\xC3\xA9\\r\\n\", \"max_tokens\": 3}").body);
+  EXPECT_EQ(j["choices"][0]["text"], "\xC3\xA9\n");  // BOM stripped, CRLF -> LF, é kept
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
+}
+
+TEST_F(HttpServerTest, RoutingErrors) {
+  start();
+  expect_error_object(http_request(port_, "GET", "/v1/nope"), 404);
+  expect_error_object(http_request(port_, "GET", "/nope"), 404);
+  HttpResponse r = http_request(port_, "GET", "/v1/completions");
+  expect_error_object(r, 405);
+  EXPECT_EQ(r.headers["allow"], "POST");
+  expect_error_object(http_request(port_, "DELETE", "/health"), 405);
+}
+
+TEST_F(HttpServerTest, OversizeBodyIs413) {
+  ServerOptions o;
+  o.max_body_bytes = 1024;
+  start(o);
+  HttpResponse r = post("/v1/completions", "{\"prompt\": \"" + std::string(4096, 'a') + "\"}");
+  expect_error_object(r, 413);
+  EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
+}
+
+TEST_F(HttpServerTest, OversizeHeadersAre431) {
+  ServerOptions o;
+  o.max_header_bytes = 2048;
+  start(o);
+  HttpResponse r = http_request(port_, "GET", "/health", "", {"X-Big: " + std::string(8192, 'b')});
+  expect_error_object(r, 431);
+}
+
+TEST_F(HttpServerTest, MalformedHttpIs400) {
+  start();
+  TestConnection c(port_);
+  c.send_raw("THIS IS NOT HTTP\r\n\r\n");
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  expect_error_object(*r, 400);
+}
+
+TEST_F(HttpServerTest, ApiKeyGuardsV1Only) {
+  ServerOptions o;
+  o.api_key = "sekret-key";
+  start(o);
+  const std::string body = R"({"prompt": "a", "max_tokens": 1})";
+  HttpResponse r = post("/v1/completions", body);
+  expect_error_object(r, 401);
+  EXPECT_EQ(parse(r.body)["error"]["type"], "authentication_error");
+  expect_error_object(post("/v1/completions", body, {"Authorization: Bearer wrong-key"}), 401);
+  expect_error_object(post("/v1/completions", body, {"Authorization: Bearer sekret-ke"}), 401);
+  expect_error_object(post("/v1/completions", body, {"Authorization: Basic sekret-key"}), 401);
+  expect_error_object(http_request(port_, "GET", "/v1/models"), 401);
+  EXPECT_EQ(post("/v1/completions", body, {"Authorization: Bearer sekret-key"}).status, 200);
+  EXPECT_EQ(http_request(port_, "GET", "/v1/models", "", {"Authorization: Bearer sekret-key"}).status, 200);
+  EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
+  EXPECT_EQ(http_request(port_, "GET", "/ready").status, 200);
+  EXPECT_EQ(http_request(port_, "GET", "/metrics").status, 200);
+  EXPECT_EQ(engine_->submitted(), 1);
+}
+
+TEST_F(HttpServerTest, FullQueueIs429WithRetryAfter) {
+  start({}, {.max_queue = 1});
+  engine_->set_paused(true);
+  TestConnection first(port_);
+  ASSERT_TRUE(first.send_request("POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2})"));
+  ASSERT_TRUE(eventually([&] { return engine_->stats().waiting == 1; }));
+  HttpResponse ready = http_request(port_, "GET", "/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_NE(ready.body.find("queue is full"), std::string::npos) << ready.body;
+  HttpResponse r = post("/v1/completions", R"({"prompt": "b", "max_tokens": 2})");
+  expect_error_object(r, 429);
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  engine_->set_paused(false);
+  auto done = first.read_response();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->status, 200);
+  EXPECT_NE(http_request(port_, "GET", "/metrics").body.find("horizon_queue_rejections_total 1"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, SubmitErrorsMapToStatuses) {
+  start();
+  engine_->fail_next_submit(out_of_range("prompt + max_tokens does not fit the KV budget of 10 tokens"));
+  HttpResponse r = post("/v1/completions", R"({"prompt": "a"})");
+  expect_error_object(r, 400);
+  EXPECT_NE(r.body.find("KV budget"), std::string::npos);
+  engine_->begin_drain();
+  expect_error_object(post("/v1/completions", R"({"prompt": "a"})"), 503);
+  EXPECT_EQ(http_request(port_, "GET", "/ready").status, 503);
+}
+
+TEST_F(HttpServerTest, EngineFailureMidRequest) {
+  start();
+  expect_error_object(post("/v1/completions", R"({"prompt": "!ERR", "max_tokens": 5})"), 500);
+  HttpResponse r = post("/v1/completions", R"({"prompt": "!ERR", "max_tokens": 5, "stream": true})");
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json err = parse(events[events.size() - 2]);
+  EXPECT_EQ(err["error"]["type"], "server_error");
+  EXPECT_EQ(err["error"]["message"], "fake engine failure");
+}
+
+TEST_F(HttpServerTest, ServerSideTimeoutCutsTheOutput) {
+  ServerOptions o;
+  o.request_timeout = std::chrono::milliseconds(100);
+  start(o, {.token_delay = std::chrono::milliseconds(20)});
+  json j = parse(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 200})").body);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_LT(j["usage"]["completion_tokens"].get<int>(), 200);
+  auto reasons = engine_->finish_reasons();
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_EQ(reasons[0], FinishReason::kTimeout);
+}
+
+TEST_F(HttpServerTest, ClientDisconnectMidStreamCancels) {
+  start({}, {.token_delay = std::chrono::milliseconds(10)});
+  {
+    TestConnection c(port_);
+    ASSERT_TRUE(c.send_request("POST", "/v1/completions", R"({"prompt": "abc", "max_tokens": 200, "stream": true})"));
+    std::string got = c.read_until("\"text\":\"b\"");
+    ASSERT_NE(got.find("\"text\":\"b\""), std::string::npos) << got;
+  }  // hang up
+  EXPECT_TRUE(eventually([&] { return engine_->cancel_calls() >= 1 && engine_->num_requests() == 0; }));
+  auto reasons = engine_->finish_reasons();
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_EQ(reasons[0], FinishReason::kCancelled);
+  EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
+  EXPECT_TRUE(eventually([&] {
+    return http_request(port_, "GET", "/metrics").body.find("horizon_http_requests_total{status=\"499\"} 1") !=
+           std::string::npos;
+  }));
+}
+
+TEST_F(HttpServerTest, ClientDisconnectWhileWaitingCancels) {
+  start({}, {.token_delay = std::chrono::milliseconds(10)});
+  {
+    TestConnection c(port_);
+    ASSERT_TRUE(c.send_request("POST", "/v1/chat/completions",
+                               R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 200})"));
+    ASSERT_TRUE(eventually([&] { return engine_->stats().running == 1; }));
+  }
+  EXPECT_TRUE(eventually([&] { return engine_->cancel_calls() >= 1 && engine_->num_requests() == 0; }));
+  ASSERT_EQ(engine_->finish_reasons().size(), 1u);
+  EXPECT_EQ(engine_->finish_reasons()[0], FinishReason::kCancelled);
+  EXPECT_EQ(http_request(port_, "GET", "/ready").status, 200);
+}
+
+TEST_F(HttpServerTest, ConcurrentStreamsAreIndependent) {
+  start({}, {.max_queue = 16, .max_running = 8, .token_delay = std::chrono::milliseconds(1)});
+  constexpr int kClients = 12;
+  std::vector<std::string> texts(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      std::string prompt = "p" + std::to_string(i) + "-";
+      HttpResponse r = post("/v1/completions", R"({"prompt": ")" + prompt + R"(", "max_tokens": 12, "stream": true})");
+      for (const auto& ev : sse_payloads(r.body)) {
+        json c = json::parse(ev, nullptr, false);
+        if (c.is_object() && !c["choices"].empty()) texts[i] += c["choices"][0]["text"].get<std::string>();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    std::string prompt = "p" + std::to_string(i) + "-";
+    std::string expected;
+    while (expected.size() < 12) expected += prompt;
+    EXPECT_EQ(texts[i], expected.substr(0, 12)) << i;
+  }
+  EXPECT_GT(engine_->stats().max_seqs_in_step, 1);
+}
+
+TEST_F(HttpServerTest, GracefulShutdownFinishesRunningRequests) {
+  ServerOptions o;
+  o.shutdown_grace = std::chrono::milliseconds(5000);
+  start(o, {.token_delay = std::chrono::milliseconds(10)});
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send_request("POST", "/v1/completions", R"({"prompt": "abc", "max_tokens": 20, "stream": true})"));
+  ASSERT_TRUE(eventually([&] { return engine_->stats().running == 1; }));
+  bool clean = false;
+  std::thread stopper([&] { clean = server_->shutdown(); });
+  auto r = c.read_response();
+  stopper.join();
+  ASSERT_TRUE(r);
+  auto events = sse_payloads(r->body);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json last = json::parse(events[events.size() - 2]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(clean);
+  TestConnection after(port_);
+  EXPECT_FALSE(after.connected());  // no longer listening
+}
+
+TEST_F(HttpServerTest, ShutdownPastTheGracePeriodCancels) {
+  ServerOptions o;
+  o.shutdown_grace = std::chrono::milliseconds(50);
+  start(o, {.token_delay = std::chrono::milliseconds(20)});
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send_request("POST", "/v1/completions", R"({"prompt": "abc", "max_tokens": 200})"));
+  ASSERT_TRUE(eventually([&] { return engine_->stats().running == 1; }));
+  EXPECT_FALSE(server_->shutdown());
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  expect_error_object(*r, 503);
+  EXPECT_EQ(engine_->finish_reasons().back(), FinishReason::kCancelled);
+}
+
+}  // namespace
+}  // namespace hz
