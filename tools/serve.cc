@@ -8,29 +8,17 @@
 #include "base/log.h"
 #include "runtime/engine_api.h"
 #include "server/http_server.h"
+#include "runtime/local_engine.h"
 #include "tools/cli.h"
+#include "tools/engine_flags.h"
 
 namespace hz::cli {
 namespace {
 
-// Model, KV and scheduler flags: everything the engine needs. The lead extends this struct as the
-// engine grows; defaults are meant to work on a 2-core machine with the default model.
-struct EngineFlags {
-  std::string model;                // GGUF file
-  int max_num_seqs = 16;            // sequences in the running batch at most
-  int max_num_batched_tokens = 512; // tokens per engine step (prefill chunks + decodes)
-  int max_model_len = 0;            // prompt + output per sequence; 0 = the model's context length
-  std::string kv_budget;            // KV cache memory, e.g. "512MiB"; empty = automatic
-  std::string kv_cache_dtype = "auto";
-  bool enable_prefix_caching = false;
-  int threads = 0;                  // compute threads; 0 = all cores
-  int max_queue = 64;               // waiting requests at most (more -> 429)
-};
-
-// TODO(#5): the lead replaces this with the real engine (load the model, start the engine thread).
 Result<std::unique_ptr<Engine>> make_engine(const EngineFlags& flags) {
-  (void)flags;
-  return unimplemented("engine not available in this build yet (see make_engine in tools/serve.cc)");
+  HZ_ASSIGN_OR_RETURN(EngineOptions opts, flags.resolve());
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<LocalEngine> e, LocalEngine::create(opts));
+  return std::unique_ptr<Engine>(std::move(e));
 }
 
 struct ServeFlags {
@@ -79,28 +67,13 @@ Subcommand kServe("serve", "Serve a model over an OpenAI-compatible HTTP API", [
   auto f = std::make_shared<ServeFlags>();
   EngineFlags& e = f->engine;
   ServerOptions& o = f->server;
-  app.add_option("-m,--model,model_path", e.model, "GGUF model file")->required();
+  // Serving defaults: more sequences per batch than `run` needs.
+  e.opts.max_num_seqs = 16;
+  e.add_to(app, /*server=*/true);
   app.add_option("--host", o.host, "Address to bind (an IP address)")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port)")->capture_default_str()->check(
       CLI::Range(0, 65535));
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (or env HORIZON_API_KEY)");
-  app.add_option("--served-model-name", o.served_model_name, "Model name in responses (default: the model's)");
-  app.add_option("--max-num-seqs", e.max_num_seqs, "Most sequences in one batch")->capture_default_str()->check(
-      CLI::PositiveNumber);
-  app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Most tokens per engine step")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--max-model-len", e.max_model_len, "Prompt + output tokens per sequence (0 = the model's)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-budget", e.kv_budget, "Memory for the KV cache, e.g. 512MiB (default: automatic)");
-  app.add_option("--kv-cache-dtype", e.kv_cache_dtype, "KV cache element type")->capture_default_str();
-  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", e.enable_prefix_caching,
-               "Reuse KV blocks of shared prompt prefixes");
-  app.add_option("--threads", e.threads, "Compute threads (0 = all cores)")->capture_default_str()->check(
-      CLI::NonNegativeNumber);
-  app.add_option("--max-queue", e.max_queue, "Waiting requests at most; more get 429")->capture_default_str()->check(
-      CLI::PositiveNumber);
   app.add_option("--http-threads", o.http_threads, "Threads for HTTP I/O")->capture_default_str()->check(
       CLI::Range(1, 64));
   app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();
