@@ -99,3 +99,20 @@ TEST(GoldenTest, SynthTinyQ4_0LastLogits) { check_last_logits("synth-tiny-q4_0.g
 
 }  // namespace
 }  // namespace hz
+
+namespace hz {
+namespace {
+
+// The qwen2 rebuild of stories260K (NeoX RoPE, reordered q/k rows, zero biases) gives the dense
+// model's outputs.
+TEST(GoldenTest, Stories260KQwen2GreedyMatchesDense) {
+  check_greedy("stories260K-qwen2.gguf", "stories260K.json", 3e-3f, DType::kF16);
+}
+
+// K-quant layouts (Q4_K, Q5_K, Q6_K mixes written by llama.cpp's quantizer).
+TEST(GoldenTest, SynthSmallQ4_K_MLastLogits) { check_last_logits("synth-small-q4_k_m.gguf", "synth-small-q4_k_m.json", 0.25f); }
+TEST(GoldenTest, SynthSmallQ5_K_MLastLogits) { check_last_logits("synth-small-q5_k_m.gguf", "synth-small-q5_k_m.json", 0.25f); }
+TEST(GoldenTest, SynthSmallQ6_KLastLogits) { check_last_logits("synth-small-q6_k.gguf", "synth-small-q6_k.json", 0.25f); }
+
+}  // namespace
+}  // namespace hz
