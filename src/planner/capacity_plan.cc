@@ -3,12 +3,16 @@
 #include <algorithm>
 
 #include "base/byte_size.h"
+#include "base/checked_math.h"
 
 namespace hz {
 
 namespace {
 
 uint64_t sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+// Saturating: a request for 2^20 sequences of 2^32 tokens must compare as "does not fit", not wrap.
+uint64_t sat_add(uint64_t a, uint64_t b) { return checked_add(a, b).value_or(UINT64_MAX); }
+uint64_t sat_mul(uint64_t a, uint64_t b) { return checked_mul(a, b).value_or(UINT64_MAX); }
 
 uint64_t ffn_width_per_token(const ModelShape& s) {
   uint64_t moe = s.num_experts_used * s.moe_ffn + s.num_shared_experts * s.shared_expert_ffn;
@@ -64,7 +68,7 @@ struct Ctx {
     return sat_sub(o.memory_bytes, weights_bytes + runtime_overhead(s, o, seqs).total());
   }
   uint64_t need(const KvPrecision& p, uint64_t seqs, uint64_t ctx, uint64_t weights_bytes) const {
-    return weights_bytes + runtime_overhead(s, o, seqs).total() + seqs * kv_bytes_for_tokens(g, p, o.block_tokens, ctx);
+    return sat_add(weights_bytes + runtime_overhead(s, o, seqs).total(), sat_mul(seqs, kv_bytes_for_tokens(g, p, o.block_tokens, ctx)));
   }
   bool fits(const KvPrecision& p, uint64_t seqs, uint64_t ctx, uint64_t weights_bytes) const {
     return need(p, seqs, ctx, weights_bytes) <= o.memory_bytes;
@@ -144,9 +148,9 @@ std::vector<Remedy> find_remedies(const Ctx& c, uint64_t ctx, const std::string&
   {  // 4. cold tier: KV that does not fit in RAM is demoted to disk
     Remedy r{"cold_tier"};
     uint64_t ram_kv = c.kv_budget(seqs, c.weights);
-    uint64_t want = seqs * kv_bytes_for_tokens(c.g, o.kv, o.block_tokens, ctx);
+    uint64_t want = sat_mul(seqs, kv_bytes_for_tokens(c.g, o.kv, o.block_tokens, ctx));
     // RAM must hold at least one block per sequence being decoded.
-    r.fits = ram_kv >= seqs * kv_block_bytes(c.g, o.kv.hot, o.block_tokens);
+    r.fits = ram_kv >= sat_mul(seqs, kv_block_bytes(c.g, o.kv.hot, o.block_tokens));
     r.value = sat_sub(want, ram_kv);
     r.flags = "--kv-cold-tier DIR";
     r.text = r.fits ? fmt::format("cold tier: keep {} of KV in RAM and {} on disk (slower at depth)", format_bytes(ram_kv),
@@ -223,9 +227,11 @@ Result<PlanReport> make_plan(const ModelShape& s, const PlanOptions& o) {
     r.weights_bytes = *s.file_weight_bytes;
     current_bpw = r.params.total > 0 ? 8.0 * r.weights_bytes / r.params.total : 32;
   } else {
-    r.weight_type = "bf16";  // Hugging Face checkpoints ship 16-bit weights
-    r.weights_bytes = weights_bytes(s, DType::kBF16);
-    current_bpw = 16;
+    // A Hugging Face checkpoint as shipped: its torch_dtype, bf16 when unstated.
+    DType t = s.checkpoint_dtype == "float32" ? DType::kF32 : s.checkpoint_dtype == "float16" ? DType::kF16 : DType::kBF16;
+    r.weight_type = dtype_name(t);
+    r.weights_bytes = weights_bytes(s, t);
+    current_bpw = bits_per_weight(t);
   }
   for (DType t : plannable_weight_types()) r.weights_bytes_by_type.emplace_back(dtype_name(t), weights_bytes(s, t));
 
@@ -252,10 +258,10 @@ Result<PlanReport> make_plan(const ModelShape& s, const PlanOptions& o) {
     r.max_context.push_back(std::move(row));
   }
 
-  r.requested_kv_bytes = o.max_num_seqs * kv_bytes_for_tokens(g, o.kv, o.block_tokens, r.requested_context);
+  r.requested_kv_bytes = sat_mul(o.max_num_seqs, kv_bytes_for_tokens(g, o.kv, o.block_tokens, r.requested_context));
   r.requested_kv_bytes_per_token =
       static_cast<double>(kv_bytes_for_tokens(g, o.kv, o.block_tokens, r.requested_context)) / r.requested_context;
-  r.required_bytes = r.weights_bytes + r.overhead.total() + r.requested_kv_bytes;
+  r.required_bytes = sat_add(r.weights_bytes + r.overhead.total(), r.requested_kv_bytes);
   r.fits = r.required_bytes <= o.memory_bytes;
   if (!r.fits) r.remedies = find_remedies(c, r.requested_context, r.weight_type, current_bpw);
   return r;

@@ -20,7 +20,7 @@ namespace hz {
 
 struct PlanOptions {
   uint64_t memory_bytes = 0;                 // the budget (the caller defaults it to available RAM)
-  std::optional<DType> weight_type;          // nullopt: the GGUF's real bytes, or bf16 for a config.json
+  std::optional<DType> weight_type;          // nullopt: the GGUF's real bytes, or config.json's torch_dtype (bf16)
   KvPrecision kv;                            // requested KV type (and mixed-precision window)
   uint64_t max_num_seqs = 1;
   uint64_t max_model_len = 0;                // 0: the model's max positions (4096 when unknown)

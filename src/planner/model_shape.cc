@@ -1,5 +1,7 @@
 #include "planner/model_shape.h"
 
+#include "planner/weight_bytes.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -63,6 +65,14 @@ Status ModelShape::validate() const {
   if (first_k_dense > num_layers)
     return invalid_argument("{}: first_k_dense_replace {} exceeds the {} layers", source, first_k_dense, num_layers);
   if (first_k_dense > 0 || num_experts == 0) HZ_RETURN_IF_ERROR(need(ffn, "the FFN size (intermediate_size)"));
+  // Totals in floating point, so that absurd combinations are refused before any uint64 product
+  // can overflow: 10^15 parameters or 1 GB of KV per token are far beyond any real model.
+  double params = 0;
+  for (const auto& c : enumerate_weights(*this)) params += double(c.rows) * double(c.row_len) * double(c.count);
+  if (params > 1e15) return invalid_argument("{}: the shape implies {:.3g} parameters, implausibly many", source, params);
+  KvGeometry g = kv_geometry();
+  double kv_per_token = double(g.num_layers) * double(g.num_streams) * double(g.num_heads) * double(g.head_dim) * 4;
+  if (kv_per_token > 1e9) return invalid_argument("{}: the shape implies {:.3g} bytes of KV per token, implausibly many", source, kv_per_token);
   return Status();
 }
 
@@ -224,6 +234,12 @@ Result<ModelShape> model_shape_from_hf_config(const nlohmann::json& config, cons
   HZ_ASSIGN_OR_RETURN(s.vocab, r.uint("vocab_size", std::nullopt));
   HZ_ASSIGN_OR_RETURN(s.max_positions, r.uint_any({"max_position_embeddings", "n_positions", "max_seq_len"}, uint64_t{0}));
   HZ_ASSIGN_OR_RETURN(s.tied_embeddings, r.boolean("tie_word_embeddings", false));
+  for (const char* k : {"torch_dtype", "dtype"}) {
+    if (j.contains(k) && j[k].is_string()) {
+      s.checkpoint_dtype = j[k].get<std::string>();
+      break;
+    }
+  }
 
   HZ_ASSIGN_OR_RETURN(s.num_experts, r.uint_any({"num_local_experts", "num_experts", "n_routed_experts"}, uint64_t{0}));
   HZ_ASSIGN_OR_RETURN(s.ffn, r.uint_any({"intermediate_size", "ffn_dim", "n_inner"}, s.num_experts > 0 ? std::optional<uint64_t>(0) : std::nullopt));

@@ -50,6 +50,7 @@ struct ModelShape {
   uint64_t v_head_dim = 0;
   uint64_t max_positions = 0;       // trained (or extended) context length
   RopeScalingInfo rope_scaling;
+  std::string checkpoint_dtype;     // config.json's torch_dtype: "bfloat16", "float16", "float32" or ""
   // Present when read from a GGUF: the file's real tensor figures.
   std::optional<uint64_t> file_weight_bytes;
   std::optional<uint64_t> file_params;

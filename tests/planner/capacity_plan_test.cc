@@ -295,6 +295,24 @@ TEST(CapacityPlanTest, HotWindowRowAndOptionErrors) {
   EXPECT_NE(make_plan(s, no_seqs).status().message().find("--max-num-seqs"), std::string::npos);
 }
 
+TEST(CapacityPlanTest, AbsurdShapesAndRequestsNeverOverflow) {
+  nlohmann::json j = nlohmann::json::parse(R"({"num_hidden_layers": 4000, "hidden_size": 1000000, "num_attention_heads": 1000,
+      "vocab_size": 1000000, "intermediate_size": 1000000, "num_local_experts": 1000, "num_experts_per_tok": 8})");
+  auto s = model_shape_from_hf_config(j, "absurd.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("implausibly many"), std::string::npos) << s.status().message();
+
+  ModelShape llama = load("llama-3-8b.json");
+  PlanOptions o;
+  o.memory_bytes = UINT64_MAX / 2;
+  o.max_num_seqs = 1 << 20;
+  o.max_model_len = uint64_t{1} << 32;
+  auto r = make_plan(llama, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->fits);  // 2^52 tokens of 128 KiB each: saturates instead of wrapping around
+  EXPECT_EQ(r->required_bytes, UINT64_MAX);
+}
+
 TEST(CapacityPlanTest, StartupCheckNamesTheShortfall) {
   ModelShape s = load("llama-3-8b.json");
   PlanOptions o;
