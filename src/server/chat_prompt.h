@@ -1,6 +1,5 @@
-// Chat messages -> one prompt string. Today: a documented ChatML default for every model.
-// TODO(#5): switch render_chat_prompt() to hz::ChatTemplate (src/tokenizer/chat_template.h) with
-// ModelInfo::chat_template once that lands; it is the single place to change.
+// Chat messages -> one prompt string: the model's own chat template (hz::ChatTemplate, a sandboxed
+// Jinja subset) when it has one, else the documented ChatML default below.
 #pragma once
 
 #include <string>
@@ -19,7 +18,8 @@ namespace hz {
 // model wants one. "developer" is rendered as "system" (OpenAI's newer name for it).
 std::string render_default_chat_prompt(const std::vector<ChatMessage>& messages);
 
-// THE switch point for chat templates: renders `messages` for `model` with a generation prompt.
+// Renders `messages` for `model` with a generation prompt. A template that refuses the
+// conversation (raise_exception, e.g. a system message it does not support) -> kInvalidArgument.
 Result<std::string> render_chat_prompt(const ModelInfo& model, const std::vector<ChatMessage>& messages);
 
 }  // namespace hz

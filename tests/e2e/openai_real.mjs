@@ -1,0 +1,63 @@
+// Drives `horizon serve` on a real model with the official `openai` npm client (pinned, test-only).
+// Usage: node openai_real.mjs BASE_URL MODE [ARGS...]
+//   basic PROMPT N              completions + chat, streamed and not, greedy
+//   concurrent N PROMPT...      every prompt streamed at once (N tokens each), greedy
+//   disconnect K PROMPT...      stream each prompt, abort after K chunks
+// Prints one JSON object.
+import { createRequire } from 'node:module';
+
+const require = createRequire(new URL('../npm/package.json', import.meta.url));
+const OpenAI = require('openai');
+
+const [baseURL, mode, ...args] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: baseURL + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
+
+async function streamCompletion(prompt, n) {
+  const s = await client.completions.create({ model: 'm', prompt, max_tokens: n, temperature: 0, stream: true,
+                                              stream_options: { include_usage: true } });
+  let text = '';
+  let finish = null;
+  let usage = null;
+  for await (const chunk of s) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.text;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { text, finish, usage };
+}
+
+const out = {};
+if (mode === 'basic') {
+  const [prompt, n] = [args[0], Number(args[1])];
+  const c = await client.completions.create({ model: 'm', prompt, max_tokens: n, temperature: 0 });
+  out.completion = { text: c.choices[0].text, finish: c.choices[0].finish_reason, usage: c.usage, model: c.model };
+  out.completion_stream = await streamCompletion(prompt, n);
+  const chat = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: prompt }],
+                                                      max_tokens: n, temperature: 0 });
+  out.chat = { text: chat.choices[0].message.content, finish: chat.choices[0].finish_reason, usage: chat.usage };
+  const cs = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: prompt }],
+                                                    max_tokens: n, temperature: 0, stream: true });
+  let text = '';
+  for await (const chunk of cs) text += chunk.choices[0]?.delta?.content ?? '';
+  out.chat_stream = { text };
+} else if (mode === 'concurrent') {
+  const n = Number(args[0]);
+  out.results = await Promise.all(args.slice(1).map((p) => streamCompletion(p, n)));
+} else if (mode === 'disconnect') {
+  const k = Number(args[0]);
+  out.aborted = await Promise.all(args.slice(1).map(async (p) => {
+    const controller = new AbortController();
+    const s = await client.completions.create({ model: 'm', prompt: p, max_tokens: 400, temperature: 0, stream: true,
+                                                ignore_eos: true }, { signal: controller.signal });
+    let chunks = 0;
+    try {
+      for await (const _ of s) {
+        if (++chunks >= k) controller.abort();
+      }
+    } catch (e) { /* aborted */ }
+    return chunks;
+  }));
+}
+console.log(JSON.stringify(out));
