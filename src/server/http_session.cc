@@ -31,6 +31,7 @@ struct HttpSession::Generation {
   bool client_gone = false;
   bool writing = false;
   bool terminated = false;      // the last bytes of the stream are queued or sent
+  bool replied = false;         // non-streamed: the response is being written
   std::string header;           // stream: the response head, sent with the first write
   std::string pending;          // stream: SSE text not yet written
   std::string write_buf;        // stream: the write in flight
@@ -296,11 +297,12 @@ void HttpSession::on_events() {
     }
     return flush_stream();
   }
-  if (g.finished) finish_generation_reply();
+  if (g.finished && !g.replied) finish_generation_reply();
 }
 
 void HttpSession::finish_generation_reply() {
   Generation& g = *gen_;
+  g.replied = true;
   if (auto err = finish_error(g.final_event)) return send_reply(ApiHandler::error_reply(*err), keep_alive_);
   HttpReply r;
   r.body = g.assembler.final_body(g.final_event);
