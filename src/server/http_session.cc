@@ -46,6 +46,9 @@ struct HttpSession::Generation {
 HttpSession::HttpSession(tcp::socket socket, SessionContext ctx)
     : stream_(std::move(socket)), hold_(stream_.get_executor()), ctx_(std::move(ctx)) {
   beast::error_code ec;
+  // Streams are many small writes: without this, Nagle + the client's delayed ACK hold each SSE
+  // chunk up to ~40 ms.
+  stream_.socket().set_option(tcp::no_delay(true), ec);
   auto ep = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? "?" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
 }
