@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -29,6 +31,7 @@ struct HttpSession::Generation {
   bool client_gone = false;
   bool writing = false;
   bool terminated = false;      // the last bytes of the stream are queued or sent
+  bool replied = false;         // non-streamed: the response is being written
   std::string header;           // stream: the response head, sent with the first write
   std::string pending;          // stream: SSE text not yet written
   std::string write_buf;        // stream: the write in flight
@@ -43,6 +46,9 @@ struct HttpSession::Generation {
 HttpSession::HttpSession(tcp::socket socket, SessionContext ctx)
     : stream_(std::move(socket)), hold_(stream_.get_executor()), ctx_(std::move(ctx)) {
   beast::error_code ec;
+  // Streams are many small writes: without this, Nagle + the client's delayed ACK hold each SSE
+  // chunk up to ~40 ms.
+  stream_.socket().set_option(tcp::no_delay(true), ec);
   auto ep = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? "?" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
 }
@@ -58,8 +64,29 @@ void HttpSession::do_read() {
   parser_->header_limit(ctx_.options->max_header_bytes);
   parser_->body_limit(ctx_.options->max_body_bytes);
   stream_.expires_after(ctx_.options->idle_timeout);
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+}
+
+void HttpSession::on_header(beast::error_code ec) {
+  if (ec) return on_read(ec);
+  auto read_body = [self = shared_from_this()] {
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     [self](beast::error_code ec, size_t) { self->on_read(ec); });
+  };
+  // curl and others send `Expect: 100-continue` with larger bodies and wait for this interim
+  // answer before sending the body (about a second, otherwise).
+  const auto& req = parser_->get();
+  auto expect = req.find(http::field::expect);
+  if (expect != req.end() && beast::iequals(expect->value(), "100-continue") && req.version() >= 11) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    return net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                            [self = shared_from_this(), read_body](beast::error_code ec, size_t) {
+                              if (ec) return self->close();
+                              read_body();
+                            });
+  }
+  read_body();
 }
 
 void HttpSession::on_read(beast::error_code ec) {
@@ -124,8 +151,31 @@ void HttpSession::send_reply(const HttpReply& r, bool keep_alive) {
 
 void HttpSession::on_reply_written(bool keep_alive, beast::error_code ec) {
   reply_.reset();
-  if (ec || !keep_alive) return close();
+  if (ec) return close();
+  if (!keep_alive) return lingering_close();
   do_read();
+}
+
+// After an answer that ends the connection (e.g. 413 before the body was read), closing at once
+// with unread bytes makes the kernel send a reset, and the client may lose the answer. So: stop
+// sending, discard what still arrives for a moment, then close.
+void HttpSession::lingering_close() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return close();
+  discard_ = std::make_shared<std::array<char, 4096>>();
+  discarded_bytes_ = 0;
+  stream_.expires_after(std::chrono::seconds(2));
+  discard_more();
+}
+
+void HttpSession::discard_more() {
+  stream_.async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    self->discarded_bytes_ += n;
+    constexpr size_t kMaxDiscard = 64ull << 20;
+    if (ec || self->discarded_bytes_ > kMaxDiscard) return self->close();
+    self->discard_more();
+  });
 }
 
 void HttpSession::start_generation(GenerationPlan plan) {
@@ -250,11 +300,12 @@ void HttpSession::on_events() {
     }
     return flush_stream();
   }
-  if (g.finished) finish_generation_reply();
+  if (g.finished && !g.replied) finish_generation_reply();
 }
 
 void HttpSession::finish_generation_reply() {
   Generation& g = *gen_;
+  g.replied = true;
   if (auto err = finish_error(g.final_event)) return send_reply(ApiHandler::error_reply(*err), keep_alive_);
   HttpReply r;
   r.body = g.assembler.final_body(g.final_event);

@@ -3,6 +3,7 @@
 // when the client goes away. Runs on its own strand. Includes Beast: include only from .cc files.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -53,6 +54,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   struct Generation;  // the state of one running completion
 
   void do_read();
+  void on_header(boost::beast::error_code ec);
   void on_read(boost::beast::error_code ec);
   void send_reply(const HttpReply& reply, bool keep_alive);
   void on_reply_written(bool keep_alive, boost::beast::error_code ec);
@@ -67,6 +69,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   // Bookkeeping once a request is fully answered (or abandoned): metrics, access log, counters.
   void complete_request(int status);
+  void lingering_close();
+  void discard_more();
   void close();
 
   boost::beast::tcp_stream stream_;
@@ -78,6 +82,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::shared_ptr<boost::beast::http::response<boost::beast::http::string_body>> reply_;
   SessionContext ctx_;
   std::string peer_;
+  std::shared_ptr<std::array<char, 4096>> discard_;  // lingering close: bytes read and dropped
+  size_t discarded_bytes_ = 0;
 
   // The current request.
   bool request_active_ = false;

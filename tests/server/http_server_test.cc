@@ -345,6 +345,23 @@ TEST_F(HttpServerTest, OversizeHeadersAre431) {
   expect_error_object(r, 431);
 }
 
+TEST_F(HttpServerTest, ExpectContinueGetsAnInterimAnswer) {
+  start();
+  TestConnection c(port_);
+  std::string body = R"({"prompt": "abc", "max_tokens": 2})";
+  ASSERT_TRUE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                         "Content-Type: application/json\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n"));
+  auto interim = c.read_response();
+  ASSERT_TRUE(interim);
+  EXPECT_EQ(interim->status, 100);
+  ASSERT_TRUE(c.send_raw(body));
+  auto r = c.read_response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(parse(r->body)["choices"][0]["text"], "ab");
+}
+
 TEST_F(HttpServerTest, MalformedHttpIs400) {
   start();
   TestConnection c(port_);
@@ -465,7 +482,7 @@ TEST_F(HttpServerTest, ClientDisconnectWhileWaitingCancels) {
 
 TEST_F(HttpServerTest, ConcurrentStreamsAreIndependent) {
   start({}, {.max_queue = 16, .max_running = 8, .token_delay = std::chrono::milliseconds(1)});
-  constexpr int kClients = 12;
+  constexpr int kClients = 16;
   std::vector<std::string> texts(kClients);
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients; ++i) {

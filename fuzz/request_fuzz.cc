@@ -1,0 +1,69 @@
+// libFuzzer target for the OpenAI request parser/validator: any bytes as a /v1/completions or
+// /v1/chat/completions body (first byte picks which) must give a parsed request or a 400 naming a
+// field, never a crash; accepted requests then go through chat rendering and response assembly.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "base/check.h"
+#include "server/auth.h"
+#include "server/chat_prompt.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/text_hygiene.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  using namespace hz;
+  ApiKind kind = (data[0] & 1) ? ApiKind::kChat : ApiKind::kCompletion;
+  hz::ParseOptions options;
+  options.normalize_newlines = (data[0] & 2) != 0;
+  std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+
+  ParsedRequest request;
+  auto error = parse_request(kind, body, options, &request);
+  if (error) {
+    HZ_CHECK(error->http_status == 400);
+    HZ_CHECK(!error->message.empty());
+    std::string json = api_error_body(*error);
+    HZ_CHECK(!json.empty());
+    return 0;
+  }
+  // Invariants of an accepted request.
+  HZ_CHECK(request.sampling.max_tokens >= 1);
+  HZ_CHECK(request.sampling.top_logprobs >= 0 && request.sampling.top_logprobs <= 20);
+  for (const auto& stop : request.sampling.stop) HZ_CHECK(!stop.empty() && is_valid_utf8(stop));
+  if (kind == ApiKind::kChat) {
+    HZ_CHECK(!request.messages.empty());
+    for (const auto& m : request.messages) {
+      HZ_CHECK(is_valid_utf8(m.content));
+      HZ_CHECK(m.content.find('\0') == std::string::npos);
+    }
+    auto prompt = render_chat_prompt(ModelInfo(), request.messages);
+    HZ_CHECK(prompt.ok() && is_valid_utf8(*prompt));
+  } else if (!request.prompt_is_tokens) {
+    HZ_CHECK(is_valid_utf8(request.prompt_text));
+  }
+
+  // Echo the accepted texts back through the response assembler as if generated.
+  ResponseContext ctx{kind, "id", 0, request.model, request.stream, request.include_usage, request.sampling.logprobs,
+                      request.sampling.top_logprobs};
+  CompletionAssembler assembler(ctx);
+  GenerationEvent tokens;
+  tokens.token_ids = {1};
+  tokens.text = kind == ApiKind::kChat ? request.messages.back().content : request.prompt_text;
+  tokens.chosen.push_back({1, tokens.text, -1.0f});
+  tokens.top.push_back({{2, request.user, -2.0f}});
+  GenerationEvent finished;
+  finished.kind = GenerationEvent::Kind::kFinished;
+  if (request.stream) {
+    assembler.stream_start();
+    assembler.stream_tokens(tokens);
+    HZ_CHECK(!assembler.stream_finish(finished).empty());
+  } else {
+    assembler.add_tokens(tokens);
+    HZ_CHECK(!assembler.final_body(finished).empty());
+  }
+  is_authorized(request.user, request.model);
+  return 0;
+}
