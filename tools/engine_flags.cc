@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "base/byte_size.h"
+#include "model/rope_scaling.h"
 
 namespace hz::cli {
 
@@ -14,6 +15,12 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
   app.add_option("--kv-budget", kv_budget, "KV cache memory: bytes (4GiB, 512MiB) or a share of RAM (50%)");
   app.add_option("--prefill-chunk", opts.prefill_chunk, "Prompt tokens of one sequence per step");
+  // ---- RoPE scaling flags (architectures, issue 8) ----
+  app.add_option("--rope-scaling", rope_scaling, "RoPE context extension: none, linear, ntk, yarn, llama3 (default: the model's)");
+  app.add_option("--rope-freq-base", rope_freq_base, "RoPE base frequency (default: the model's)");
+  app.add_option("--rope-freq-scale", rope_freq_scale, "RoPE frequency scale = 1 / context extension factor (default: the model's)");
+  app.add_option("--yarn-orig-ctx", yarn_orig_ctx, "Original training context for YaRN / llama3 scaling (default: the model's)");
+  // ---- end RoPE scaling flags ----
   if (server) {
     app.add_option("--max-num-seqs", opts.max_num_seqs, "Sequences decoded together");
     app.add_option("--max-num-batched-tokens", opts.max_num_batched_tokens, "Tokens per engine step");
@@ -37,6 +44,25 @@ Result<EngineOptions> EngineFlags::resolve() const {
     HZ_ASSIGN_OR_RETURN(o.kv_budget_bytes, parse_byte_size(kv_budget, "--kv-budget", avail));
     if (o.kv_budget_bytes == 0) return invalid_argument("--kv-budget must be more than 0 bytes");
   }
+  // ---- RoPE scaling flags (architectures, issue 8) ----
+  RopeOverrides& ro = o.model_overrides.rope;
+  if (!rope_scaling.empty()) {
+    HZ_ASSIGN_OR_RETURN(RopeScaling sc, parse_rope_scaling(rope_scaling, "--rope-scaling"));
+    ro.scaling = sc;
+  }
+  if (rope_freq_base != 0) {
+    if (!(rope_freq_base > 1)) return invalid_argument("--rope-freq-base {} must be > 1", rope_freq_base);
+    ro.freq_base = rope_freq_base;
+  }
+  if (rope_freq_scale != 0) {
+    if (!(rope_freq_scale > 0)) return invalid_argument("--rope-freq-scale {} must be > 0", rope_freq_scale);
+    ro.freq_scale = rope_freq_scale;
+  }
+  if (yarn_orig_ctx != 0) {
+    if (yarn_orig_ctx < 0) return invalid_argument("--yarn-orig-ctx {} must be > 0", yarn_orig_ctx);
+    ro.orig_ctx = yarn_orig_ctx;
+  }
+  // ---- end RoPE scaling flags ----
   return o;
 }
 

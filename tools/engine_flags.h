@@ -16,6 +16,13 @@ struct EngineFlags {
   std::string kv_dtype = "auto";
   std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
 
+  // ---- RoPE scaling flags (architectures, issue 8) ----
+  std::string rope_scaling;     // empty: the file's
+  float rope_freq_base = 0;     // 0: the file's
+  float rope_freq_scale = 0;    // 0: the file's
+  int32_t yarn_orig_ctx = 0;    // 0: the file's
+  // ---- end RoPE scaling flags ----
+
   // Adds the flags; `server` adds the scheduler flags that only matter with many requests.
   void add_to(CLI::App& app, bool server);
   // Converts the string flags; errors name the flag.

@@ -73,7 +73,7 @@ void merge_partials(AttnPartial* a, const AttnPartial& b, int32_t head_dim) {
 }
 
 void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q, int64_t pos,
-            float* out, float* scratch) {
+            float* out, float* scratch, int64_t window) {
   const int32_t hd = kv.config().head_dim;
   AttnPartial total;
   total.acc = out;
@@ -81,10 +81,12 @@ void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_
   seg.acc = scratch;
   float* tile_scratch = scratch + hd;
   const int64_t num_keys = pos + 1;
-  for (int64_t s0 = 0; s0 < num_keys; s0 += kSegmentTokens) {
+  // Sliding window: the first key depends on pos alone, segments stay aligned to absolute positions.
+  const int64_t first_key = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+  for (int64_t s0 = first_key / kSegmentTokens * kSegmentTokens; s0 < num_keys; s0 += kSegmentTokens) {
     seg.empty = true;
-    attend_range(kv, block_table, layer, kv_head, q, s0, std::min<int64_t>(num_keys, s0 + kSegmentTokens), &seg,
-                 tile_scratch);
+    attend_range(kv, block_table, layer, kv_head, q, std::max(s0, first_key), std::min<int64_t>(num_keys, s0 + kSegmentTokens),
+                 &seg, tile_scratch);
     merge_partials(&total, seg, hd);
   }
   kernels::scale(out, 1.0f / total.sum, hd);

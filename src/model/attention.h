@@ -32,9 +32,10 @@ void attend_range(const KvCache& kv, const int32_t* block_table, int32_t layer, 
 // Merges `b` into `a` (a's state becomes the softmax over both key sets).
 void merge_partials(AttnPartial* a, const AttnPartial& b, int32_t head_dim);
 
-// Full causal attention for a query at `pos`: out[head_dim] = softmax(q K^T) V over keys [0, pos].
-// `scratch` needs 2 * head_dim + kTileTokens floats.
+// Full causal attention for a query at `pos`: out[head_dim] = softmax(q K^T) V over keys [0, pos],
+// or over the last `window` keys [pos - window + 1, pos] when window > 0 (sliding-window
+// attention, ModelConfig::sliding_window). `scratch` needs 2 * head_dim + kTileTokens floats.
 void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q, int64_t pos,
-            float* out, float* scratch);
+            float* out, float* scratch, int64_t window = 0);
 
 }  // namespace hz

@@ -9,15 +9,11 @@
 
 namespace hz {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOverrides& overrides) {
   HZ_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
-  HZ_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_gguf(f));
+  HZ_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_gguf(f, overrides.rope));
   if (cfg.name.empty()) cfg.name = path.substr(path.find_last_of('/') + 1);
   HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(f, cfg));
-  if (cfg.num_experts > 0) {
-    // TODO(#8): mixture-of-experts forward pass.
-    return unimplemented("{}: mixture-of-experts models are not supported yet", path);
-  }
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(cfg), std::move(w)));
 }
 
@@ -31,7 +27,14 @@ uint64_t Model::streamed_weight_bytes() const {
   };
   add(w_.output);
   for (const auto& L : w_.layers) {
-    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*m);
+    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router, &L.shared_gate,
+                            &L.shared_up, &L.shared_down}) {
+      add(*m);
+    }
+    // A decoded token reads only its top-k experts.
+    for (const ExpertMatrix* e : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
+      if (e->num_experts > 0) total += e->expert_bytes * cfg_.num_experts_used;
+    }
   }
   return total;
 }
@@ -134,14 +137,18 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   for (int64_t i = 0; i < total; ++i) kernels::add(&x_[i * c.hidden], &xn_[i * c.hidden], c.hidden);
 }
 
+// x += FFN(rms_norm(x)): the dense SwiGLU block, or the mixture of experts (model/moe.h).
 void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   const ModelConfig& c = cfg_;
   for (int64_t t = 0; t < total; ++t) kernels::rms_norm(&x_[t * c.hidden], L.ffn_norm.data(), &xn_[t * c.hidden], c.hidden, c.rms_eps);
-  matmul(L.w_gate, xn_.data(), total, gate_.data(), pool);
-  matmul(L.w_up, xn_.data(), total, up_.data(), pool);
-  for (int64_t t = 0; t < total; ++t) kernels::swiglu(&gate_[t * c.ffn], &up_[t * c.ffn], c.ffn);
-  matmul(L.w_down, gate_.data(), total, xn_.data(), pool);
-  for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &xn_[t * c.hidden], c.hidden);
+  const MatmulFn mm = [this, &pool](const Matrix& w, const float* x, int64_t n, float* y) { matmul(w, x, n, y, pool); };
+  if (ffn_out_.size() < static_cast<size_t>(total * c.hidden)) ffn_out_.resize(total * c.hidden);
+  if (c.num_experts > 0) {
+    moe_.forward(c, L, xn_.data(), total, ffn_out_.data(), mm);
+  } else {
+    swiglu_ffn(L.w_gate, L.w_up, L.w_down, xn_.data(), total, ffn_out_.data(), ffn_scratch_, mm);
+  }
+  for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }
 
 void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits) {
@@ -164,8 +171,6 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
   grow(k_, total * c.kv_dim());
   grow(v_, total * c.v_dim());
   grow(attn_, total * c.q_dim());
-  grow(gate_, total * c.ffn);
-  grow(up_, total * c.ffn);
 
   // Embedding rows, dequantized.
   int64_t t = 0;

@@ -5,7 +5,8 @@
 //   x = embed(tokens)
 //   per layer: h = rms_norm(x) * attn_norm; q,k,v = h Wq, h Wk, h Wv (+ biases); rope(q, k);
 //              KV[pos] = k, v; x += attention(q, KV[0..pos]) Wo
-//              h = rms_norm(x) * ffn_norm; x += (silu(h Wgate) * (h Wup)) Wdown   (or MoE)
+//              h = rms_norm(x) * ffn_norm; x += (silu(h Wgate) * (h Wup)) Wdown   (model/ffn.h)
+//                  or, for MoE, x += sum over the top-k experts of w_e FFN_e(h) [+ shared] (model/moe.h)
 //   logits = rms_norm(x) * output_norm Wout
 #pragma once
 
@@ -18,7 +19,10 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_cache.h"
+#include "model/ffn.h"
 #include "model/model_config.h"
+#include "model/model_overrides.h"
+#include "model/moe.h"
 #include "model/rope.h"
 #include "model/weights.h"
 
@@ -36,7 +40,8 @@ struct SeqSlice {
 
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // `overrides` replace the file's metadata where set (RoPE scaling flags).
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOverrides& overrides = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -62,7 +67,10 @@ class Model {
   Rope rope_;
 
   // Scratch, grown on demand and reused across steps. [num_tokens][width] row-major.
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_;
+  std::vector<float> ffn_out_;          // [num_tokens][hidden]
+  FfnScratch ffn_scratch_;
+  MoeBlock moe_;
   std::vector<uint8_t> act_;            // activations quantized for the current matmul
   std::vector<float> attn_scratch_;     // per thread
 };

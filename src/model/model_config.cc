@@ -1,15 +1,13 @@
 #include "model/model_config.h"
 
-#include <set>
+#include <algorithm>
+
+#include "model/arch.h"
+#include "model/model_overrides.h"
+#include "model/rope_scaling.h"
 
 namespace hz {
 namespace {
-
-// Architectures whose forward pass this build implements.
-const std::set<std::string>& supported_archs() {
-  static const std::set<std::string> kArchs = {"llama", "mistral", "qwen2", "qwen3"};
-  return kArchs;
-}
 
 Result<int32_t> get_i32(const GgufFile& f, const std::string& key, std::optional<int64_t> def, int64_t lo, int64_t hi) {
   int64_t v;
@@ -25,11 +23,14 @@ Result<int32_t> get_i32(const GgufFile& f, const std::string& key, std::optional
 
 }  // namespace
 
-Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
+Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) { return from_gguf(f, RopeOverrides{}); }
+
+Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f, const RopeOverrides& rope_overrides) {
   ModelConfig c;
   HZ_ASSIGN_OR_RETURN(c.arch, f.require_string("general.architecture"));
-  if (supported_archs().count(c.arch) == 0)
-    return unimplemented("{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3)", f.path(), c.arch);
+  const ArchSpec* arch = find_arch(c.arch);
+  if (arch == nullptr)
+    return unimplemented("{}: architecture '{}' is not supported (supported: {})", f.path(), c.arch, supported_arch_names());
   HZ_ASSIGN_OR_RETURN(c.name, f.get_string_or("general.name", ""));
   const std::string p = c.arch + ".";
   constexpr int64_t kBig = 1 << 20;
@@ -50,35 +51,26 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
   if (!(eps > 0 && eps < 1)) return data_loss("{}: {}attention.layer_norm_rms_epsilon = {} is not in (0, 1)", f.path(), p, eps);
   c.rms_eps = static_cast<float>(eps);
 
-  // RoPE. qwen2/qwen3 use the NeoX layout.
-  c.rope.layout = (c.arch == "qwen2" || c.arch == "qwen3") ? RopeLayout::kNeox : RopeLayout::kNormal;
-  HZ_ASSIGN_OR_RETURN(c.rope.dim, get_i32(f, p + "rope.dimension_count", c.head_dim, 2, c.head_dim));
-  if (c.rope.dim % 2 != 0) return data_loss("{}: {}rope.dimension_count {} is odd", f.path(), p, c.rope.dim);
-  HZ_ASSIGN_OR_RETURN(double base, f.get_float_or(p + "rope.freq_base", 10000.0));
-  if (!(base > 1.0)) return data_loss("{}: {}rope.freq_base = {} must be > 1", f.path(), p, base);
-  c.rope.freq_base = static_cast<float>(base);
-  HZ_ASSIGN_OR_RETURN(std::string scaling, f.get_string_or(p + "rope.scaling.type", "none"));
-  HZ_ASSIGN_OR_RETURN(double factor, f.get_float_or(p + "rope.scaling.factor", 0.0));
-  if (factor == 0.0) {
-    HZ_ASSIGN_OR_RETURN(factor, f.get_float_or(p + "rope.scale_linear", 0.0));
-  }
-  if (scaling == "none" && factor > 0 && factor != 1.0) scaling = "linear";
-  if (scaling == "linear") {
-    if (!(factor > 0)) return data_loss("{}: linear RoPE scaling needs {}rope.scaling.factor > 0", f.path(), p);
-    c.rope.scaling = RopeScaling::kLinear;
-    c.rope.freq_scale = static_cast<float>(1.0 / factor);
-  } else if (scaling == "yarn") {
-    c.rope.scaling = RopeScaling::kYarn;
-    if (factor > 0) c.rope.freq_scale = static_cast<float>(1.0 / factor);
-  } else if (scaling != "none") {
-    return unimplemented("{}: RoPE scaling type '{}' is not supported", f.path(), scaling);
-  }
-  HZ_ASSIGN_OR_RETURN(c.rope.orig_ctx, get_i32(f, p + "rope.scaling.original_context_length", c.train_ctx, 1, int64_t{1} << 30));
+  HZ_ASSIGN_OR_RETURN(c.rope, read_rope_config(f, p, c.head_dim, c.train_ctx, arch->rope_layout));
+  HZ_RETURN_IF_ERROR(apply_rope_overrides(rope_overrides, &c.rope));
 
+  // Mixture of experts.
   HZ_ASSIGN_OR_RETURN(c.num_experts, get_i32(f, p + "expert_count", 0, 0, 4096));
   HZ_ASSIGN_OR_RETURN(c.num_experts_used, get_i32(f, p + "expert_used_count", 0, 0, c.num_experts));
   if (c.num_experts > 0 && c.num_experts_used == 0)
     return data_loss("{}: {}expert_count is {} but expert_used_count is missing or 0", f.path(), p, c.num_experts);
+  if (arch->requires_experts && c.num_experts == 0)
+    return data_loss("{}: architecture '{}' needs {}expert_count > 0", f.path(), c.arch, p);
+  if (c.num_experts > 0) {
+    c.expert_weights_norm = arch->expert_weights_norm;
+    c.expert_ffn = c.ffn;
+    if (arch->expert_ffn_key) {
+      HZ_ASSIGN_OR_RETURN(c.expert_ffn, get_i32(f, p + "expert_feed_forward_length", std::max(1, c.ffn / c.num_experts_used), 1, kBig));
+    }
+    if (arch->shared_expert) {
+      HZ_ASSIGN_OR_RETURN(c.shared_expert_ffn, get_i32(f, p + "expert_shared_feed_forward_length", c.ffn, 1, kBig));
+    }
+  }
   HZ_ASSIGN_OR_RETURN(c.sliding_window, get_i32(f, p + "attention.sliding_window", 0, 0, int64_t{1} << 30));
 
   // Vocabulary size comes from the embedding table; the tokenizer must agree.

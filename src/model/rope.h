@@ -1,4 +1,5 @@
-// Rotary position embedding: per-dimension inverse frequencies computed once, applied in place.
+// Rotary position embedding: per-pair angle multipliers computed once from a resolved RopeConfig
+// (every scaling scheme folded in), applied in place. Scaling metadata: model/rope_scaling.h.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,16 @@ class Rope {
   void apply(float* x, int32_t num_heads, int64_t pos) const;
   // The rotation angle of pair `i` at `pos` (tests compare it with hand-computed values).
   float angle(int64_t pos, int32_t i) const;
+  // The factor cos and sin are multiplied by (YaRN's attention factor; 1 otherwise).
+  float mscale() const { return mscale_; }
 
  private:
   RopeConfig cfg_;
   int32_t head_dim_;
-  std::vector<float> inv_freq_;  // [dim / 2]
-  float mscale_ = 1.0f;          // YaRN magnitude scaling of cos/sin
+  // angle(pos, i) = pos * theta_[i]: the base frequency of pair i with linear / NTK / YaRN /
+  // Llama 3 scaling folded in.
+  std::vector<float> theta_;  // [dim / 2]
+  float mscale_ = 1.0f;
 };
 
 }  // namespace hz

@@ -107,9 +107,16 @@ Result<ModelWeights> ModelWeights::bind(const GgufFile& f, const ModelConfig& c)
       HZ_ASSIGN_OR_RETURN(L.w_down, bind_matrix(f, n("ffn_down.weight"), c.hidden, c.ffn, true));
     } else {
       HZ_ASSIGN_OR_RETURN(L.router, bind_matrix(f, n("ffn_gate_inp.weight"), c.num_experts, c.hidden, true));
-      HZ_ASSIGN_OR_RETURN(L.gate_exps, bind_experts(f, n("ffn_gate_exps.weight"), c.ffn, c.hidden, c.num_experts));
-      HZ_ASSIGN_OR_RETURN(L.up_exps, bind_experts(f, n("ffn_up_exps.weight"), c.ffn, c.hidden, c.num_experts));
-      HZ_ASSIGN_OR_RETURN(L.down_exps, bind_experts(f, n("ffn_down_exps.weight"), c.hidden, c.ffn, c.num_experts));
+      HZ_ASSIGN_OR_RETURN(L.gate_exps, bind_experts(f, n("ffn_gate_exps.weight"), c.expert_ffn, c.hidden, c.num_experts));
+      HZ_ASSIGN_OR_RETURN(L.up_exps, bind_experts(f, n("ffn_up_exps.weight"), c.expert_ffn, c.hidden, c.num_experts));
+      HZ_ASSIGN_OR_RETURN(L.down_exps, bind_experts(f, n("ffn_down_exps.weight"), c.hidden, c.expert_ffn, c.num_experts));
+      if (c.shared_expert_ffn > 0) {
+        const int64_t sf = c.shared_expert_ffn;
+        HZ_ASSIGN_OR_RETURN(L.shared_gate, bind_matrix(f, n("ffn_gate_shexp.weight"), sf, c.hidden, true));
+        HZ_ASSIGN_OR_RETURN(L.shared_up, bind_matrix(f, n("ffn_up_shexp.weight"), sf, c.hidden, true));
+        HZ_ASSIGN_OR_RETURN(L.shared_down, bind_matrix(f, n("ffn_down_shexp.weight"), c.hidden, sf, true));
+        HZ_ASSIGN_OR_RETURN(L.shared_gate_inp, bind_vector(f, n("ffn_gate_inp_shexp.weight"), c.hidden, true));
+      }
     }
   }
   return w;

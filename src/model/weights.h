@@ -48,10 +48,10 @@ struct LayerWeights {
   Matrix w_gate, w_up, w_down;
   // Mixture of experts (empty when dense).
   Matrix router;                 // [num_experts x hidden]
-  ExpertMatrix gate_exps, up_exps, down_exps;
-  // Shared expert (Qwen-MoE style), optional.
+  ExpertMatrix gate_exps, up_exps, down_exps;  // [expert_ffn x hidden] / [hidden x expert_ffn] each
+  // Shared expert (Qwen-MoE style), present when config.shared_expert_ffn > 0.
   Matrix shared_gate, shared_up, shared_down;
-  Matrix shared_router;          // [1 x hidden] gate of the shared expert
+  std::vector<float> shared_gate_inp;  // [hidden]: sigmoid(shared_gate_inp . x) scales the shared expert
 };
 
 struct ModelWeights {

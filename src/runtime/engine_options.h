@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/model_overrides.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -14,6 +15,7 @@ struct EngineOptions {
   std::string served_model_name;   // default: the model file's name
   int32_t threads = 0;             // 0: all hardware threads
   int32_t max_model_len = 0;       // 0: the model's training context
+  ModelOverrides model_overrides;  // metadata the user overrides (RoPE scaling flags)
   // KV cache.
   int32_t block_size = 16;         // tokens per KV block (16..256, multiple of 16)
   DType kv_dtype = DType::kF16;

@@ -38,7 +38,7 @@ uint64_t total_ram_bytes() {
 Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& opts) {
   std::unique_ptr<LocalEngine> e(new LocalEngine());
   e->opts_ = opts;
-  HZ_ASSIGN_OR_RETURN(e->model_, Model::load(opts.model_path));
+  HZ_ASSIGN_OR_RETURN(e->model_, Model::load(opts.model_path, opts.model_overrides));
   HZ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_gguf(e->model_->file()));
   const ModelConfig& c = e->model_->config();
   if (e->tokenizer_->vocab_size() != c.vocab)

@@ -109,6 +109,15 @@ TEST(GoldenTest, Stories260KQwen2GreedyMatchesDense) {
   check_greedy("stories260K-qwen2.gguf", "stories260K.json", 3e-3f, DType::kF16);
 }
 
+// The Mixtral-style rebuild (4 experts, top-2, random router; every expert is the dense FFN with its
+// hidden units permuted) gives the dense model's outputs when routing renormalises the top-2 weights.
+TEST(GoldenTest, Stories260KMoe4GreedyMatchesDense) {
+  check_greedy("stories260K-moe4.gguf", "stories260K.json", 3e-3f, DType::kF16);
+}
+TEST(GoldenTest, Stories260KMoe4GreedyF32KvMatchesDense) {
+  check_greedy("stories260K-moe4.gguf", "stories260K.json", 3e-3f, DType::kF32);
+}
+
 // K-quant layouts (Q4_K, Q5_K, Q6_K mixes written by llama.cpp's quantizer).
 TEST(GoldenTest, SynthSmallQ4_K_MLastLogits) { check_last_logits("synth-small-q4_k_m.gguf", "synth-small-q4_k_m.json", 0.25f); }
 TEST(GoldenTest, SynthSmallQ5_K_MLastLogits) { check_last_logits("synth-small-q5_k_m.gguf", "synth-small-q5_k_m.json", 0.25f); }

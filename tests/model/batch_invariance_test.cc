@@ -124,7 +124,7 @@ TEST_P(BatchInvarianceTest, BatchedWithOthersEqualsAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchInvarianceTest,
                          ::testing::Values("stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf",
-                                           "synth-tiny-f16.gguf", "synth-tiny-q4_0.gguf"),
+                                           "synth-tiny-f16.gguf", "synth-tiny-q4_0.gguf", "stories260K-moe4.gguf"),
                          [](const auto& info) {
                            std::string n = info.param.substr(0, info.param.size() - 5);
                            for (auto& c : n) if (!isalnum(static_cast<unsigned char>(c))) c = '_';
