@@ -18,6 +18,7 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_cache.h"
+#include "model/attention.h"
 #include "model/model_config.h"
 #include "model/rope.h"
 #include "model/weights.h"
@@ -64,7 +65,8 @@ class Model {
   // Scratch, grown on demand and reused across steps. [num_tokens][width] row-major.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<uint8_t> act_;            // activations quantized for the current matmul
-  std::vector<float> attn_scratch_;     // per thread
+  std::vector<AttnScratch> attn_scratch_;  // per thread
+  std::vector<float> attn_q_;              // per thread: the scaled query
 };
 
 }  // namespace hz
