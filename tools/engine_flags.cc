@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+
 #include "base/byte_size.h"
 #include "model/rope_scaling.h"
 
@@ -11,7 +13,13 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("-m,--model", opts.model_path, "GGUF model file")->required();
   app.add_option("-t,--threads", opts.threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--max-model-len,--ctx", opts.max_model_len, "Tokens per sequence, prompt + output (0 = the model's)");
-  app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type: auto (= f16), f16, f32");
+  app.add_option("--kv-cache-dtype", kv_dtype,
+                 "KV cache element type: auto (= f16), f32, f16, bf16, fp8 (fp8_e4m3), int8 (q8_0), int4 (q4_0)");
+  app.add_option("--kv-hot-window", opts.kv_hot_window,
+                 "Keep the newest N tokens in --kv-cache-dtype, older blocks in --kv-cold-dtype (0 = off)");
+  app.add_option("--kv-cold-dtype", kv_cold_dtype, "KV element type of blocks beyond --kv-hot-window (default int8)");
+  app.add_flag("--enable-prefix-caching", opts.enable_prefix_caching,
+               "Reuse the KV blocks of prompt prefixes seen before (full blocks, LRU eviction)");
   app.add_option("--block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
   app.add_option("--kv-budget", kv_budget, "KV cache memory: bytes (4GiB, 512MiB) or a share of RAM (50%)");
   app.add_option("--prefill-chunk", opts.prefill_chunk, "Prompt tokens of one sequence per step");
@@ -31,13 +39,9 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
 
 Result<EngineOptions> EngineFlags::resolve() const {
   EngineOptions o = opts;
-  if (kv_dtype == "auto" || kv_dtype == "f16" || kv_dtype == "fp16" || kv_dtype == "float16") {
-    o.kv_dtype = DType::kF16;
-  } else if (kv_dtype == "f32" || kv_dtype == "fp32" || kv_dtype == "float32") {
-    o.kv_dtype = DType::kF32;
-  } else {
-    return invalid_argument("--kv-cache-dtype '{}' is not one of auto, f16, f32", kv_dtype);
-  }
+  HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype, "--kv-cache-dtype"));
+  HZ_ASSIGN_OR_RETURN(o.kv_cold_dtype, parse_kv_type(kv_cold_dtype, "--kv-cold-dtype"));
+  if (o.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more, got {}", o.kv_hot_window);
   if (!kv_budget.empty()) {
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t avail = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : 0;
@@ -64,6 +68,18 @@ Result<EngineOptions> EngineFlags::resolve() const {
   }
   // ---- end RoPE scaling flags ----
   return o;
+}
+
+Result<KvType> parse_kv_type(const std::string& name, const char* flag) {
+  std::string n = name;
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "auto" || n == "fp16" || n == "float16") return KvType::kF16;
+  if (n == "fp32" || n == "float32") return KvType::kF32;
+  if (n == "q8_0") return KvType::kInt8;
+  if (n == "q4_0") return KvType::kInt4;
+  if (auto t = kv_type_from_name(n)) return *t;
+  return invalid_argument("{} '{}' is not one of auto, f32, f16, bf16, fp8, fp8_e4m3, int8, q8_0, int4, q4_0", flag,
+                          name);
 }
 
 }  // namespace hz::cli

@@ -14,6 +14,7 @@ namespace hz::cli {
 struct EngineFlags {
   EngineOptions opts;
   std::string kv_dtype = "auto";
+  std::string kv_cold_dtype = "int8";
   std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
 
   // ---- RoPE scaling flags (architectures, issue 8) ----
@@ -28,5 +29,9 @@ struct EngineFlags {
   // Converts the string flags; errors name the flag.
   Result<EngineOptions> resolve() const;
 };
+
+// A KV element type name as the flags take it: auto (= f16), f32, f16, bf16, fp8 / fp8_e4m3,
+// int8 / q8_0, int4 / q4_0 (case-insensitive). Errors name `flag`.
+Result<KvType> parse_kv_type(const std::string& name, const char* flag);
 
 }  // namespace hz::cli

@@ -1,22 +1,202 @@
 #include "kv/kv_cache.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "base/check.h"
+#include "kernels/kernels.h"
 
 namespace hz {
 
-KvCache::KvCache(const KvCacheConfig& cfg) : cfg_(cfg), pool_(cfg.num_blocks) {
-  HZ_CHECK(cfg.dtype == DType::kF32 || cfg.dtype == DType::kF16);
+static_assert(static_cast<int>(KvType::kF32) == static_cast<int>(kernels::KvCodec::kF32));
+static_assert(static_cast<int>(KvType::kF16) == static_cast<int>(kernels::KvCodec::kF16));
+static_assert(static_cast<int>(KvType::kBF16) == static_cast<int>(kernels::KvCodec::kBF16));
+static_assert(static_cast<int>(KvType::kFp8) == static_cast<int>(kernels::KvCodec::kFp8));
+static_assert(static_cast<int>(KvType::kInt8) == static_cast<int>(kernels::KvCodec::kInt8));
+static_assert(static_cast<int>(KvType::kInt4) == static_cast<int>(kernels::KvCodec::kInt4));
+
+kernels::KvCodec kv_codec(KvType t) { return static_cast<kernels::KvCodec>(static_cast<int>(t)); }
+
+KvPrecision KvCacheConfig::resolved_precision() const {
+  KvPrecision p;
+  if (precision) {
+    p = *precision;
+  } else {
+    HZ_CHECK(dtype == DType::kF16 || dtype == DType::kF32);
+    p.hot = p.cold = dtype == DType::kF32 ? KvType::kF32 : KvType::kF16;
+  }
+  if (p.hot_window == 0 || p.hot == p.cold) {
+    p.hot_window = 0;
+    p.cold = p.hot;
+  }
+  return p;
+}
+
+KvGeometry KvCacheConfig::geometry() const {
+  KvGeometry g;
+  g.num_layers = static_cast<uint64_t>(num_layers);
+  g.num_streams = 2;
+  g.num_heads = static_cast<uint64_t>(num_kv_heads);
+  g.head_dim = static_cast<uint64_t>(head_dim);
+  return g;
+}
+
+KvCache::KvCache(const KvCacheConfig& cfg)
+    : cfg_(cfg), prec_(cfg.resolved_precision()), pool_(cfg.num_blocks), staging_of_(cfg.num_blocks, -1), sealed_upto_(cfg.num_blocks, 0) {
   HZ_CHECK(cfg.block_tokens >= 16 && cfg.block_tokens % 16 == 0);
-  row_bytes_ = hz::row_bytes(cfg.dtype, cfg.head_dim);
-  layer_half_bytes_ = row_bytes_ * cfg.block_tokens * cfg.num_kv_heads;
+  HZ_CHECK(cfg.head_dim > 0 && cfg.num_kv_heads > 0 && cfg.num_layers > 0);
+  arena_type_ = prec_.hot_window > 0 ? prec_.cold : prec_.hot;
+  exact_codec_ = prec_.hot == KvType::kF32 ? kernels::KvCodec::kF32 : kernels::KvCodec::kF16;
+  staged_ = !(prec_.hot_window == 0 && (prec_.hot == KvType::kF16 || prec_.hot == KvType::kF32));
+  plane_bytes_ = kv_plane_bytes(cfg.geometry(), arena_type_, cfg.block_tokens);
+  // The planner's layout and the codecs' row sizes must describe the same bytes.
+  HZ_CHECK_MSG(plane_bytes_ == plane_bytes_for(kv_codec(arena_type_)), "KV plane size disagrees with the planner");
+  exact_row_bytes_ = kernels::kv_row_elem_bytes(exact_codec_, cfg.head_dim);
+  staging_plane_bytes_ = exact_row_bytes_ * cfg.block_tokens * cfg.num_kv_heads;
   // calloc: never-written slots read as zeros, and large pools are mapped lazily (pages are
   // committed as blocks are first written, so RSS follows use, not the budget).
-  storage_.reset(static_cast<uint8_t*>(std::calloc(total_bytes() > 0 ? total_bytes() : 1, 1)));
-  HZ_CHECK_MSG(storage_ != nullptr, "KV cache allocation failed");
+  arena_.reset(static_cast<uint8_t*>(std::calloc(total_bytes() > 0 ? total_bytes() : 1, 1)));
+  HZ_CHECK_MSG(arena_ != nullptr, "KV cache allocation failed");
+  pool_.set_on_unreferenced([this](int32_t b) { release_staging(b); });
 }
 
 void KvCache::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
+
+uint64_t KvCache::head_elem_offset(kernels::KvCodec c, int32_t head) const {
+  return static_cast<uint64_t>(head) * cfg_.block_tokens * kernels::kv_row_elem_bytes(c, cfg_.head_dim);
+}
+
+uint64_t KvCache::head_scale_offset(kernels::KvCodec c, int32_t head) const {
+  const uint64_t elems = head_elem_offset(c, cfg_.num_kv_heads);
+  if (c == kernels::KvCodec::kFp8) return elems + 4 * static_cast<uint64_t>(head);
+  return elems + static_cast<uint64_t>(head) * cfg_.block_tokens * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
+}
+
+uint64_t KvCache::plane_bytes_for(kernels::KvCodec c) const {
+  if (c == kernels::KvCodec::kFp8) return head_scale_offset(c, cfg_.num_kv_heads);
+  return head_scale_offset(c, cfg_.num_kv_heads);
+}
+
+uint8_t* KvCache::write_row(int32_t block, int32_t layer, int32_t stream, int32_t head, int32_t slot) {
+  const uint64_t off = (static_cast<uint64_t>(head) * cfg_.block_tokens + slot) * exact_row_bytes_;
+  if (!staged_) return plane_mut(block, layer, stream) + off;
+  int32_t s = staging_of_[block];
+  if (s < 0) {
+    if (!staging_free_.empty()) {
+      s = staging_free_.back();
+      staging_free_.pop_back();
+    } else {
+      s = static_cast<int32_t>(staging_.size());
+      staging_.emplace_back(new uint8_t[2 * staging_plane_bytes_ * cfg_.num_layers]());
+    }
+    staging_of_[block] = s;
+    sealed_upto_[block] = 0;
+    staging_high_water_ = std::max(staging_high_water_, num_staging_in_use());
+  }
+  return staging_plane(s, layer, stream) + off;
+}
+
+void KvCache::release_staging(int32_t block) {
+  const int32_t s = staging_of_[block];
+  if (s < 0) return;
+  staging_of_[block] = -1;
+  staging_free_.push_back(s);
+}
+
+KvRead KvCache::read_form(int64_t query_pos, int64_t block_index) const {
+  const int64_t b0 = block_index * cfg_.block_tokens, b1 = b0 + cfg_.block_tokens;
+  if (query_pos >= b0 && query_pos < b1) return KvRead::kExact;
+  if (prec_.hot_window > 0 && b1 > query_pos - static_cast<int64_t>(prec_.hot_window) + 1) return KvRead::kHot;
+  return KvRead::kCold;
+}
+
+const uint8_t* KvCache::exact_plane(int32_t block, int32_t layer, int32_t stream) const {
+  if (!staged_) return plane(block, layer, stream);
+  const int32_t s = staging_of_[block];
+  return s < 0 ? nullptr : staging_plane(s, layer, stream);
+}
+
+void KvCache::encode_head(kernels::KvCodec c, int32_t block, int32_t layer, int32_t stream, int32_t head, float* tmp,
+                          uint8_t* plane_out) const {
+  const uint8_t* src = exact_plane(block, layer, stream);
+  HZ_CHECK_MSG(src != nullptr, "encode of a block without a staging copy");
+  const int64_t n = static_cast<int64_t>(cfg_.block_tokens) * cfg_.head_dim;
+  src += static_cast<uint64_t>(head) * cfg_.block_tokens * exact_row_bytes_;
+  if (exact_codec_ == kernels::KvCodec::kF16) {
+    kernels::f16_to_f32_row(reinterpret_cast<const uint16_t*>(src), tmp, n);
+  } else {
+    std::memcpy(tmp, src, sizeof(float) * n);
+  }
+  kernels::encode_kv_rows(c, tmp, cfg_.block_tokens, cfg_.head_dim, plane_out + head_elem_offset(c, head),
+                          plane_out + head_scale_offset(c, head));
+}
+
+int64_t KvCache::finalized_blocks(int64_t num_positions) const {
+  const int64_t lag = prec_.hot_window > 0 ? static_cast<int64_t>(prec_.hot_window) - 1 : 0;
+  const int64_t done = num_positions - lag;
+  return done > 0 ? done / cfg_.block_tokens : 0;
+}
+
+void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
+  if (!staged_) return;
+  std::vector<float> tmp;
+  // Staged blocks form a suffix of a sequence's table: walk back from the newest finalized one.
+  for (int64_t i = finalized_blocks(num_positions) - 1; i >= 0; --i) {
+    const int32_t b = block_table[i];
+    if (staging_of_[b] < 0) break;
+    if (tmp.empty()) tmp.resize(static_cast<size_t>(cfg_.block_tokens) * cfg_.head_dim);
+    const kernels::KvCodec c = kv_codec(arena_type_);
+    for (int32_t l = sealed_upto_[b]; l < cfg_.num_layers; ++l) {
+      for (int32_t st = 0; st < 2; ++st) {
+        for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, l, st, h, tmp.data(), plane_mut(b, l, st));
+      }
+    }
+    release_staging(b);
+  }
+}
+
+void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begin, int64_t end) {
+  if (!staged_ || end <= begin) return;
+  const int64_t bt = cfg_.block_tokens;
+  const kernels::KvCodec c = kv_codec(arena_type_);
+  std::vector<float> tmp;
+  // Blocks whose last position lies in [begin, end): those writes completed them.
+  for (int64_t i = begin / bt; (i + 1) * bt <= end; ++i) {
+    if ((i + 1) * bt - 1 < begin) continue;
+    const int32_t b = block_table[i];
+    if (staging_of_[b] < 0 || sealed_upto_[b] != layer) continue;
+    if (tmp.empty()) tmp.resize(static_cast<size_t>(bt) * cfg_.head_dim);
+    for (int32_t st = 0; st < 2; ++st) {
+      for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, layer, st, h, tmp.data(), plane_mut(b, layer, st));
+    }
+    sealed_upto_[b] = layer + 1;
+  }
+}
+
+void KvCache::copy_block(int32_t src, int32_t dst) {
+  std::memcpy(plane_mut(dst, 0, 0), plane(src, 0, 0), block_bytes());
+  release_staging(dst);
+  if (staging_of_[src] >= 0) {
+    uint8_t* d = write_row(dst, 0, 0, 0, 0);  // creates dst's staging copy
+    std::memcpy(d, staging_plane(staging_of_[src], 0, 0), 2 * staging_plane_bytes_ * cfg_.num_layers);
+    sealed_upto_[dst] = sealed_upto_[src];
+  }
+}
+
+KvMemory KvCache::memory() const {
+  KvMemory m;
+  m.block_tokens = cfg_.block_tokens;
+  m.precision = prec_;
+  m.arena.type = arena_type_;
+  m.arena.bytes_per_block = block_bytes();
+  m.arena.blocks_total = cfg_.num_blocks;
+  m.arena.blocks_in_use = pool_.num_used();
+  m.arena.blocks_cached = pool_.num_cached();
+  m.staging.type = exact_codec_ == kernels::KvCodec::kF32 ? KvType::kF32 : KvType::kF16;
+  m.staging.bytes_per_block = 2 * staging_plane_bytes_ * cfg_.num_layers;
+  m.staging.blocks_total = num_staging_slots();
+  m.staging.blocks_in_use = num_staging_in_use();
+  return m;
+}
 
 }  // namespace hz

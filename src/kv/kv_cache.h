@@ -1,14 +1,26 @@
-// KvCache: the storage of the paged KV cache — a pool of fixed-size blocks, each holding K and V
-// of `block_tokens` positions for every layer — plus the BlockPool that hands them out.
+// KvCache: the storage of the paged KV cache — an arena of fixed-size blocks, each holding K and V
+// of `block_tokens` positions for every layer in the arena's element type — plus the BlockPool that
+// hands them out and, for compact types, the f16 staging copies of blocks still read exactly.
 // Sequences own block tables (vectors of block ids); position p of a sequence lives in block
 // table[p / block_tokens] at slot p % block_tokens.
+//
+// Position rule (what a query reads depends on positions only, never on chunking): a query at p
+// reads the block containing p exactly (f16, or f32 for an f32 cache), blocks overlapping its hot
+// window [p - hot_window + 1, p] in the hot type, older blocks in the cold type (the cache type when
+// there is no window). Writes go to a staging copy; a block is encoded into the arena once no later
+// query reads it exactly or hot (commit()); until then readers that need its encoded form encode it
+// on the fly with the same function, so they see the same bytes.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "kernels/kv_codec.h"
 #include "kv/block_pool.h"
+#include "kv/kv_memory.h"
+#include "planner/kv_layout.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -18,9 +30,19 @@ struct KvCacheConfig {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_tokens = 16;  // positions per block (16..256, a multiple of 16)
-  DType dtype = DType::kF16;  // element type: kF32 or kF16
+  DType dtype = DType::kF16;  // shorthand for a plain kF32 / kF16 cache; `precision` overrides it
   int32_t num_blocks = 0;
+  std::optional<KvPrecision> precision;  // element types and hot window
+
+  // `precision`, or `dtype` as a KvPrecision; a window whose hot and cold types match is dropped.
+  KvPrecision resolved_precision() const;
+  KvGeometry geometry() const;
 };
+
+kernels::KvCodec kv_codec(KvType t);
+
+// How a query reads one block (see the position rule above).
+enum class KvRead { kExact, kHot, kCold };
 
 class KvCache {
  public:
@@ -29,40 +51,102 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   const KvCacheConfig& config() const { return cfg_; }
+  const KvPrecision& precision() const { return prec_; }
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
 
-  // Bytes of K (or V) of one layer in one block: [num_kv_heads][block_tokens][head_dim] elements.
-  uint64_t layer_half_bytes() const { return layer_half_bytes_; }
-  uint64_t block_bytes() const { return 2 * layer_half_bytes_ * cfg_.num_layers; }
-  uint64_t total_bytes() const { return block_bytes() * cfg_.num_blocks; }
-  // Bytes of one head's row of one position.
-  uint64_t row_bytes() const { return row_bytes_; }
+  // Arena type: the cold type with a hot window, else the cache type. Equals the planner's layout.
+  KvType arena_type() const { return arena_type_; }
+  // Whether writes go through staging (any type other than a plain f16 / f32 cache).
+  bool staged() const { return staged_; }
+  // Element type of written rows and exact reads: kF32 for f32 caches, else kF16.
+  kernels::KvCodec exact_codec() const { return exact_codec_; }
 
-  // Start of K (V) of `layer` in `block_idx`; head h, slot s is at + (h * block_tokens + s) * row_bytes().
-  uint8_t* k_data(int32_t block_idx, int32_t layer) { return base(block_idx, layer); }
-  uint8_t* v_data(int32_t block_idx, int32_t layer) { return base(block_idx, layer) + layer_half_bytes_; }
-  const uint8_t* k_data(int32_t block_idx, int32_t layer) const { return const_cast<KvCache*>(this)->k_data(block_idx, layer); }
-  const uint8_t* v_data(int32_t block_idx, int32_t layer) const { return const_cast<KvCache*>(this)->v_data(block_idx, layer); }
+  // Bytes of one plane (K or V of one layer in one block) and of one block, as the planner computes.
+  uint64_t plane_bytes() const { return plane_bytes_; }
+  uint64_t block_bytes() const { return 2 * plane_bytes_ * cfg_.num_layers; }
+  uint64_t total_bytes() const { return block_bytes() * cfg_.num_blocks; }
+  uint64_t exact_row_bytes() const { return exact_row_bytes_; }
+
+  // The row that position `slot` of `block` writes for (layer, stream 0 = K / 1 = V, head), in
+  // exact_codec(); creates the block's staging copy when needed. Engine thread only.
+  uint8_t* write_row(int32_t block, int32_t layer, int32_t stream, int32_t head, int32_t slot);
+
+  KvRead read_form(int64_t query_pos, int64_t block_index) const;
+  // The exact plane [num_kv_heads][block_tokens][head_dim] in exact_codec(): the staging copy, or
+  // the arena for unstaged caches. Null when a staged cache has no staging copy of the block.
+  const uint8_t* exact_plane(int32_t block, int32_t layer, int32_t stream) const;
+  bool has_staging(int32_t block) const { return staging_of_[block] >= 0; }
+  // Arena plane of `block`: elements [num_kv_heads][block_tokens][row elem bytes], then scales.
+  const uint8_t* plane(int32_t block, int32_t layer, int32_t stream) const {
+    return arena_.get() + static_cast<uint64_t>(block) * block_bytes() + (2 * static_cast<uint64_t>(layer) + stream) * plane_bytes_;
+  }
+  // Offsets of head `head`'s first row elements and scales inside a plane of type `c`.
+  uint64_t head_elem_offset(kernels::KvCodec c, int32_t head) const;
+  uint64_t head_scale_offset(kernels::KvCodec c, int32_t head) const;  // from the plane start
+  // Bytes of one plane in codec `c` (scratch sizing for on-the-fly encodes).
+  uint64_t plane_bytes_for(kernels::KvCodec c) const;
+
+  // Encodes the staging copy of (block, layer, stream, head) in codec `c` into `plane_out`, laid out
+  // as a plane of type `c` (only that head's elements and scales are written). `tmp` holds
+  // block_tokens * head_dim floats. The one encoder used by commit() and by on-the-fly readers.
+  void encode_head(kernels::KvCodec c, int32_t block, int32_t layer, int32_t stream, int32_t head, float* tmp,
+                   uint8_t* plane_out) const;
+
+  // After layer `layer` wrote positions [begin, end) of a sequence: encodes that layer of every
+  // block those writes completed into the arena (its staging copy stays while queries read it
+  // exactly or hot). Cold reads of a full block then come from the arena, never encoded per query.
+  void seal_layer(int32_t layer, const int32_t* block_table, int64_t begin, int64_t end);
+  // Whether the arena holds `layer` of `block` in the arena type (finalized, or sealed).
+  bool arena_valid(int32_t block, int32_t layer) const { return staging_of_[block] < 0 || sealed_upto_[block] > layer; }
+
+  // Blocks [0, n) of a sequence with `num_positions` computed positions that no query at a later
+  // position reads exactly or hot.
+  int64_t finalized_blocks(int64_t num_positions) const;
+  // After a forward step: frees the staging copies of the sequence's newly finalized blocks
+  // (encoding any layer not sealed yet). `block_table` covers at least finalized_blocks(num_positions) blocks.
+  void commit(const int32_t* block_table, int64_t num_positions);
+  // Copy-on-write helper: copies block `src`'s arena and staging contents into `dst`.
+  void copy_block(int32_t src, int32_t dst);
 
   // Blocks needed to hold `num_tokens` positions.
   int32_t blocks_for(int64_t num_tokens) const {
     return static_cast<int32_t>((num_tokens + cfg_.block_tokens - 1) / cfg_.block_tokens);
   }
 
+  KvMemory memory() const;
+  int32_t num_staging_slots() const { return static_cast<int32_t>(staging_.size()); }
+  int32_t num_staging_in_use() const { return static_cast<int32_t>(staging_.size() - staging_free_.size()); }
+
  private:
-  uint8_t* base(int32_t block_idx, int32_t layer) {
-    return storage_.get() + static_cast<uint64_t>(block_idx) * block_bytes() + 2 * layer_half_bytes_ * layer;
+  uint8_t* plane_mut(int32_t block, int32_t layer, int32_t stream) {
+    return const_cast<uint8_t*>(static_cast<const KvCache*>(this)->plane(block, layer, stream));
   }
+  uint8_t* staging_plane(int32_t slot, int32_t layer, int32_t stream) const {
+    return staging_[slot].get() + (2 * static_cast<uint64_t>(layer) + stream) * staging_plane_bytes_;
+  }
+  void release_staging(int32_t block);
 
   KvCacheConfig cfg_;
+  KvPrecision prec_;
+  KvType arena_type_;
+  bool staged_ = false;
+  kernels::KvCodec exact_codec_;
   BlockPool pool_;
-  uint64_t row_bytes_ = 0;
-  uint64_t layer_half_bytes_ = 0;
+  uint64_t plane_bytes_ = 0;
+  uint64_t exact_row_bytes_ = 0;
+  uint64_t staging_plane_bytes_ = 0;
   struct FreeDeleter {
     void operator()(uint8_t* p) const;
   };
-  std::unique_ptr<uint8_t, FreeDeleter> storage_;  // [num_blocks][num_layers][K, V][num_kv_heads][block_tokens][head_dim]
+  std::unique_ptr<uint8_t, FreeDeleter> arena_;  // [num_blocks][num_layers][K, V] planes
+  // Staging copies: slot buffers of [num_layers][K, V][num_kv_heads][block_tokens][head_dim] in
+  // exact_codec(), grown on demand (a step needs a few per sequence) and reused.
+  std::vector<std::unique_ptr<uint8_t[]>> staging_;
+  std::vector<int32_t> staging_free_;
+  std::vector<int32_t> staging_of_;  // per block: its staging slot or -1
+  std::vector<int32_t> sealed_upto_;  // per staged block: layers [0, n) already encoded into the arena
+  int32_t staging_high_water_ = 0;
 };
 
 }  // namespace hz

@@ -73,7 +73,7 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
 
   // Biases, per-head q/k norms, RoPE, and the K/V write into the cache, token by token.
   const KvCacheConfig& kc = kv.config();
-  const uint64_t rb = kv.row_bytes();
+  const bool exact_f16 = kv.exact_codec() == kernels::KvCodec::kF16;
   int64_t t = 0;
   for (const auto& s : batch) {
     for (int32_t i = 0; i < s.num_tokens; ++i, ++t) {
@@ -95,9 +95,11 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
       const int32_t block = s.block_table[pos / kc.block_tokens];
       const int32_t slot = static_cast<int32_t>(pos % kc.block_tokens);
       for (int32_t h = 0; h < c.num_kv_heads; ++h) {
-        uint8_t* kd = kv.k_data(block, layer) + (static_cast<uint64_t>(h) * kc.block_tokens + slot) * rb;
-        uint8_t* vd = kv.v_data(block, layer) + (static_cast<uint64_t>(h) * kc.block_tokens + slot) * rb;
-        if (kc.dtype == DType::kF16) {
+        // Rows go to the exact (f16 / f32) copy; compact types are encoded when the block is
+        // finalized (KvCache::commit), so what a query reads depends on positions only.
+        uint8_t* kd = kv.write_row(block, layer, 0, h, slot);
+        uint8_t* vd = kv.write_row(block, layer, 1, h, slot);
+        if (exact_f16) {
           kernels::f32_to_f16_row(k + h * c.head_dim, reinterpret_cast<uint16_t*>(kd), c.head_dim);
           kernels::f32_to_f16_row(v + h * c.head_dim, reinterpret_cast<uint16_t*>(vd), c.head_dim);
         } else {
@@ -107,6 +109,9 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
       }
     }
   }
+
+  // Blocks these writes completed get their compact form now, once, for later cold reads.
+  for (const auto& s : batch) kv.seal_layer(layer, s.block_table, s.start_pos, s.start_pos + s.num_tokens);
 
   // Attention: one task per (token, query head).
   struct TokenRef {
@@ -120,17 +125,16 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   }
   const int32_t group = c.num_heads / c.num_kv_heads;
   const float qscale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const size_t scratch_per_thread = 3 * c.head_dim + kTileTokens;
-  if (attn_scratch_.size() < scratch_per_thread * pool.num_threads()) attn_scratch_.resize(scratch_per_thread * pool.num_threads());
+  if (attn_scratch_.size() < static_cast<size_t>(pool.num_threads())) attn_scratch_.resize(pool.num_threads());
+  if (attn_q_.size() < static_cast<size_t>(c.head_dim) * pool.num_threads()) attn_q_.resize(static_cast<size_t>(c.head_dim) * pool.num_threads());
   pool.parallel_for(total * c.num_heads, [&](int64_t task, int thread_idx) {
     const int64_t tok = task / c.num_heads;
     const int32_t h = static_cast<int32_t>(task % c.num_heads);
-    float* scratch = &attn_scratch_[scratch_per_thread * thread_idx];
-    float* qs = scratch + 2 * c.head_dim + kTileTokens;
+    float* qs = &attn_q_[static_cast<size_t>(c.head_dim) * thread_idx];
     const float* q = &q_[tok * c.q_dim() + h * c.head_dim];
     for (int32_t d = 0; d < c.head_dim; ++d) qs[d] = q[d] * qscale;
     attend(kv, refs[tok].s->block_table, layer, h / group, qs, refs[tok].pos, &attn_[tok * c.q_dim() + h * c.head_dim],
-           scratch);
+           &attn_scratch_[thread_idx], c.sliding_window);
   });
 
   matmul(L.wo, attn_.data(), total, xn_.data(), pool);
@@ -184,6 +188,8 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
     attention_layer(batch, kv, l, pool);
     ffn_layer(w_.layers[l], total, pool);
   }
+  // Every layer has attended: blocks no later query reads exactly or hot get their compact form.
+  for (const auto& s : batch) kv.commit(s.block_table, s.start_pos + s.num_tokens);
 
   // Final norm for the rows that need logits, gathered contiguously, then the output head.
   int64_t row = 0;

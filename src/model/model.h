@@ -19,6 +19,7 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_cache.h"
+#include "model/attention.h"
 #include "model/ffn.h"
 #include "model/model_config.h"
 #include "model/model_overrides.h"
@@ -72,7 +73,8 @@ class Model {
   FfnScratch ffn_scratch_;
   MoeBlock moe_;
   std::vector<uint8_t> act_;            // activations quantized for the current matmul
-  std::vector<float> attn_scratch_;     // per thread
+  std::vector<AttnScratch> attn_scratch_;  // per thread
+  std::vector<float> attn_q_;              // per thread: the scaled query
 };
 
 }  // namespace hz

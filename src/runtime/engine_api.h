@@ -105,6 +105,7 @@ struct EngineStats {
   int64_t kv_blocks_free = 0;
   uint64_t prefix_cache_queries = 0;  // prompt blocks looked up
   uint64_t prefix_cache_hits = 0;     // of which found
+  uint64_t prefix_cache_evictions = 0;  // cached blocks reused for other data
   bool draining = false;
   // Engine loop liveness: time of the last completed step or idle tick.
   std::chrono::steady_clock::time_point last_progress{};

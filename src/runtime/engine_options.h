@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/model_overrides.h"
+#include "planner/kv_layout.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -18,7 +19,10 @@ struct EngineOptions {
   ModelOverrides model_overrides;  // metadata the user overrides (RoPE scaling flags)
   // KV cache.
   int32_t block_size = 16;         // tokens per KV block (16..256, multiple of 16)
-  DType kv_dtype = DType::kF16;
+  KvType kv_dtype = KvType::kF16;  // the hot type: the newest kv_hot_window tokens, or all of them
+  int32_t kv_hot_window = 0;       // 0: one type for every position
+  KvType kv_cold_dtype = KvType::kInt8;  // blocks older than the hot window
+  bool enable_prefix_caching = false;
   uint64_t kv_budget_bytes = 0;    // 0: room for max_num_seqs full-length sequences, capped at 25% of RAM
   // Scheduler.
   int32_t max_num_seqs = 8;

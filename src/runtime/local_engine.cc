@@ -6,6 +6,7 @@
 #include <ctime>
 #include <random>
 
+#include "base/check.h"
 #include "base/log.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
@@ -46,8 +47,10 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
                      e->tokenizer_->vocab_size(), c.vocab);
   if (opts.block_size < 16 || opts.block_size > 256 || opts.block_size % 16 != 0)
     return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", opts.block_size);
-  if (opts.kv_dtype != DType::kF16 && opts.kv_dtype != DType::kF32)
-    return unimplemented("--kv-cache-dtype {} is not supported yet (use f16 or f32)", dtype_name(opts.kv_dtype));
+  if (opts.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more");
+  if (opts.enable_prefix_caching && opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype)
+    // A cached block may be needed hot by a later sequence after its owner stored it cold.
+    return unimplemented("--enable-prefix-caching with --kv-hot-window is not supported yet");
   if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
@@ -60,8 +63,14 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   kc.num_kv_heads = c.num_kv_heads;
   kc.head_dim = c.head_dim;
   kc.block_tokens = opts.block_size;
-  kc.dtype = opts.kv_dtype;
-  const uint64_t block_bytes = 2 * row_bytes(kc.dtype, c.head_dim) * c.num_kv_heads * c.num_layers * kc.block_tokens;
+  KvPrecision prec;
+  prec.hot = opts.kv_dtype;
+  prec.hot_window = static_cast<uint64_t>(opts.kv_hot_window);
+  prec.cold = opts.kv_cold_dtype;
+  kc.precision = prec;
+  prec = kc.resolved_precision();
+  // The planner's figure for one block (kv_layout.h): what the arena allocates per block.
+  const uint64_t block_bytes = kv_block_bytes(kc.geometry(), prec.hot_window > 0 ? prec.cold : prec.hot, kc.block_tokens);
   uint64_t budget = opts.kv_budget_bytes;
   if (budget == 0) {
     uint64_t blocks_per_seq = (static_cast<uint64_t>(max_len) + kc.block_tokens - 1) / kc.block_tokens;
@@ -73,6 +82,8 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
                         kc.block_tokens, block_bytes);
   kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
   e->kv_ = std::make_unique<KvCache>(kc);
+  HZ_CHECK(e->kv_->block_bytes() == block_bytes);
+  HZ_LOG_INFO("{}", e->kv_->memory().summary());
   e->pool_ = std::make_unique<ThreadPool>(opts.threads);
   SchedulerConfig sc;
   sc.max_num_seqs = opts.max_num_seqs;
@@ -80,6 +91,15 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   sc.prefill_chunk = opts.prefill_chunk;
   sc.block_tokens = kc.block_tokens;
   e->sched_ = std::make_unique<Scheduler>(sc, e->kv_->pool());
+  KvCache* kv = e->kv_.get();
+  e->sched_->set_copy_block([kv](int32_t src, int32_t dst) { kv->copy_block(src, dst); });
+  if (opts.enable_prefix_caching) {
+    // Everything the cached K/V depend on: the model, its shape and the cache's layout and types.
+    std::string identity = fmt::format("{}|{}|L{}|H{}|D{}|V{}|{}|bt{}", c.name, opts.model_path, c.num_layers,
+                                       c.num_kv_heads, c.head_dim, c.vocab, kv_precision_name(prec), kc.block_tokens);
+    e->prefix_cache_ = std::make_unique<PrefixCache>(kv->pool(), kc.block_tokens, identity);
+    e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
+  }
 
   ModelInfo& info = e->info_;
   std::string file = opts.model_path.substr(opts.model_path.find_last_of('/') + 1);
@@ -213,7 +233,7 @@ void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
   if (it == requests_.end()) return;
   std::unique_ptr<Request> r = std::move(it->second);
   requests_.erase(it);
-  sched_->remove(id);
+  std::unique_ptr<Sequence> seq = sched_->remove(id);
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     std::string tail = r->detok->flush();
     bool stopped = false;
@@ -232,6 +252,7 @@ void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
   ev.error = std::move(error);
   ev.prompt_tokens = r->prompt_tokens;
   ev.completion_tokens = r->generated;
+  ev.cached_tokens = seq ? seq->num_cached_tokens : 0;
   r->sink->on_event(std::move(ev));
   std::lock_guard<std::mutex> lk(mu_);
   ++stats_.requests_finished_total;
@@ -318,7 +339,12 @@ void LocalEngine::publish_stats() {
   const BlockPool& p = kv_->pool();
   stats_.kv_blocks_used = p.num_used();
   stats_.kv_blocks_free = p.num_free();
-  stats_.kv_blocks_cached = 0;
+  stats_.kv_blocks_cached = p.num_cached();
+  if (prefix_cache_) {
+    stats_.prefix_cache_queries = prefix_cache_->queries();
+    stats_.prefix_cache_hits = prefix_cache_->hits();
+    stats_.prefix_cache_evictions = prefix_cache_->evictions();
+  }
   stats_.last_progress = std::chrono::steady_clock::now();
   if (inbox_.empty() && requests_.empty()) idle_cv_.notify_all();
 }

@@ -13,6 +13,7 @@
 
 #include "base/thread_pool.h"
 #include "kv/kv_cache.h"
+#include "kv/prefix_cache.h"
 #include "model/model.h"
 #include "runtime/engine_api.h"
 #include "runtime/engine_options.h"
@@ -56,6 +57,7 @@ class LocalEngine : public Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // with --enable-prefix-caching
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Scheduler> sched_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -16,14 +17,16 @@ namespace hz {
 struct SingleSequenceOptions {
   int32_t max_tokens = 512;      // capacity in positions
   int32_t block_tokens = 16;
-  DType kv_dtype = DType::kF16;
+  DType kv_dtype = DType::kF16;               // plain f16 / f32 cache, unless kv_precision is set
+  std::optional<KvPrecision> kv_precision;    // compact types and hot window
+  int32_t prefill_chunk = 0;                  // tokens per forward call at most (0: no limit)
 };
 
 class SingleSequence {
  public:
   SingleSequence(Model& model, ThreadPool& pool, const SingleSequenceOptions& opts);
 
-  // Appends `tokens` (one forward call) and returns the logits of the last token, or of every token
+  // Appends `tokens` (forward calls of at most prefill_chunk tokens) and returns the logits of the last token, or of every token
   // when `all_logits` ([n][vocab]).
   const std::vector<float>& append(const std::vector<int32_t>& tokens, bool all_logits = false);
   // Appends `tokens` in forward calls of at most `chunk` tokens; returns the last token's logits.
@@ -33,11 +36,14 @@ class SingleSequence {
   KvCache& kv() { return *kv_; }
 
  private:
+  void run(const int32_t* tokens, int32_t n, bool all_logits, std::vector<float>* logits);
+
   Model& model_;
   ThreadPool& pool_;
   std::unique_ptr<KvCache> kv_;
   std::vector<int32_t> block_table_;
   int64_t num_tokens_ = 0;
+  int32_t prefill_chunk_ = 0;
   std::vector<float> logits_;
 };
 

@@ -10,6 +10,12 @@ Scheduler::Scheduler(const SchedulerConfig& cfg, BlockPool& pool) : cfg_(cfg), p
   HZ_CHECK(cfg.max_num_seqs > 0 && cfg.max_num_batched_tokens > 0 && cfg.prefill_chunk > 0 && cfg.block_tokens > 0);
 }
 
+void Scheduler::set_prefix_cache(PrefixCache* cache, std::function<int64_t(int64_t)> finalized_blocks) {
+  HZ_CHECK(cache == nullptr || cache->block_tokens() == cfg_.block_tokens);
+  cache_ = cache;
+  finalized_blocks_ = std::move(finalized_blocks);
+}
+
 void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
 std::unique_ptr<Sequence> Scheduler::remove(uint64_t id) {
@@ -37,7 +43,22 @@ int32_t Scheduler::blocks_needed(const Sequence& s, int64_t num_tokens) const {
   return std::max(0, need - static_cast<int32_t>(s.block_table.size()));
 }
 
+bool Scheduler::make_writable(Sequence& s) {
+  const int64_t idx = s.num_computed / cfg_.block_tokens;
+  if (idx >= static_cast<int64_t>(s.block_table.size())) return true;
+  const int32_t b = s.block_table[idx];
+  if (pool_.ref_count(b) == 1 && !pool_.cacheable(b)) return true;
+  auto fresh = pool_.allocate();
+  if (!fresh) return false;
+  if (copy_block_) copy_block_(b, *fresh);
+  s.block_table[idx] = *fresh;
+  pool_.unref(b);
+  if (static_cast<int64_t>(s.block_hashes.size()) > idx) s.block_hashes.resize(idx);  // the copy is not registered
+  return true;
+}
+
 bool Scheduler::grow(Sequence& s, int64_t num_tokens) {
+  if (!make_writable(s)) return false;
   int32_t need = blocks_needed(s, num_tokens);
   if (need == 0) return true;
   return pool_.allocate_n(need, &s.block_table);
@@ -46,7 +67,30 @@ bool Scheduler::grow(Sequence& s, int64_t num_tokens) {
 void Scheduler::release_blocks(Sequence& s) {
   for (int32_t b : s.block_table) pool_.unref(b);
   s.block_table.clear();
+  s.block_hashes.clear();
   s.num_computed = 0;
+}
+
+void Scheduler::attach_prefix(Sequence& s, const PrefixCache::Match& m, int32_t max_blocks) {
+  for (int32_t b : m.blocks) {
+    pool_.acquire(b);
+    s.block_table.push_back(b);
+  }
+  s.block_hashes = m.hashes;
+  s.num_computed = static_cast<int64_t>(m.blocks.size()) * cfg_.block_tokens;
+  if (s.num_preemptions == 0) s.num_cached_tokens = static_cast<int32_t>(s.num_computed);
+  cache_->record(static_cast<uint64_t>(max_blocks), m.blocks.size());
+}
+
+void Scheduler::register_blocks(Sequence& s) {
+  const int64_t n = std::min<int64_t>(finalized_blocks_(s.num_computed), static_cast<int64_t>(s.block_table.size()));
+  const int32_t bt = cfg_.block_tokens;
+  for (int64_t j = static_cast<int64_t>(s.block_hashes.size()); j < n; ++j) {
+    const int32_t* t = s.tokens.data() + j * bt;
+    const uint64_t h = cache_->chain_hash(j == 0 ? 0 : s.block_hashes[j - 1], t);
+    s.block_hashes.push_back(h);
+    cache_->insert(h, s.block_table[j], t);
+  }
 }
 
 void Scheduler::preempt_last() {
@@ -62,8 +106,20 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
   // Admit waiting sequences while there is room for their first chunk.
   while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs) {
     Sequence& s = *waiting_.front();
-    int64_t first = std::min<int64_t>(s.num_pending(), cfg_.prefill_chunk);
-    if (blocks_needed(s, s.num_computed + first) > pool_.num_free()) break;
+    PrefixCache::Match m;
+    int32_t max_blocks = 0;
+    if (cache_ != nullptr && s.block_table.empty() && s.num_computed == 0) {
+      max_blocks = static_cast<int32_t>((static_cast<int64_t>(s.tokens.size()) - 1) / cfg_.block_tokens);
+      m = cache_->match(s.tokens.data(), max_blocks);
+    }
+    const int64_t start = static_cast<int64_t>(m.blocks.size()) * cfg_.block_tokens;
+    int64_t first = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - start - s.num_computed, cfg_.prefill_chunk);
+    int32_t revived = 0;  // attached blocks that leave the cached list, so no longer allocatable
+    for (int32_t b : m.blocks) revived += pool_.is_cached(b) ? 1 : 0;
+    const int32_t need = static_cast<int32_t>((start + s.num_computed + first + cfg_.block_tokens - 1) / cfg_.block_tokens) -
+                         static_cast<int32_t>(m.blocks.size() + s.block_table.size());
+    if (std::max(0, need) + revived > pool_.num_allocatable()) break;
+    if (cache_ != nullptr && max_blocks >= 0 && s.block_table.empty() && s.num_computed == 0) attach_prefix(s, m, max_blocks);
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -100,7 +156,10 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
 }
 
 void Scheduler::commit(const std::vector<ScheduledSlice>& slices) {
-  for (const auto& s : slices) s.seq->num_computed += s.num_tokens;
+  for (const auto& s : slices) {
+    s.seq->num_computed += s.num_tokens;
+    if (cache_ != nullptr) register_blocks(*s.seq);
+  }
 }
 
 }  // namespace hz

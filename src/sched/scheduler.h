@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/prefix_cache.h"
 #include "sched/sequence.h"
 
 namespace hz {
@@ -32,6 +34,15 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& cfg, BlockPool& pool);
 
+  // Prefix caching: admitted sequences attach the cached blocks of their prompt's longest cached
+  // prefix (never the block of the last prompt token, which must run to be sampled) and blocks are
+  // registered once finalized — `finalized_blocks(n)` says how many leading blocks of a sequence
+  // with n computed positions are final (KvCache::finalized_blocks).
+  void set_prefix_cache(PrefixCache* cache, std::function<int64_t(int64_t)> finalized_blocks);
+  // Copy-on-write: copies a block's contents (the KV cache's copy_block). Without it only the
+  // bookkeeping is copied (tests with a bare pool).
+  void set_copy_block(std::function<void(int32_t, int32_t)> copy) { copy_block_ = std::move(copy); }
+
   void add(std::unique_ptr<Sequence> seq);  // joins the waiting queue (FCFS)
   // Removes a sequence wherever it is and frees its blocks; returns it (null if unknown).
   std::unique_ptr<Sequence> remove(uint64_t id);
@@ -51,7 +62,12 @@ class Scheduler {
 
  private:
   int32_t blocks_needed(const Sequence& s, int64_t num_tokens) const;
-  bool grow(Sequence& s, int64_t num_tokens);  // blocks for positions [0, num_tokens)
+  // Blocks for positions [0, num_tokens), and a private copy of the block the next write lands in
+  // when it is shared (copy-on-write).
+  bool grow(Sequence& s, int64_t num_tokens);
+  bool make_writable(Sequence& s);
+  void attach_prefix(Sequence& s, const PrefixCache::Match& m, int32_t max_blocks);
+  void register_blocks(Sequence& s);
   void release_blocks(Sequence& s);
   void preempt_last();
 
@@ -60,6 +76,9 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   std::deque<std::unique_ptr<Sequence>> waiting_;
   uint64_t num_preemptions_ = 0;
+  PrefixCache* cache_ = nullptr;
+  std::function<int64_t(int64_t)> finalized_blocks_;
+  std::function<void(int32_t, int32_t)> copy_block_;
 };
 
 }  // namespace hz

@@ -1,0 +1,171 @@
+// Scalar reference of the KV codecs (kernels/kv_codec.h): the definition every SIMD variant matches.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/kernels.h"
+#include "kernels/kv_codec.h"
+#include "tensor/dtype.h"
+
+namespace hz::kernels {
+
+uint8_t f32_to_e4m3(float x) {
+  const uint32_t u = bits_from_f32(x);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80);
+  const float a = std::fabs(x);
+  if (std::isnan(x)) return 0x7f;
+  if (a >= 448.0f) return sign | 0x7e;  // saturate (E4M3 has no infinity)
+  if (a < 0.015625f) {                  // below the smallest normal 2^-6: subnormals, step 2^-9
+    // a * 512 is exact; nearbyint rounds half to even under the default rounding mode.
+    const int q = static_cast<int>(std::nearbyint(a * 512.0f));
+    return sign | static_cast<uint8_t>(q);  // q == 8 is exactly the smallest normal (0x08)
+  }
+  const uint32_t ua = bits_from_f32(a);
+  int e = static_cast<int>(ua >> 23) - 127 + 7;
+  uint32_t m = (ua >> 20) & 7;
+  const uint32_t rem = ua & 0xfffff;
+  if (rem > 0x80000 || (rem == 0x80000 && (m & 1))) ++m;  // round to nearest even
+  if (m == 8) {
+    m = 0;
+    ++e;
+  }
+  if (e > 15 || (e == 15 && m == 7)) return sign | 0x7e;
+  return sign | static_cast<uint8_t>(e << 3) | static_cast<uint8_t>(m);
+}
+
+float e4m3_to_f32(uint8_t v) {
+  const int e = (v >> 3) & 15;
+  const int m = v & 7;
+  float a;
+  if (e == 15 && m == 7) {
+    a = std::numeric_limits<float>::quiet_NaN();
+  } else if (e == 0) {
+    a = static_cast<float>(m) * (1.0f / 512.0f);
+  } else {
+    a = std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  }
+  return (v & 0x80) ? -a : a;
+}
+
+namespace ref {
+namespace {
+
+float load_f32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+}  // namespace
+
+void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t* elems, uint8_t* scales) {
+  const int64_t reb = kv_row_elem_bytes(c, hd);
+  switch (c) {
+    case KvCodec::kF32:
+      std::memcpy(elems, x, sizeof(float) * rows * hd);
+      return;
+    case KvCodec::kF16:
+      for (int64_t i = 0; i < rows * hd; ++i) store_u16(elems + 2 * i, f32_to_f16(x[i]));
+      return;
+    case KvCodec::kBF16:
+      for (int64_t i = 0; i < rows * hd; ++i) store_u16(elems + 2 * i, f32_to_bf16(x[i]));
+      return;
+    case KvCodec::kFp8: {
+      float amax = 0;
+      for (int64_t i = 0; i < rows * hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float scale = amax / 448.0f;
+      const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+      for (int64_t i = 0; i < rows * hd; ++i) elems[i] = f32_to_e4m3(x[i] * inv);
+      std::memcpy(scales, &scale, 4);
+      return;
+    }
+    case KvCodec::kInt8:
+    case KvCodec::kInt4: {
+      const int64_t g = kv_group(hd), ng = kv_groups(hd);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * hd;
+        uint8_t* er = elems + r * reb;
+        if (c == KvCodec::kInt4) std::memset(er, 0, reb);
+        for (int64_t gi = 0; gi < ng; ++gi) {
+          const int64_t b = gi * g, n = std::min(g, hd - b);
+          float d;
+          if (c == KvCodec::kInt8) {
+            float amax = 0;
+            for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(xr[b + i]));
+            d = amax / 127.0f;
+            const float id = d != 0 ? 1.0f / d : 0.0f;
+            for (int64_t i = 0; i < n; ++i) {
+              er[b + i] = static_cast<uint8_t>(static_cast<int8_t>(std::round(xr[b + i] * id)));
+            }
+          } else {
+            // Q4_0's recipe: the value of largest magnitude maps to -8.
+            float amax = 0, vmax = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              if (std::fabs(xr[b + i]) > amax) {
+                amax = std::fabs(xr[b + i]);
+                vmax = xr[b + i];
+              }
+            }
+            d = vmax / -8.0f;
+            const float id = d != 0 ? 1.0f / d : 0.0f;
+            for (int64_t i = 0; i < n; ++i) {
+              const int q = std::min(15, static_cast<int>(static_cast<int8_t>(xr[b + i] * id + 8.5f)));
+              const int64_t e = b + i;
+              er[e / 2] |= static_cast<uint8_t>(q << ((e & 1) * 4));
+            }
+          }
+          store_u16(scales + (r * ng + gi) * 2, f32_to_f16(d));
+        }
+      }
+      return;
+    }
+  }
+}
+
+void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t hd, float* y) {
+  const int64_t reb = kv_row_elem_bytes(c, hd);
+  switch (c) {
+    case KvCodec::kF32:
+      std::memcpy(y, elems, sizeof(float) * rows * hd);
+      return;
+    case KvCodec::kF16:
+      for (int64_t i = 0; i < rows * hd; ++i) y[i] = f16_to_f32(load_u16(elems + 2 * i));
+      return;
+    case KvCodec::kBF16:
+      for (int64_t i = 0; i < rows * hd; ++i) y[i] = bf16_to_f32(load_u16(elems + 2 * i));
+      return;
+    case KvCodec::kFp8: {
+      const float scale = load_f32(scales);
+      for (int64_t i = 0; i < rows * hd; ++i) y[i] = e4m3_to_f32(elems[i]) * scale;
+      return;
+    }
+    case KvCodec::kInt8:
+    case KvCodec::kInt4: {
+      const int64_t g = kv_group(hd), ng = kv_groups(hd);
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* er = elems + r * reb;
+        float* yr = y + r * hd;
+        for (int64_t gi = 0; gi < ng; ++gi) {
+          const float d = f16_to_f32(load_u16(scales + (r * ng + gi) * 2));
+          const int64_t b = gi * g, n = std::min(g, hd - b);
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t e = b + i;
+            const int q = c == KvCodec::kInt8 ? static_cast<int8_t>(er[e]) : ((er[e / 2] >> ((e & 1) * 4)) & 15) - 8;
+            yr[e] = static_cast<float>(q) * d;
+          }
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace hz::kernels

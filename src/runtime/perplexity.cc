@@ -1,0 +1,128 @@
+#include "runtime/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "runtime/single_sequence.h"
+
+namespace hz {
+
+Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, const std::vector<int32_t>& tokens,
+                                            const PerplexityOptions& opts) {
+  const int32_t vocab = model.config().vocab;
+  if (opts.ctx < 4) return invalid_argument("--ctx must be at least 4, got {}", opts.ctx);
+  const int64_t num_windows = static_cast<int64_t>(tokens.size()) / opts.ctx;
+  if (num_windows < 1)
+    return invalid_argument("the text has {} tokens, fewer than one --ctx window of {}", tokens.size(), opts.ctx);
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab) return invalid_argument("token id {} is outside the vocabulary [0, {})", t, vocab);
+  }
+  SingleSequenceOptions so;
+  so.max_tokens = opts.ctx;
+  so.block_tokens = opts.block_tokens;
+  so.kv_precision = opts.kv;
+  so.prefill_chunk = opts.prefill_chunk;
+  SingleSequence seq(model, pool, so);
+  PerplexityResult r;
+  r.vocab = vocab;
+  r.num_windows = static_cast<int32_t>(num_windows);
+  const int32_t first = opts.ctx / 2;
+  double nll = 0;
+  std::vector<double> lse_row(vocab);
+  for (int64_t w = 0; w < num_windows; ++w) {
+    std::vector<int32_t> win(tokens.begin() + w * opts.ctx, tokens.begin() + (w + 1) * opts.ctx);
+    if (opts.bos_id >= 0) win[0] = opts.bos_id;
+    seq.reset();
+    const std::vector<float>& logits = seq.append(win, /*all_logits=*/true);
+    for (int32_t j = first; j < opts.ctx - 1; ++j) {
+      const float* l = &logits[static_cast<size_t>(j) * vocab];
+      double m = *std::max_element(l, l + vocab), sum = 0;
+      for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(l[i]) - m);
+      const double lse = m + std::log(sum);
+      const int32_t next = tokens[w * opts.ctx + j + 1];
+      nll += lse - l[next];
+      ++r.num_scored;
+      if (opts.keep_logprobs) {
+        for (int32_t i = 0; i < vocab; ++i) r.logprobs.push_back(static_cast<float>(l[i] - lse));
+      }
+    }
+  }
+  r.nll_mean = nll / static_cast<double>(r.num_scored);
+  r.ppl = std::exp(r.nll_mean);
+  return r;
+}
+
+KlStats kl_divergence(const std::vector<float>& base, const std::vector<float>& test, int32_t vocab) {
+  KlStats s;
+  const int64_t n = static_cast<int64_t>(std::min(base.size(), test.size()) / vocab);
+  std::vector<double> kl(n);
+  int64_t changed = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    const float* b = &base[p * vocab];
+    const float* t = &test[p * vocab];
+    double acc = 0;
+    for (int32_t i = 0; i < vocab; ++i) acc += std::exp(static_cast<double>(b[i])) * (static_cast<double>(b[i]) - t[i]);
+    kl[p] = std::max(0.0, acc);  // rounding can give -1e-12
+    if (std::max_element(b, b + vocab) - b != std::max_element(t, t + vocab) - t) ++changed;
+  }
+  s.n = n;
+  if (n == 0) return s;
+  double sum = 0;
+  for (double v : kl) sum += v;
+  s.mean = sum / n;
+  std::sort(kl.begin(), kl.end());
+  s.median = kl[n / 2];
+  s.p99 = kl[std::min<int64_t>(n - 1, static_cast<int64_t>(std::ceil(0.99 * n)) - 1)];
+  s.max = kl.back();
+  s.top_token_change_rate = static_cast<double>(changed) / n;
+  return s;
+}
+
+namespace {
+constexpr char kMagic[8] = {'H', 'Z', 'K', 'L', 'D', 'B', '1', '\0'};
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+}  // namespace
+
+Status save_kl_base(const std::string& path, const KlBase& b) {
+  std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+  if (!f) return invalid_argument("--kl-divergence-base {}: cannot open for writing", path);
+  const uint32_t ctx = static_cast<uint32_t>(b.ctx), vocab = static_cast<uint32_t>(b.vocab);
+  const uint64_t nt = b.tokens.size(), nl = b.logprobs.size();
+  bool ok = std::fwrite(kMagic, 1, 8, f.get()) == 8 && std::fwrite(&ctx, 4, 1, f.get()) == 1 &&
+            std::fwrite(&vocab, 4, 1, f.get()) == 1 && std::fwrite(&nt, 8, 1, f.get()) == 1 &&
+            std::fwrite(&nl, 8, 1, f.get()) == 1 && std::fwrite(b.tokens.data(), 4, nt, f.get()) == nt &&
+            std::fwrite(b.logprobs.data(), 4, nl, f.get()) == nl;
+  if (!ok) return invalid_argument("--kl-divergence-base {}: write failed", path);
+  return Status();
+}
+
+Result<KlBase> load_kl_base(const std::string& path) {
+  std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+  if (!f) return not_found("--kl-divergence-base {}: cannot open", path);
+  char magic[8];
+  uint32_t ctx = 0, vocab = 0;
+  uint64_t nt = 0, nl = 0;
+  if (std::fread(magic, 1, 8, f.get()) != 8 || std::memcmp(magic, kMagic, 8) != 0)
+    return data_loss("--kl-divergence-base {}: not a horizon KL base file (bad magic)", path);
+  if (std::fread(&ctx, 4, 1, f.get()) != 1 || std::fread(&vocab, 4, 1, f.get()) != 1 ||
+      std::fread(&nt, 8, 1, f.get()) != 1 || std::fread(&nl, 8, 1, f.get()) != 1)
+    return data_loss("--kl-divergence-base {}: truncated header", path);
+  if (ctx < 4 || vocab == 0 || nt > (uint64_t{1} << 32) || nl > (uint64_t{1} << 36) || nl % vocab != 0)
+    return data_loss("--kl-divergence-base {}: implausible header (ctx {}, vocab {}, {} tokens, {} values)", path, ctx,
+                     vocab, nt, nl);
+  KlBase b;
+  b.ctx = static_cast<int32_t>(ctx);
+  b.vocab = static_cast<int32_t>(vocab);
+  b.tokens.resize(nt);
+  b.logprobs.resize(nl);
+  if (std::fread(b.tokens.data(), 4, nt, f.get()) != nt || std::fread(b.logprobs.data(), 4, nl, f.get()) != nl)
+    return data_loss("--kl-divergence-base {}: truncated data", path);
+  return b;
+}
+
+}  // namespace hz
