@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <mutex>
 
+#include <cstdlib>
+
+#include "base/log.h"
 #include "base/mapped_file.h"
 #include "runtime/local_engine.h"
 #include "tools/cli.h"
@@ -63,6 +66,8 @@ class PrintSink : public GenerationSink {
 };
 
 int run_prompt(const RunOptions& o) {
+  // stdout is the completion, stderr the timing line: engine info logs only when asked for.
+  if (std::getenv("HORIZON_LOG") == nullptr) init_logging("warn");
   if (!o.prompt_file.empty()) {
     if (!o.prompt.empty()) return fail("give the prompt with -p or -f, not both");
   } else if (o.prompt.empty()) {
