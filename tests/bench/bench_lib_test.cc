@@ -51,7 +51,7 @@ TEST(BenchSvgTest, PlotHasSeriesLegendAndEscapedText) {
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
   EXPECT_NE(svg.find(">decode</text>"), std::string::npos);
   EXPECT_NE(svg.find(">prefill</text>"), std::string::npos);
-  EXPECT_NE(svg.find(">8K</text>"), std::string::npos);  // x tick labels in K
+  EXPECT_NE(svg.find(">10K</text>"), std::string::npos);  // x tick labels in K
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   // No data at all still gives a valid document.
   EXPECT_NE(render_svg(PlotSpec{}).find("</svg>"), std::string::npos);
