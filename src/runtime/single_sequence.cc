@@ -1,8 +1,10 @@
 #include "runtime/single_sequence.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/check.h"
+#include "kernels/kernels.h"
 
 namespace hz {
 
@@ -25,6 +27,62 @@ void SingleSequence::reset() {
   for (int32_t b : block_table_) kv_->pool().unref(b);
   block_table_.clear();
   num_tokens_ = 0;
+}
+
+void SingleSequence::truncate(int64_t n) {
+  HZ_CHECK(n >= 0 && n <= num_tokens_);
+  const int32_t keep = kv_->blocks_for(n);
+  while (static_cast<int32_t>(block_table_.size()) > keep) {
+    kv_->pool().unref(block_table_.back());
+    block_table_.pop_back();
+  }
+  num_tokens_ = n;
+}
+
+Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
+  const KvCacheConfig& c = kv_->config();
+  if (c.dtype != DType::kF32 && c.dtype != DType::kF16) {
+    return invalid_argument("synthetic KV fill supports f32 and f16 caches, not {}", dtype_name(c.dtype));
+  }
+  if (n < 0) return invalid_argument("synthetic KV fill of {} positions", n);
+  const int32_t need = kv_->blocks_for(num_tokens_ + n);
+  if (need > c.num_blocks) {
+    return invalid_argument("synthetic KV fill to {} positions exceeds the capacity of {}", num_tokens_ + n,
+                            static_cast<int64_t>(c.num_blocks) * c.block_tokens);
+  }
+  while (static_cast<int32_t>(block_table_.size()) < need) block_table_.push_back(*kv_->pool().allocate());
+  // One row of f32 values per (position, layer, K/V, head), from a position-keyed generator so
+  // the content does not depend on the thread count.
+  pool_.parallel_range(n, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> row(c.head_dim);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t pos = num_tokens_ + i;
+      const int32_t block = block_table_[pos / c.block_tokens];
+      const int32_t slot = static_cast<int32_t>(pos % c.block_tokens);
+      uint64_t x = (seed + 0x9E3779B97F4A7C15ull) * (static_cast<uint64_t>(pos) * 2 + 1) | 1;
+      for (int32_t layer = 0; layer < c.num_layers; ++layer) {
+        for (int half = 0; half < 2; ++half) {
+          uint8_t* base = half == 0 ? kv_->k_data(block, layer) : kv_->v_data(block, layer);
+          for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+            for (float& v : row) {
+              x ^= x << 13;  // xorshift64
+              x ^= x >> 7;
+              x ^= x << 17;
+              v = static_cast<float>(static_cast<int64_t>(x >> 40) - (1 << 23)) * (1.0f / (1 << 23));
+            }
+            uint8_t* dst = base + (static_cast<uint64_t>(h) * c.block_tokens + slot) * kv_->row_bytes();
+            if (c.dtype == DType::kF32) {
+              std::memcpy(dst, row.data(), row.size() * sizeof(float));
+            } else {
+              kernels::f32_to_f16_row(row.data(), reinterpret_cast<uint16_t*>(dst), c.head_dim);
+            }
+          }
+        }
+      }
+    }
+  });
+  num_tokens_ += n;
+  return Status();
 }
 
 const std::vector<float>& SingleSequence::append(const std::vector<int32_t>& tokens, bool all_logits) {

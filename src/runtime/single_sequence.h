@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/status.h"
 #include "base/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -33,6 +34,13 @@ class SingleSequence {
   const std::vector<float>& append_chunked(const std::vector<int32_t>& tokens, int32_t chunk);
   int64_t num_tokens() const { return num_tokens_; }
   void reset();
+  // Drops positions from `n` on (n <= num_tokens()); their blocks go back to the pool. Lets a
+  // benchmark decode from the same depth again without refilling.
+  void truncate(int64_t n);
+  // Appends `n` positions of deterministic pseudo-random K/V entries (values in [-1, 1], from
+  // `seed`) without running the model: reaches a deep context in seconds for decode benchmarks.
+  // Logits are not updated. Fails on a KV element type it cannot write.
+  Status fill_synthetic(int64_t n, uint64_t seed = 1);
   KvCache& kv() { return *kv_; }
 
  private:

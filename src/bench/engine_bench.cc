@@ -1,0 +1,171 @@
+#include "bench/engine_bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/thread_pool.h"
+#include "bench/conditions.h"
+#include "model/model.h"
+#include "runtime/single_sequence.h"
+
+namespace hz::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Deterministic token ids in [0, vocab): the benchmark measures arithmetic, not text.
+std::vector<int32_t> random_tokens(int64_t n, int32_t vocab, uint64_t& state) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& id : t) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(vocab));
+  }
+  return t;
+}
+
+nlohmann::json result_json(const EngineBenchResult& r, FillMode fill) {
+  nlohmann::json j = {{"test", r.test},
+                      {"prompt_tokens", r.prompt_tokens},
+                      {"gen_tokens", r.gen_tokens},
+                      {"depth", r.depth},
+                      {"samples_tokens_per_s", r.tokens_per_s}};
+  j[r.prefill ? "prefill_tokens_per_s" : "decode_tokens_per_s"] = r.summary.to_json();
+  if (!r.prefill && r.depth > 0) {
+    j["fill"] = fill_mode_name(fill);
+    j["fill_seconds"] = r.fill_seconds;
+  }
+  return j;
+}
+
+}  // namespace
+
+const char* fill_mode_name(FillMode m) { return m == FillMode::kSynthetic ? "synthetic" : "prefill"; }
+
+nlohmann::json EngineBenchReport::to_json() const {
+  nlohmann::json res = nlohmann::json::array();
+  FillMode fill = conditions.value("fill", std::string("synthetic")) == "prefill" ? FillMode::kPrefill
+                                                                                   : FillMode::kSynthetic;
+  for (const auto& r : results) res.push_back(result_json(r, fill));
+  return {{"mode", "engine"}, {"conditions", conditions}, {"results", res}};
+}
+
+Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const ProgressFn& progress) {
+  if (o.prompt_lengths.empty() && o.gen_tokens == 0) return invalid_argument("nothing to measure: -p and -n are both empty");
+  for (int64_t p : o.prompt_lengths) {
+    if (p < 1) return invalid_argument("-p: prompt length {} must be at least 1", p);
+  }
+  if (o.gen_tokens < 0) return invalid_argument("-n: {} must be >= 0", o.gen_tokens);
+  for (int64_t d : o.depths) {
+    if (d < 0) return invalid_argument("--depth: {} must be >= 0", d);
+  }
+  if (o.reps < 1) return invalid_argument("--reps: {} must be at least 1", o.reps);
+  if (o.prefill_chunk < 1) return invalid_argument("--prefill-chunk: {} must be at least 1", o.prefill_chunk);
+  if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0) {
+    return invalid_argument("--block-size: {} is not a multiple of 16 in 16..256", o.block_size);
+  }
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model_path));
+  const ModelConfig& c = model->config();
+
+  int64_t capacity = 1;
+  for (int64_t p : o.prompt_lengths) capacity = std::max(capacity, p);
+  if (o.gen_tokens > 0) {
+    for (int64_t d : o.depths) capacity = std::max(capacity, d + o.gen_tokens);
+  }
+  if (capacity > (int64_t{1} << 30)) return invalid_argument("lengths up to {} tokens are too large", capacity);
+
+  ThreadPool pool(o.threads);
+  SingleSequenceOptions so;
+  so.max_tokens = static_cast<int32_t>(capacity);
+  so.block_tokens = o.block_size;
+  so.kv_dtype = o.kv_dtype;
+  SingleSequence seq(*model, pool, so);
+
+  EngineBenchReport rep;
+  nlohmann::json& cond = rep.conditions;
+  cond = host_conditions();
+  cond["model_path"] = o.model_path;
+  cond["model_name"] = c.name;
+  cond["arch"] = c.arch;
+  cond["weight_type"] = c.num_layers > 0 ? dtype_name(model->weights().layers[0].wq.dtype) : "?";
+  cond["weights_file_bytes"] = model->file().file_size();
+  cond["decode_weight_bytes_per_token"] = model->streamed_weight_bytes();
+  cond["layers"] = c.num_layers;
+  cond["hidden"] = c.hidden;
+  cond["kv_cache_dtype"] = dtype_name(o.kv_dtype);
+  cond["kv_bytes_per_token"] = seq.kv().block_bytes() / static_cast<uint64_t>(o.block_size);
+  cond["threads"] = pool.num_threads();
+  cond["block_size"] = o.block_size;
+  cond["prefill_chunk"] = o.prefill_chunk;
+  cond["fill"] = fill_mode_name(o.fill);
+  cond["reps"] = o.reps;
+  cond["prompt_lengths"] = o.prompt_lengths;
+  cond["gen_tokens"] = o.gen_tokens;
+  cond["depths"] = o.depths;
+
+  uint64_t rng = o.seed;
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+
+  for (int64_t p : o.prompt_lengths) {
+    EngineBenchResult r;
+    r.test = "pp" + std::to_string(p);
+    r.prefill = true;
+    r.prompt_tokens = p;
+    if (o.warmup) {
+      say(r.test + " warm-up");
+      seq.reset();
+      seq.append(random_tokens(std::min<int64_t>(p, 32), c.vocab, rng));
+    }
+    for (int32_t i = 0; i < o.reps; ++i) {
+      say(r.test + " rep " + std::to_string(i + 1) + "/" + std::to_string(o.reps));
+      seq.reset();
+      auto tokens = random_tokens(p, c.vocab, rng);
+      auto t0 = Clock::now();
+      seq.append_chunked(tokens, o.prefill_chunk);
+      r.tokens_per_s.push_back(static_cast<double>(p) / seconds_since(t0));
+    }
+    r.summary = summarize(r.tokens_per_s);
+    rep.results.push_back(std::move(r));
+  }
+
+  if (o.gen_tokens > 0) {
+    for (int64_t d : o.depths) {
+      EngineBenchResult r;
+      r.test = "tg" + std::to_string(o.gen_tokens) + (d > 0 ? "@d" + std::to_string(d) : "");
+      r.gen_tokens = o.gen_tokens;
+      r.depth = d;
+      seq.reset();
+      if (d > 0) {
+        say(r.test + " filling " + std::to_string(d) + " positions (" + fill_mode_name(o.fill) + ")");
+        auto t0 = Clock::now();
+        if (o.fill == FillMode::kSynthetic) {
+          HZ_RETURN_IF_ERROR(seq.fill_synthetic(d, o.seed));
+        } else {
+          seq.append_chunked(random_tokens(d, c.vocab, rng), o.prefill_chunk);
+        }
+        r.fill_seconds = seconds_since(t0);
+      }
+      if (o.warmup) {
+        say(r.test + " warm-up");
+        seq.append(random_tokens(1, c.vocab, rng));
+        seq.truncate(d);
+      }
+      for (int32_t i = 0; i < o.reps; ++i) {
+        say(r.test + " rep " + std::to_string(i + 1) + "/" + std::to_string(o.reps));
+        seq.truncate(d);
+        auto tokens = random_tokens(o.gen_tokens, c.vocab, rng);
+        auto t0 = Clock::now();
+        for (int32_t t : tokens) seq.append({t});
+        r.tokens_per_s.push_back(static_cast<double>(o.gen_tokens) / seconds_since(t0));
+      }
+      r.summary = summarize(r.tokens_per_s);
+      rep.results.push_back(std::move(r));
+    }
+  }
+  return rep;
+}
+
+}  // namespace hz::bench

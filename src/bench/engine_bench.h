@@ -1,0 +1,59 @@
+// `horizon bench engine`: in-process prefill (pp) and decode (tg, optionally at a depth) speed of
+// one sequence through a Model, repeated, with the conditions of the run. Like llama-bench's
+// pp/tg and "tg at depth d"; the depth can be reached by a real prefill or by synthetic KV entries.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "bench/stats.h"
+#include "tensor/dtype.h"
+
+namespace hz::bench {
+
+enum class FillMode { kSynthetic, kPrefill };
+
+struct EngineBenchOptions {
+  std::string model_path;
+  int32_t threads = 0;  // 0: all hardware threads
+  DType kv_dtype = DType::kF16;
+  int32_t block_size = 16;
+  int32_t prefill_chunk = 512;
+  std::vector<int64_t> prompt_lengths = {512};  // pp tests; empty: none
+  int32_t gen_tokens = 128;                     // tg tests; 0: none
+  std::vector<int64_t> depths = {0};            // one tg test per depth
+  int32_t reps = 3;
+  FillMode fill = FillMode::kSynthetic;
+  bool warmup = true;
+  uint64_t seed = 1;
+};
+
+struct EngineBenchResult {
+  std::string test;  // "pp512", "tg128", "tg128@d8192"
+  bool prefill = false;
+  int64_t prompt_tokens = 0, gen_tokens = 0, depth = 0;
+  std::vector<double> tokens_per_s;  // one per repetition
+  Summary summary;
+  double fill_seconds = 0;  // time to reach the depth (once per test)
+};
+
+struct EngineBenchReport {
+  nlohmann::json conditions;
+  std::vector<EngineBenchResult> results;
+  nlohmann::json to_json() const;
+};
+
+// Called with a short status line ("tg128@d8192 rep 2/3") before each step.
+using ProgressFn = std::function<void(const std::string&)>;
+
+// Errors name the option (lengths, reps) or the model file.
+Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const ProgressFn& progress = nullptr);
+
+const char* fill_mode_name(FillMode m);
+
+}  // namespace hz::bench

@@ -1,0 +1,24 @@
+// A minimal SVG line chart (one or more series of (x, y) points, linear axes with ticks) that a
+// browser opens directly: the plot of a benchmark sweep.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hz::bench {
+
+struct PlotSeries {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (x, y), drawn in the given order
+};
+
+struct PlotSpec {
+  std::string title;
+  std::string subtitle;  // e.g. the conditions in one line
+  std::string x_label, y_label;
+  std::vector<PlotSeries> series;
+};
+
+std::string render_svg(const PlotSpec& spec);
+
+}  // namespace hz::bench

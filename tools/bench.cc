@@ -1,0 +1,241 @@
+// `horizon bench engine|serve`: speed measurements with their conditions attached. This file maps
+// flags onto src/bench and prints the reports (aligned table, --json, --svg).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "base/byte_size.h"
+#include "bench/engine_bench.h"
+#include "bench/serve_bench.h"
+#include "bench/svg_plot.h"
+#include "tools/cli.h"
+#include "tools/engine_flags.h"
+
+namespace hz::cli {
+namespace {
+
+using nlohmann::json;
+
+struct EngineBenchFlags {
+  EngineFlags engine;
+  std::vector<int64_t> prompts = {512};
+  int32_t n_gen = 128;
+  std::vector<int64_t> depths = {0};
+  int32_t reps = 3;
+  std::string fill = "synthetic";
+  bool no_warmup = false;
+  bool json = false;
+  std::string svg;
+};
+
+struct ServeBenchFlags {
+  bench::ServeBenchOptions o;
+  bool json = false;
+};
+
+// A one-line status on stderr, rewritten in place; only on a terminal.
+class Progress {
+ public:
+  explicit Progress(bool quiet) : on_(!quiet && isatty(STDERR_FILENO)) {}
+  ~Progress() { clear(); }
+  void show(const std::string& s) {
+    if (!on_) return;
+    std::fprintf(stderr, "\r\033[K%s", s.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_) std::fputs("\r\033[K", stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool on_;
+  bool shown_ = false;
+};
+
+std::string gib(uint64_t b) { return format_bytes(b); }
+
+std::string conditions_lines(const json& c) {
+  std::string s = fmt::format("cpu: {} ({}), {} cpus, RAM {}\n", c.value("cpu_model", "?"), c.value("cpu_features", "?"),
+                              c.value("num_cpus", 0), gib(c.value("ram_bytes", uint64_t{0})));
+  s += fmt::format("horizon {} ({}), {}\n", c.value("horizon_version", "?"), c.value("git_hash", "?"),
+                   c.value("timestamp", "?"));
+  return s;
+}
+
+int write_svg(const std::string& path, const bench::PlotSpec& spec) {
+  std::ofstream out(path);
+  if (!out) return fail("--svg: cannot write '" + path + "'");
+  out << bench::render_svg(spec);
+  if (!out) return fail("--svg: writing '" + path + "' failed");
+  return 0;
+}
+
+int run_bench_engine(const EngineBenchFlags& f) {
+  auto eo = f.engine.resolve();
+  if (!eo.ok()) return fail(eo.status().message());
+  bench::EngineBenchOptions o;
+  o.model_path = eo->model_path;
+  o.threads = eo->threads;
+  o.kv_dtype = eo->kv_dtype;
+  o.block_size = eo->block_size;
+  o.prefill_chunk = eo->prefill_chunk;
+  o.prompt_lengths = f.prompts;
+  o.gen_tokens = f.n_gen;
+  o.depths = f.depths.empty() ? std::vector<int64_t>{0} : f.depths;
+  o.reps = f.reps;
+  o.warmup = !f.no_warmup;
+  if (f.fill == "synthetic") {
+    o.fill = bench::FillMode::kSynthetic;
+  } else if (f.fill == "prefill") {
+    o.fill = bench::FillMode::kPrefill;
+  } else {
+    return fail("--fill '" + f.fill + "' is not one of synthetic, prefill");
+  }
+  if (o.prompt_lengths.size() == 1 && o.prompt_lengths[0] == 0) o.prompt_lengths.clear();  // -p 0: no pp test
+  Progress progress(f.json);
+  auto rep = bench::run_engine_bench(o, [&](const std::string& s) { progress.show(s); });
+  progress.clear();
+  if (!rep.ok()) return fail(rep.status().message());
+  const json& c = rep->conditions;
+  const double bytes_per_token = c.value("decode_weight_bytes_per_token", 0.0);
+
+  if (!f.svg.empty()) {
+    bench::PlotSpec spec;
+    spec.title = fmt::format("horizon bench engine: {}", c.value("model_name", "?"));
+    spec.subtitle = fmt::format("weights {}, KV {}, {} threads, fill {}, {} reps (median); {}",
+                                c.value("weight_type", "?"), c.value("kv_cache_dtype", "?"), c.value("threads", 0),
+                                c.value("fill", "?"), c.value("reps", 0), c.value("cpu_model", "?"));
+    spec.x_label = "context length (prompt tokens for prefill, depth for decode)";
+    spec.y_label = "tokens/s";
+    bench::PlotSeries pp{"prefill", {}}, tg{"decode", {}};
+    for (const auto& r : rep->results) {
+      (r.prefill ? pp : tg).points.emplace_back(static_cast<double>(r.prefill ? r.prompt_tokens : r.depth),
+                                               r.summary.median);
+    }
+    if (!pp.points.empty()) spec.series.push_back(pp);
+    if (!tg.points.empty()) spec.series.push_back(tg);
+    if (int rc = write_svg(f.svg, spec); rc != 0) return rc;
+  }
+
+  if (f.json) {
+    std::puts(rep->to_json().dump(2).c_str());
+    return 0;
+  }
+  std::string out = fmt::format("model: {} ({}, {}, weights {}; decode reads {} of weights per token)\n",
+                                c.value("model_path", "?"), c.value("model_name", "?"), c.value("arch", "?"),
+                                c.value("weight_type", "?"), gib(static_cast<uint64_t>(bytes_per_token)));
+  out += fmt::format("run: {} threads, KV {} ({} per token), block {}, prefill chunk {}, fill {}, {} reps\n",
+                     c.value("threads", 0), c.value("kv_cache_dtype", "?"), gib(c.value("kv_bytes_per_token", uint64_t{0})),
+                     c.value("block_size", 0), c.value("prefill_chunk", 0), c.value("fill", "?"), c.value("reps", 0));
+  out += conditions_lines(c);
+  out += fmt::format("\n{:<16} {:>8} {:>12} {:>12} {:>12} {:>14}\n", "test", "depth", "t/s median", "min", "max",
+                     "weights GB/s");
+  for (const auto& r : rep->results) {
+    std::string bw = r.prefill ? "" : fmt::format("{:.1f}", r.summary.median * bytes_per_token / 1e9);
+    out += fmt::format("{:<16} {:>8} {:>12.2f} {:>12.2f} {:>12.2f} {:>14}\n", r.test, r.depth, r.summary.median,
+                       r.summary.min, r.summary.max, bw);
+  }
+  bool any_fill = false;
+  for (const auto& r : rep->results) {
+    if (!r.prefill && r.depth > 0) {
+      if (!any_fill) out += "\n";
+      any_fill = true;
+      out += fmt::format("{}: depth reached by {} fill in {:.2f} s\n", r.test, c.value("fill", "?"), r.fill_seconds);
+    }
+  }
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+int run_bench_serve(const ServeBenchFlags& f) {
+  Progress progress(f.json);
+  auto rep = bench::run_serve_bench(f.o, [&](int64_t done, int64_t errs) {
+    progress.show(fmt::format("{} completed, {} errors", done, errs));
+  });
+  progress.clear();
+  if (!rep.ok()) return fail(rep.status().message());
+  const json& r = *rep;
+  if (f.json) {
+    std::puts(r.dump(2).c_str());
+    return 0;
+  }
+  const json& c = r["conditions"];
+  std::string out = fmt::format("server: {} model {} ({})\n", c.value("url", "?"), c.value("model", "?"),
+                                c.value("endpoint", "?"));
+  out += fmt::format("load: concurrency {}, input ~{} tokens ({}; mean {:.1f} by the server), output {} tokens\n",
+                     c.value("concurrency", 0), c.value("input_tokens_target", 0), c.value("prompt_source", "?"),
+                     r.value("mean_prompt_tokens", 0.0), c.value("output_tokens", 0));
+  out += conditions_lines(c);
+  out += fmt::format("\nrequests {} (completed {}, errors {}, error rate {:.1f}%) in {:.2f} s\n", r.value("requests", 0),
+                     r.value("completed", 0), r.value("errors", 0), 100 * r.value("error_rate", 0.0),
+                     r.value("duration_s", 0.0));
+  out += fmt::format("throughput: {:.2f} requests/s, {:.1f} output tokens/s\n", r.value("request_throughput_per_s", 0.0),
+                     r.value("output_tokens_per_s", 0.0));
+  if (r.contains("server_peak_rss_bytes")) {
+    out += fmt::format("server peak RSS: {}\n", gib(r.value("server_peak_rss_bytes", uint64_t{0})));
+  }
+  out += fmt::format("\n{:<16} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "latency (ms)", "mean", "p50", "p95", "p99", "max");
+  for (const char* k : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms"}) {
+    const json& l = r[k];
+    out += fmt::format("{:<16} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.2f}\n", k, l.value("mean", 0.0),
+                       l.value("p50", 0.0), l.value("p95", 0.0), l.value("p99", 0.0), l.value("max", 0.0));
+  }
+  for (const auto& e : r["error_samples"]) out += "error: " + e.get<std::string>() + "\n";
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+Subcommand kBench("bench", "Measure speed: the engine in-process, or a running server", [](CLI::App& app) {
+  app.require_subcommand(1);
+  auto ef = std::make_shared<EngineBenchFlags>();
+  auto sf = std::make_shared<ServeBenchFlags>();
+  auto which = std::make_shared<int>(0);
+
+  CLI::App* eng = app.add_subcommand("engine", "Prefill (pp) and decode (tg, at depths) tokens/s of one sequence");
+  ef->engine.add_to(*eng, /*server=*/false);
+  eng->add_option("-p,--n-prompt", ef->prompts, "Prompt lengths for prefill tests, comma-separated (0 = none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  eng->add_option("-n,--n-gen", ef->n_gen, "Tokens to decode per decode test (0 = none)")->capture_default_str();
+  eng->add_option("-d,--depth", ef->depths, "KV depths to decode at, comma-separated")->delimiter(',')->capture_default_str();
+  eng->add_option("-r,--reps", ef->reps, "Repetitions per test")->capture_default_str();
+  eng->add_option("--fill", ef->fill, "How to reach a depth: synthetic (KV entries written directly) or prefill")
+      ->capture_default_str();
+  eng->add_flag("--no-warmup", ef->no_warmup, "Skip the warm-up run before each test");
+  eng->add_flag("--json", ef->json, "Print the report as JSON");
+  eng->add_option("--svg", ef->svg, "Write an SVG plot of tokens/s against context length");
+  eng->callback([which] { *which = 1; });
+
+  CLI::App* srv = app.add_subcommand("serve", "Load-test an OpenAI-compatible server with streaming clients");
+  bench::ServeBenchOptions& o = sf->o;
+  srv->add_option("--url", o.url, "Server base URL")->capture_default_str();
+  srv->add_option("--api-key", o.api_key, "Bearer token for the server");
+  srv->add_option("--model", o.model, "Model name to request (default: the first of /v1/models)");
+  srv->add_option("-c,--concurrency", o.concurrency, "Concurrent streaming clients")->capture_default_str();
+  auto* req = srv->add_option("--requests", o.requests, "Requests to send in total");
+  auto* dur = srv->add_option("--duration", o.duration_s, "Or: seconds to keep starting requests");
+  req->excludes(dur);
+  srv->add_option("--input-tokens", o.input_tokens, "Synthetic prompt length in words (about tokens)")->capture_default_str();
+  srv->add_option("--output-tokens", o.output_tokens, "max_tokens per request (with ignore_eos)")->capture_default_str();
+  srv->add_option("--prompt-file", o.prompt_file, "Prompts, one per line, used in turn (instead of synthetic)");
+  srv->add_option("--pid", o.pid, "Local server process id: report its peak RSS");
+  srv->add_option("--timeout", o.timeout_s, "Seconds a request may wait for data")->capture_default_str();
+  srv->add_flag("--json", sf->json, "Print the report as JSON");
+  srv->callback([which] { *which = 2; });
+
+  return [ef, sf, which] {
+    if (*which == 1) return run_bench_engine(*ef);
+    ServeBenchFlags f = *sf;
+    if (f.o.requests == 0 && f.o.duration_s == 0) f.o.requests = 100;
+    return run_bench_serve(f);
+  };
+});
+
+}  // namespace
+}  // namespace hz::cli
