@@ -79,7 +79,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   SingleSequenceOptions so;
   so.max_tokens = static_cast<int32_t>(capacity);
   so.block_tokens = o.block_size;
-  so.kv_dtype = o.kv_dtype;
+  so.kv_precision = o.kv;
   SingleSequence seq(*model, pool, so);
 
   EngineBenchReport rep;
@@ -93,7 +93,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   cond["decode_weight_bytes_per_token"] = model->streamed_weight_bytes();
   cond["layers"] = c.num_layers;
   cond["hidden"] = c.hidden;
-  cond["kv_cache_dtype"] = dtype_name(o.kv_dtype);
+  cond["kv_cache_dtype"] = kv_precision_name(o.kv);
   cond["kv_bytes_per_token"] = seq.kv().block_bytes() / static_cast<uint64_t>(o.block_size);
   cond["threads"] = pool.num_threads();
   cond["block_size"] = o.block_size;

@@ -3,6 +3,8 @@
 // pp/tg and "tg at depth d"; the depth can be reached by a real prefill or by synthetic KV entries.
 #pragma once
 
+#include "planner/kv_layout.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -21,7 +23,7 @@ enum class FillMode { kSynthetic, kPrefill };
 struct EngineBenchOptions {
   std::string model_path;
   int32_t threads = 0;  // 0: all hardware threads
-  DType kv_dtype = DType::kF16;
+  KvPrecision kv;  // KV types and hot window, as the engine flags resolve them
   int32_t block_size = 16;
   int32_t prefill_chunk = 512;
   std::vector<int64_t> prompt_lengths = {512};  // pp tests; empty: none

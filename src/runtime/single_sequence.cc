@@ -41,8 +41,9 @@ void SingleSequence::truncate(int64_t n) {
 
 Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
   const KvCacheConfig& c = kv_->config();
-  if (c.dtype != DType::kF32 && c.dtype != DType::kF16) {
-    return invalid_argument("synthetic KV fill supports f32 and f16 caches, not {}", dtype_name(c.dtype));
+  if (kv_->staged()) {
+    // TODO(#4): synthetic fill for compact KV types (write exact rows, then commit the blocks).
+    return invalid_argument("synthetic KV fill supports plain f32 and f16 caches only");
   }
   if (n < 0) return invalid_argument("synthetic KV fill of {} positions", n);
   const int32_t need = kv_->blocks_for(num_tokens_ + n);
@@ -62,7 +63,6 @@ Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
       uint64_t x = (seed + 0x9E3779B97F4A7C15ull) * (static_cast<uint64_t>(pos) * 2 + 1) | 1;
       for (int32_t layer = 0; layer < c.num_layers; ++layer) {
         for (int half = 0; half < 2; ++half) {
-          uint8_t* base = half == 0 ? kv_->k_data(block, layer) : kv_->v_data(block, layer);
           for (int32_t h = 0; h < c.num_kv_heads; ++h) {
             for (float& v : row) {
               x ^= x << 13;  // xorshift64
@@ -70,8 +70,9 @@ Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
               x ^= x << 17;
               v = static_cast<float>(static_cast<int64_t>(x >> 40) - (1 << 23)) * (1.0f / (1 << 23));
             }
-            uint8_t* dst = base + (static_cast<uint64_t>(h) * c.block_tokens + slot) * kv_->row_bytes();
-            if (c.dtype == DType::kF32) {
+            // Unstaged caches: write_row is plain address arithmetic, safe from worker threads.
+            uint8_t* dst = kv_->write_row(block, layer, half, h, slot);
+            if (kv_->exact_codec() == kernels::KvCodec::kF32) {
               std::memcpy(dst, row.data(), row.size() * sizeof(float));
             } else {
               kernels::f32_to_f16_row(row.data(), reinterpret_cast<uint16_t*>(dst), c.head_dim);

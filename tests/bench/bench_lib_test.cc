@@ -87,10 +87,10 @@ TEST(SyntheticFillTest, FillsDeterministicallyThenDecodes) {
   ASSERT_TRUE(b.fill_synthetic(40, 7).ok());  // in two steps: the same content (keyed by position)
   const auto& kv = a.kv();
   const uint64_t total = kv.total_bytes();
-  EXPECT_EQ(std::memcmp(a.kv().k_data(0, 0), b.kv().k_data(0, 0), total), 0);
+  EXPECT_EQ(std::memcmp(a.kv().exact_plane(0, 0, 0), b.kv().exact_plane(0, 0, 0), total), 0);
   // Values are written (100 positions of every layer and head), finite and in [-1, 1].
   std::vector<float> all(total / 2);
-  kernels::f16_to_f32_row(reinterpret_cast<const uint16_t*>(a.kv().k_data(0, 0)), all.data(),
+  kernels::f16_to_f32_row(reinterpret_cast<const uint16_t*>(a.kv().exact_plane(0, 0, 0)), all.data(),
                           static_cast<int64_t>(all.size()));
   int64_t nonzero = 0;
   for (float v : all) {
