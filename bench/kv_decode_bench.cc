@@ -104,7 +104,7 @@ void args(benchmark::internal::Benchmark* b) {
     for (int64_t i = 0; i < static_cast<int64_t>(std::size(kConfigs)); ++i) b->Args({depth, i});
   }
 }
-BENCHMARK(BM_Decode)->Apply(args)->Unit(benchmark::kMillisecond)->Iterations(200);
+BENCHMARK(BM_Decode)->Apply(args)->Unit(benchmark::kMillisecond)->Iterations(200)->UseRealTime();
 
 // Llama-3-8B shape: bytes per token and the longest context in 4 GiB, per KV type.
 void BM_Llama3_8bFigures(benchmark::State& state) {
