@@ -83,7 +83,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
   e->kv_ = std::make_unique<KvCache>(kc);
   HZ_CHECK(e->kv_->block_bytes() == block_bytes);
-  HZ_LOG_INFO("{}", e->kv_->memory().summary());
+  HZ_LOG_DEBUG("{}", e->kv_->memory().summary());
   e->pool_ = std::make_unique<ThreadPool>(opts.threads);
   SchedulerConfig sc;
   sc.max_num_seqs = opts.max_num_seqs;

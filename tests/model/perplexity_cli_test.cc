@@ -1,0 +1,54 @@
+// horizon perplexity end to end: a base run saves its distributions, an int8-KV run reports its KL
+// divergence against them; bad flags and files give one-line errors naming the flag.
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace hz {
+namespace {
+
+std::string bin() { return HORIZON_BINARY; }
+std::string model() { return test::model_path("stories260K.gguf"); }
+std::string corpus() { return test::testdata_path("corpus/stories260K-samples.txt"); }
+
+TEST(PerplexityCliTest, BaseThenKlDivergence) {
+  std::string dir = test::make_temp_dir("hz_ppl");
+  std::string base = dir + "/base.bin";
+  std::string out, err;
+  ASSERT_EQ(0, test::run_command(bin() + " perplexity -m " + model() + " -f " + corpus() +
+                                     " --ctx 256 --kv-cache-dtype f32 --kl-divergence-base " + base,
+                                 &out, &err))
+      << err;
+  EXPECT_NE(out.find("perplexity: 3.59"), std::string::npos) << out;
+  EXPECT_NE(out.find("saved the base"), std::string::npos) << out;
+  ASSERT_EQ(0, test::run_command(bin() + " perplexity -m " + model() + " --kv-cache-dtype q8_0 --kl-divergence-base " +
+                                     base + " --kl-divergence",
+                                 &out, &err))
+      << err;
+  EXPECT_NE(out.find("KV int8"), std::string::npos) << out;
+  EXPECT_NE(out.find("KL divergence vs base: mean 0.000"), std::string::npos) << out;
+  EXPECT_NE(out.find("top token changed"), std::string::npos) << out;
+}
+
+TEST(PerplexityCliTest, ErrorsNameTheFlag) {
+  struct Case {
+    std::string args, needle;
+  };
+  const Case cases[] = {
+      {"-f " + corpus() + " --kv-cache-dtype f13", "--kv-cache-dtype"},
+      {"-f " + corpus() + " --kv-hot-window 64 --kv-cold-dtype int3", "--kv-cold-dtype"},
+      {"--kl-divergence", "--kl-divergence-base"},
+      {"--kl-divergence --kl-divergence-base " + corpus(), "bad magic"},
+      {"", "-f FILE"},
+      {"-f " + corpus() + " --ctx 2", "--ctx"},
+  };
+  for (const Case& c : cases) {
+    std::string out, err;
+    int rc = test::run_command(bin() + " perplexity -m " + model() + " " + c.args, &out, &err);
+    EXPECT_NE(rc, 0) << c.args;
+    EXPECT_NE(err.find(c.needle), std::string::npos) << c.args << ": " << err;
+  }
+}
+
+}  // namespace
+}  // namespace hz
