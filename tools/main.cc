@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "tools/cli.h"
 
 namespace hz::cli {
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
   hz::init_logging();
   CLI::App app{"horizon: long-context LLM inference engine and OpenAI-compatible server"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string(HORIZON_VERSION) + " (" + HORIZON_GIT_HASH + ")");
+  app.set_version_flag("--version", std::string(hz::horizon_version()) + " (" + hz::horizon_git_hash() + ")");
   auto& defs = hz::cli::registry();
   std::sort(defs.begin(), defs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::function<int()> action;

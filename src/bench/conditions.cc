@@ -1,3 +1,4 @@
+#include "base/version.h"
 #include "bench/conditions.h"
 
 #include <ctime>
@@ -14,8 +15,8 @@ nlohmann::json host_conditions() {
   std::tm tm{};
   gmtime_r(&now, &tm);
   std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return {{"horizon_version", HORIZON_VERSION},
-          {"git_hash", HORIZON_GIT_HASH},
+  return {{"horizon_version", horizon_version()},
+          {"git_hash", horizon_git_hash()},
           {"cpu_model", h.cpu_model},
           {"cpu_features", kernels::cpu_features()},
           {"num_cpus", h.num_cpus},

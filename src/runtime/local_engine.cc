@@ -8,6 +8,9 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "planner/capacity_plan.h"
+#include "planner/host_info.h"
+#include "planner/model_shape.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
 
@@ -75,6 +78,31 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   if (budget == 0) {
     uint64_t blocks_per_seq = (static_cast<uint64_t>(max_len) + kc.block_tokens - 1) / kc.block_tokens;
     budget = std::min<uint64_t>(blocks_per_seq * opts.max_num_seqs * block_bytes, total_ram_bytes() / 4);
+  }
+  // Admission at start-up (SPEC M12): the planner's figures for weights + runtime + one sequence of
+  // --max-model-len must fit in the memory this machine has available, and so must the KV budget.
+  {
+    auto shape = load_model_shape(opts.model_path);
+    if (shape.ok()) {
+      const HostInfo host = probe_host();
+      PlanOptions po;
+      po.memory_bytes = host.available_ram_bytes;
+      po.kv = prec;
+      po.max_num_seqs = static_cast<uint64_t>(opts.max_num_seqs);
+      po.max_model_len = static_cast<uint64_t>(max_len);
+      po.block_tokens = static_cast<uint64_t>(kc.block_tokens);
+      po.prefill_chunk_tokens = static_cast<uint64_t>(opts.prefill_chunk);
+      po.num_threads = static_cast<uint64_t>(std::max(1, opts.threads));
+      auto plan = make_plan(*shape, po);
+      if (plan.ok()) {
+        HZ_RETURN_IF_ERROR(check_startup_fits(*plan));
+        const uint64_t need = plan->weights_bytes + plan->overhead.total() + budget;
+        if (host.available_ram_bytes > 0 && need > host.available_ram_bytes)
+          return out_of_range("weights ({} MiB) + runtime ({} MiB) + KV budget ({} MiB) exceed the {} MiB of memory available; lower --kv-budget or --max-model-len, or use a quantized --kv-cache-dtype",
+                              plan->weights_bytes >> 20, plan->overhead.total() >> 20, budget >> 20,
+                              host.available_ram_bytes >> 20);
+      }
+    }
   }
   uint64_t num_blocks = budget / block_bytes;
   if (num_blocks == 0)
