@@ -85,8 +85,15 @@ void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_
   const int64_t first_key = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
   for (int64_t s0 = first_key / kSegmentTokens * kSegmentTokens; s0 < num_keys; s0 += kSegmentTokens) {
     seg.empty = true;
-    attend_range(kv, block_table, layer, kv_head, q, std::max(s0, first_key), std::min<int64_t>(num_keys, s0 + kSegmentTokens),
-                 &seg, tile_scratch);
+    int64_t lo = std::max(s0, first_key);
+    const int64_t hi = std::min<int64_t>(num_keys, s0 + kSegmentTokens);
+    if (lo % kTileTokens != 0) {
+      // attend_range's tiles must not cross a block: finish the window's first, partial tile alone.
+      const int64_t tile_end = std::min(hi, (lo / kTileTokens + 1) * kTileTokens);
+      attend_range(kv, block_table, layer, kv_head, q, lo, tile_end, &seg, tile_scratch);
+      lo = tile_end;
+    }
+    if (lo < hi) attend_range(kv, block_table, layer, kv_head, q, lo, hi, &seg, tile_scratch);
     merge_partials(&total, seg, hd);
   }
   kernels::scale(out, 1.0f / total.sum, hd);
