@@ -27,7 +27,7 @@ struct RopeConfig {
   int32_t orig_ctx = 0;         // YaRN / Llama 3: the original training context
   // YaRN: ext_factor 1 mixes interpolation and extrapolation along the beta_fast..beta_slow ramp;
   // attn_factor multiplies cos/sin on top of YaRN's own 0.1 ln(factor) + 1.
-  float ext_factor = 0.0f;
+  float ext_factor = -1.0f;     // < 0: by type (1 for YaRN, else 0), set by apply_rope_overrides
   float attn_factor = 1.0f;
   float beta_fast = 32.0f;
   float beta_slow = 1.0f;

@@ -28,7 +28,9 @@ Rope::Rope(const RopeConfig& cfg, int32_t head_dim) : cfg_(cfg), head_dim_(head_
     scale = 1.0;
   }
   double corr_low = 0, corr_high = 0;
-  const bool yarn = cfg.scaling == RopeScaling::kYarn && cfg.ext_factor != 0.0f;
+  // ext_factor < 0 means "by type" (an unresolved config): 1 for YaRN.
+  const double ext_factor = cfg.ext_factor < 0 ? 1.0 : cfg.ext_factor;
+  const bool yarn = cfg.scaling == RopeScaling::kYarn && ext_factor != 0.0;
   if (yarn) {
     corr_low = std::max(0.0, std::floor(yarn_corr_dim(cfg.dim, cfg.orig_ctx, cfg.beta_fast, base)));
     corr_high = std::min(cfg.dim - 1.0, std::ceil(yarn_corr_dim(cfg.dim, cfg.orig_ctx, cfg.beta_slow, base)));
@@ -42,7 +44,7 @@ Rope::Rope(const RopeConfig& cfg, int32_t head_dim) : cfg_(cfg), head_dim_(head_
       // Pairs that turn fast (i < corr_low) keep their trained frequency (extrapolation), slow ones
       // (i > corr_high) are interpolated, a linear ramp in between.
       double ramp = 1 - std::clamp((i - corr_low) / std::max(0.001, corr_high - corr_low), 0.0, 1.0);
-      double mix = ramp * cfg.ext_factor;
+      double mix = ramp * ext_factor;
       t = extrap * scale * (1 - mix) + extrap * mix;
     }
     theta_[i] = static_cast<float>(t);

@@ -121,7 +121,7 @@ TinyModel TinyModel::random(const TinyModelSpec& s) {
   return m;
 }
 
-bool TinyModel::write(const std::string& path) const {
+bool TinyModel::write(const std::string& path, const std::function<void(GgufWriter&)>& extra) const {
   const TinyModelSpec& s = spec;
   GgufWriter g;
   const std::string p = s.arch + ".";
@@ -144,6 +144,7 @@ bool TinyModel::write(const std::string& path) const {
     if (s.shared_ffn > 0) g.set_u32(p + "expert_shared_feed_forward_length", s.shared_ffn);
   }
   for (const auto& [name, v] : w) g.add_tensor_data(name, DType::kF32, dims.at(name), v.data());
+  if (extra) extra(g);
   return g.write(path).ok();
 }
 

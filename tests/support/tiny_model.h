@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "format/gguf.h"
 
 namespace hz::test {
 
@@ -39,8 +42,8 @@ struct TinyModel {
   std::map<std::string, std::vector<uint64_t>> dims;
 
   static TinyModel random(const TinyModelSpec& spec);
-  // Writes the GGUF; returns false on failure.
-  bool write(const std::string& path) const;
+  // Writes the GGUF (after `extra` adds or changes metadata and tensors); returns false on failure.
+  bool write(const std::string& path, const std::function<void(GgufWriter&)>& extra = nullptr) const;
 
   struct Trace {
     // [layer][token] expert ids chosen by the reference router (MoE only), rank order.
