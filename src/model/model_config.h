@@ -2,6 +2,8 @@
 // (`<arch>.*` keys) with SPEC M1's defaults for absent optional keys, and checked for consistency.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <string>
 
@@ -54,6 +56,10 @@ struct ModelConfig {
 
   // Reads and validates the hyper-parameters; errors name the file and key.
   static Result<ModelConfig> from_gguf(const GgufFile& f);
+  // From a Hugging Face config.json (llama, mistral, qwen2, qwen3), in model/hf_config.cc. HF
+  // checkpoints keep Q/K rows in rotate-half order, so RoPE runs in the NeoX layout; `source`
+  // names the file in errors.
+  static Result<ModelConfig> from_hf_config(const nlohmann::json& config, const std::string& source = "config.json");
 };
 
 }  // namespace hz
