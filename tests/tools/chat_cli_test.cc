@@ -17,7 +17,8 @@ std::string model() { return test::model_path("stories260K.gguf"); }
 int chat(const std::string& input, const std::string& flags, std::string* out, std::string* err) {
   std::string dir = test::make_temp_dir("chatin");
   { std::ofstream(dir + "/in") << input; }
-  int rc = test::run_command("cat " + dir + "/in | " + bin() + " chat -m " + model() + " --temp 0 -n 12 " + flags, out, err);
+  // In a subshell: run_command points the outer stdin at /dev/null.
+  int rc = test::run_command("(cat " + dir + "/in | " + bin() + " chat -m " + model() + " --temp 0 -n 12 " + flags + ")", out, err);
   std::system(("rm -rf " + dir).c_str());
   return rc;
 }
@@ -63,8 +64,10 @@ TEST(ChatCliTest, SystemMessageAndBadFlags) {
   ASSERT_EQ(without.size(), 1u);
   EXPECT_GT(with_system[0], without[0]);
 
-  EXPECT_EQ(chat("Hi\n", "-n 0", &out, &err), 1);
-  EXPECT_NE(err.find("-n"), std::string::npos) << err;
+  EXPECT_EQ(chat("Hi\n", "--top-p 2", &out, &err), 1);
+  EXPECT_NE(err.find("error: --top-p"), std::string::npos) << err;
+  EXPECT_EQ(test::run_command(bin() + " chat -m " + model() + " -n 0", &out, &err), 1);
+  EXPECT_NE(err.find("error: -n"), std::string::npos) << err;
   int rc = test::run_command(bin() + " chat -m /nonexistent.gguf", &out, &err);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(err.find("error:"), std::string::npos) << err;

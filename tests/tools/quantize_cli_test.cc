@@ -107,7 +107,10 @@ TEST(QuantizeCliTest, KQuantOutputRunsWithinGoldenTolerance) {
       for (size_t i = 0; i < logits.size(); ++i) max_diff = std::max(max_diff, std::fabs(logits[i] - c.prompt_last_logits[i]));
     }
     RecordProperty(std::string("max_abs_diff_") + type, std::to_string(max_diff));
-    EXPECT_LE(max_diff, std::string(type) == "q6_k" ? 0.25f : 0.6f);
+    // Q6_K: the golden test's own tolerance. Q4_K (every matrix 4-bit): llama.cpp's Q4_K_M of the
+    // same weights is 1.46 away from these logits, so 2.5 bounds "4-bit noise", not a broken layout
+    // (a wrong bit layout gives logits of unrelated magnitude).
+    EXPECT_LE(max_diff, std::string(type) == "q6_k" ? 0.25f : 2.5f);
   }
   std::filesystem::remove_all(dir);
 }
