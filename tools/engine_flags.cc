@@ -10,7 +10,7 @@
 namespace hz::cli {
 
 void EngineFlags::add_to(CLI::App& app, bool server) {
-  app.add_option("-m,--model", opts.model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", opts.model_path, "GGUF model file or Hugging Face folder")->required();
   app.add_option("-t,--threads", opts.threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--max-model-len,--ctx", opts.max_model_len, "Tokens per sequence, prompt + output (0 = the model's)");
   app.add_option("--kv-cache-dtype", kv_dtype,

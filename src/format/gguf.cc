@@ -279,21 +279,6 @@ std::string GgufValue::to_display_string(size_t max_items) const {
   return out;
 }
 
-uint64_t GgufTensorInfo::num_elements() const {
-  uint64_t n = 1;
-  for (uint64_t d : dims) n *= d;
-  return n;
-}
-
-std::string GgufTensorInfo::shape_string() const {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
-
 Result<GgufFile> GgufFile::open(const std::string& path) {
   auto map = MappedFile::open(path);
   if (!map.ok()) return map.status();
@@ -542,10 +527,11 @@ const GgufTensorInfo* GgufFile::get_tensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
-Result<const GgufTensorInfo*> GgufFile::require_tensor(std::string_view name) const {
-  const GgufTensorInfo* t = get_tensor(name);
-  if (t == nullptr) return not_found("{}: required tensor '{}' is missing", path_, name);
-  return t;
+std::vector<const TensorInfo*> GgufFile::tensor_list() const {
+  std::vector<const TensorInfo*> out;
+  out.reserve(tensors_.size());
+  for (const auto& t : tensors_) out.push_back(&t);
+  return out;
 }
 
 // ---------------------------------------------------------------- writer

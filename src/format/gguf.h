@@ -13,6 +13,7 @@
 
 #include "base/mapped_file.h"
 #include "base/status.h"
+#include "format/tensor_source.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -59,19 +60,10 @@ struct GgufValue {
   std::string to_display_string(size_t max_items = 8) const;
 };
 
-struct GgufTensorInfo {
-  std::string name;
-  DType dtype = DType::kF32;
-  std::vector<uint64_t> dims;  // GGUF order: dims[0] is the contiguous (row) dimension
-  uint64_t offset = 0;          // from the start of the data section
-  uint64_t num_bytes = 0;
-  const uint8_t* data = nullptr;  // into the mapping
+// The GGUF tensor directory entry is the generic one (offset: from the start of the data section).
+using GgufTensorInfo = TensorInfo;
 
-  uint64_t num_elements() const;
-  std::string shape_string() const;
-};
-
-class GgufFile {
+class GgufFile : public TensorSource {
  public:
   // Maps and validates a GGUF file; every error names the file and the field.
   static Result<GgufFile> open(const std::string& path);
@@ -84,7 +76,7 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const override { return path_; }
   size_t file_size() const { return size_; }
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
@@ -107,8 +99,8 @@ class GgufFile {
   Result<std::vector<int64_t>> get_int_array(std::string_view key) const;
 
   // Tensor lookups: get_ may return null; require_ errors naming the tensor.
-  const GgufTensorInfo* get_tensor(std::string_view name) const;
-  Result<const GgufTensorInfo*> require_tensor(std::string_view name) const;
+  const GgufTensorInfo* get_tensor(std::string_view name) const override;
+  std::vector<const TensorInfo*> tensor_list() const override;
 
  private:
   GgufFile() = default;

@@ -6,10 +6,17 @@
 
 #include "kernels/kernels.h"
 #include "model/attention.h"
+#include "model/hf_folder.h"
 
 namespace hz {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOverrides& overrides) {
+  if (is_hf_folder(path)) {
+    // TODO(#9): RoPE overrides for Hugging Face folders (config.json's rope_scaling is read).
+    HZ_ASSIGN_OR_RETURN(HfFolder hf, HfFolder::open(path));
+    HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*hf.tensors, hf.config));
+    return std::unique_ptr<Model>(new Model(std::move(hf.metadata), std::move(hf.config), std::move(w), std::move(hf.tensors)));
+  }
   HZ_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
   HZ_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_gguf(f, overrides.rope));
   if (cfg.name.empty()) cfg.name = path.substr(path.find_last_of('/') + 1);
@@ -17,8 +24,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(cfg), std::move(w)));
 }
 
-Model::Model(GgufFile file, ModelConfig cfg, ModelWeights w)
-    : file_(std::move(file)), cfg_(std::move(cfg)), w_(std::move(w)), rope_(cfg_.rope, cfg_.head_dim) {}
+Model::Model(GgufFile file, ModelConfig cfg, ModelWeights w, std::unique_ptr<TensorSource> tensors)
+    : file_(std::move(file)), tensors_(std::move(tensors)), cfg_(std::move(cfg)), w_(std::move(w)), rope_(cfg_.rope, cfg_.head_dim) {}
 
 uint64_t Model::streamed_weight_bytes() const {
   uint64_t total = 0;

@@ -41,12 +41,14 @@ struct SeqSlice {
 
 class Model {
  public:
+  // A GGUF file, or a Hugging Face folder (config.json + safetensors, see model/hf_folder.h).
   // `overrides` replace the file's metadata where set (RoPE scaling flags).
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOverrides& overrides = {});
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
+  // The GGUF file; for a Hugging Face folder a metadata-only image of the same keys.
   const GgufFile& file() const { return file_; }
   const ModelWeights& weights() const { return w_; }
   // Bytes of weight data the forward pass streams per decoded token (all matrices but the embedding).
@@ -57,12 +59,13 @@ class Model {
   void forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits);
 
  private:
-  Model(GgufFile file, ModelConfig cfg, ModelWeights w);
+  Model(GgufFile file, ModelConfig cfg, ModelWeights w, std::unique_ptr<TensorSource> tensors = nullptr);
   void matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
   void attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int32_t layer, ThreadPool& pool);
   void ffn_layer(const LayerWeights& L, int64_t num_tokens, ThreadPool& pool);
 
   GgufFile file_;
+  std::unique_ptr<TensorSource> tensors_;  // Hugging Face folders: the mappings the weights point into
   ModelConfig cfg_;
   ModelWeights w_;
   Rope rope_;

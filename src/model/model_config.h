@@ -2,6 +2,8 @@
 // (`<arch>.*` keys) with SPEC M1's defaults for absent optional keys, and checked for consistency.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,6 +73,10 @@ struct ModelConfig {
   // file's; errors name the file and key (or the flag).
   static Result<ModelConfig> from_gguf(const GgufFile& f);
   static Result<ModelConfig> from_gguf(const GgufFile& f, const RopeOverrides& rope_overrides);
+  // From a Hugging Face config.json (llama, mistral, qwen2, qwen3), in model/hf_config.cc. HF
+  // checkpoints keep Q/K rows in rotate-half order, so RoPE runs in the NeoX layout; `source`
+  // names the file in errors.
+  static Result<ModelConfig> from_hf_config(const nlohmann::json& config, const std::string& source = "config.json");
 };
 
 }  // namespace hz

@@ -1,10 +1,13 @@
 #include "model/quantizer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "format/gguf.h"
 #include "kernels/kernels.h"
+#include "kernels/quantize_kquants.h"
+#include "model/hf_folder.h"
 
 namespace hz {
 namespace {
@@ -16,13 +19,16 @@ uint32_t file_type_id(DType t) {
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
     case DType::kQ8_0: return 7;
+    case DType::kQ4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S
+    case DType::kQ6_K: return 18;
     case DType::kBF16: return 32;
     default: return 0;
   }
 }
 
 bool can_write(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 || t == DType::kQ4_0;
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 || t == DType::kQ4_0 ||
+         t == DType::kQ4_K || t == DType::kQ6_K;
 }
 
 void encode_row(DType t, const float* x, uint8_t* dst, int64_t n) {
@@ -32,8 +38,26 @@ void encode_row(DType t, const float* x, uint8_t* dst, int64_t n) {
     case DType::kBF16: kernels::f32_to_bf16_row(x, reinterpret_cast<uint16_t*>(dst), n); break;
     case DType::kQ8_0: kernels::quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n); break;
     case DType::kQ4_0: kernels::quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(dst), n); break;
+    case DType::kQ4_K: kernels::quantize_row_q4_k(x, reinterpret_cast<BlockQ4_K*>(dst), n); break;
+    case DType::kQ6_K: kernels::quantize_row_q6_k(x, reinterpret_cast<BlockQ6_K*>(dst), n); break;
     default: break;
   }
+}
+
+// Source row of GGUF row `r` of a Q/K matrix read from an HF folder (llama): HF keeps each head's
+// rows in rotate-half order (i * hd/2 + j), GGUF in adjacent-pair order (2j + i), as llama.cpp's
+// converter permutes them.
+int64_t hf_source_row(int64_t r, int64_t head_dim) {
+  const int64_t h = r / head_dim, k = r % head_dim;
+  const int64_t j = k / 2, i = k % 2;
+  return h * head_dim + i * (head_dim / 2) + j;
+}
+
+// Tensor order of the output: embedding, layers in numeric order, output norm and head.
+std::pair<int64_t, std::string> order_key(const std::string& name) {
+  if (name == "token_embd.weight") return {-1, name};
+  if (name.rfind("blk.", 0) == 0) return {std::atoll(name.c_str() + 4), name};
+  return {INT64_MAX, name};
 }
 
 }  // namespace
@@ -41,16 +65,37 @@ void encode_row(DType t, const float* x, uint8_t* dst, int64_t n) {
 Status quantize_model(const std::string& in_path, const std::string& out_path, const QuantizeOptions& opts,
                       const std::function<void(size_t, size_t)>& progress) {
   for (DType t : {opts.type, opts.embeddings_type.value_or(opts.type), opts.output_type.value_or(opts.type), opts.fallback_type}) {
-    if (!can_write(t)) return unimplemented("quantize: output type {} is not supported (use q8_0, q4_0, f16, bf16, f32)", dtype_name(t));
+    if (!can_write(t)) return unimplemented("quantize: output type {} is not supported (use q8_0, q4_0, q4_k, q6_k, f16, bf16, f32)", dtype_name(t));
   }
-  HZ_ASSIGN_OR_RETURN(GgufFile in, GgufFile::open(in_path));
-  GgufWriter w(in.alignment());
-  for (const auto& [key, value] : in.metadata()) {
+  // The input: a GGUF, or an HF folder (its metadata image and safetensors tensors).
+  std::optional<GgufFile> gguf;
+  std::optional<HfFolder> hf;
+  const GgufFile* meta;
+  std::vector<const TensorInfo*> tensors;
+  bool permute_qk = false;
+  int32_t head_dim = 0;
+  if (is_hf_folder(in_path)) {
+    HZ_ASSIGN_OR_RETURN(HfFolder folder, HfFolder::open(in_path));
+    hf.emplace(std::move(folder));
+    meta = &hf->metadata;
+    tensors = hf->tensors->tensor_list();
+    std::sort(tensors.begin(), tensors.end(), [](const TensorInfo* a, const TensorInfo* b) { return order_key(a->name) < order_key(b->name); });
+    permute_qk = hf->config.arch == "llama";  // qwen2/qwen3 GGUFs keep the HF (NeoX) row order
+    head_dim = hf->config.head_dim;
+  } else {
+    HZ_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(in_path));
+    gguf.emplace(std::move(f));
+    meta = &*gguf;
+    tensors = gguf->tensor_list();
+  }
+  GgufWriter w(meta->alignment());
+  for (const auto& [key, value] : meta->metadata()) {
     if (key != "general.alignment") w.set(key, value);
   }
   w.set_u32("general.file_type", file_type_id(opts.type));
   w.set_u32("general.quantization_version", 2);
-  for (const GgufTensorInfo& t : in.tensors()) {
+  for (const TensorInfo* tp : tensors) {
+    const TensorInfo& t = *tp;
     if (!traits(t.dtype).supported) return unimplemented("{}: tensor '{}' has type {}, which cannot be read", in_path, t.name, dtype_name(t.dtype));
     DType target = t.dtype;
     const bool matrix = t.dims.size() >= 2 && t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0 &&
@@ -59,20 +104,29 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, c
       target = t.name == "token_embd.weight" ? opts.embeddings_type.value_or(opts.type)
                : t.name == "output.weight"   ? opts.output_type.value_or(opts.type)
                                              : opts.type;
-      if (t.dims[0] % traits(target).block_elems != 0) target = opts.fallback_type;
+      if (t.dims[0] % traits(target).block_elems != 0) {
+        const bool kquant = target == DType::kQ4_K || target == DType::kQ6_K;
+        target = kquant && t.dims[0] % kQK8_0 == 0 ? DType::kQ8_0 : opts.fallback_type;
+      }
     }
-    if (target == t.dtype) {
+    const bool permute = permute_qk && t.dims.size() == 2 &&
+                         (t.name.find(".attn_q.weight") != std::string::npos || t.name.find(".attn_k.weight") != std::string::npos);
+    if (permute && t.dims[1] % head_dim != 0)
+      return data_loss("{}: tensor '{}' has {} rows, not a multiple of head_dim {}", in_path, t.name, t.dims[1], head_dim);
+    if (target == t.dtype && !permute) {
       w.add_tensor_data(t.name, t.dtype, t.dims, t.data);
       continue;
     }
-    const GgufTensorInfo* src = &t;
-    w.add_tensor(t.name, target, t.dims, [src, target](uint8_t* dst, uint64_t) {
+    const TensorInfo* src = &t;
+    const int64_t hd = permute ? head_dim : 0;
+    w.add_tensor(t.name, target, t.dims, [src, target, hd](uint8_t* dst, uint64_t) {
       const int64_t n = static_cast<int64_t>(src->dims[0]);
       const int64_t rows = static_cast<int64_t>(src->num_elements() / src->dims[0]);
       const uint64_t in_rb = row_bytes(src->dtype, n), out_rb = row_bytes(target, n);
       std::vector<float> row(n);
       for (int64_t r = 0; r < rows; ++r) {
-        kernels::dequantize_row(src->dtype, src->data + r * in_rb, row.data(), n);
+        const int64_t sr = hd > 0 ? hf_source_row(r, hd) : r;
+        kernels::dequantize_row(src->dtype, src->data + sr * in_rb, row.data(), n);
         encode_row(target, row.data(), dst + r * out_rb, n);
       }
     });

@@ -13,14 +13,14 @@ std::string shape_str(const std::vector<uint64_t>& d) {
   return s + "]";
 }
 
-Status check_shape(const GgufFile& f, const GgufTensorInfo& t, const std::vector<uint64_t>& want) {
+Status check_shape(const TensorSource& f, const GgufTensorInfo& t, const std::vector<uint64_t>& want) {
   if (t.dims != want)
     return data_loss("{}: tensor '{}' has shape {}, expected {} from the model's hyper-parameters", f.path(), t.name,
                      t.shape_string(), shape_str(want));
   return Status();
 }
 
-Status check_matmul_type(const GgufFile& f, const GgufTensorInfo& t) {
+Status check_matmul_type(const TensorSource& f, const GgufTensorInfo& t) {
   const DTypeTraits& tr = traits(t.dtype);
   if (!tr.supported)
     return unimplemented("{}: tensor '{}' has type {}, which this build cannot compute with (supported: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K)",
@@ -28,7 +28,7 @@ Status check_matmul_type(const GgufFile& f, const GgufTensorInfo& t) {
   return Status();
 }
 
-Result<Matrix> bind_matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols, bool required) {
+Result<Matrix> bind_matrix(const TensorSource& f, const std::string& name, int64_t rows, int64_t cols, bool required) {
   const GgufTensorInfo* t = f.get_tensor(name);
   if (t == nullptr) {
     if (required) return not_found("{}: required tensor '{}' is missing", f.path(), name);
@@ -46,7 +46,7 @@ Result<Matrix> bind_matrix(const GgufFile& f, const std::string& name, int64_t r
   return m;
 }
 
-Result<ExpertMatrix> bind_experts(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols, int32_t n) {
+Result<ExpertMatrix> bind_experts(const TensorSource& f, const std::string& name, int64_t rows, int64_t cols, int32_t n) {
   HZ_ASSIGN_OR_RETURN(const GgufTensorInfo* t, f.require_tensor(name));
   HZ_RETURN_IF_ERROR(check_shape(f, *t, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), static_cast<uint64_t>(n)}));
   HZ_RETURN_IF_ERROR(check_matmul_type(f, *t));
@@ -63,7 +63,7 @@ Result<ExpertMatrix> bind_experts(const GgufFile& f, const std::string& name, in
 }
 
 // Small vectors (norms, biases) are converted to f32 copies.
-Result<std::vector<float>> bind_vector(const GgufFile& f, const std::string& name, int64_t n, bool required) {
+Result<std::vector<float>> bind_vector(const TensorSource& f, const std::string& name, int64_t n, bool required) {
   const GgufTensorInfo* t = f.get_tensor(name);
   if (t == nullptr) {
     if (required) return not_found("{}: required tensor '{}' is missing", f.path(), name);
@@ -80,7 +80,7 @@ Result<std::vector<float>> bind_vector(const GgufFile& f, const std::string& nam
 
 }  // namespace
 
-Result<ModelWeights> ModelWeights::bind(const GgufFile& f, const ModelConfig& c) {
+Result<ModelWeights> ModelWeights::bind(const TensorSource& f, const ModelConfig& c) {
   ModelWeights w;
   HZ_ASSIGN_OR_RETURN(w.token_embd, bind_matrix(f, "token_embd.weight", c.vocab, c.hidden, true));
   HZ_ASSIGN_OR_RETURN(w.output_norm, bind_vector(f, "output_norm.weight", c.hidden, true));

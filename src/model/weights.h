@@ -1,5 +1,5 @@
-// Model weights bound to a GGUF file's memory mapping (never copied, except small norm vectors
-// and biases, which are converted to f32). Shapes are checked against the ModelConfig.
+// Model weights bound to a tensor source's memory mapping, GGUF or safetensors (never copied, except
+// small norm vectors and biases, which are converted to f32). Shapes are checked against the ModelConfig.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "format/gguf.h"
+#include "format/tensor_source.h"
 #include "model/model_config.h"
 #include "tensor/dtype.h"
 
@@ -61,7 +61,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 
   // Binds every tensor the config needs; errors name the tensor and the shape expected.
-  static Result<ModelWeights> bind(const GgufFile& f, const ModelConfig& cfg);
+  static Result<ModelWeights> bind(const TensorSource& f, const ModelConfig& cfg);
 };
 
 }  // namespace hz

@@ -3,6 +3,8 @@
 // Immutable after from_gguf: every const method is safe to call from several threads at once.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,6 +26,9 @@ class Tokenizer {
  public:
   // Reads tokenizer.ggml.* metadata only (vocabulary-only files work); errors name the key at fault.
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& f);
+  // From Hugging Face tokenizer.json (+ tokenizer_config.json, may be null JSON): converted to the
+  // same GGUF metadata (format/hf_tokenizer_json.h), so both paths share one implementation.
+  static Result<std::unique_ptr<Tokenizer>> from_hf(const nlohmann::json& tokenizer, const nlohmann::json& tokenizer_config);
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;

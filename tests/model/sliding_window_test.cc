@@ -30,14 +30,13 @@ Filled fill(int64_t num_pos, uint32_t seed) {
   f.kv->pool().allocate_n(f.kv->blocks_for(num_pos), &f.table);
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
-  const uint64_t rb = f.kv->row_bytes();
   for (int64_t p = 0; p < num_pos; ++p) {
     std::vector<float> k(kHeadDim), v(kHeadDim);
     for (auto& x : k) x = nd(rng);
     for (auto& x : v) x = nd(rng);
     const int32_t block = f.table[p / 16], slot = static_cast<int32_t>(p % 16);
-    std::memcpy(f.kv->k_data(block, 0) + slot * rb, k.data(), sizeof(float) * kHeadDim);
-    std::memcpy(f.kv->v_data(block, 0) + slot * rb, v.data(), sizeof(float) * kHeadDim);
+    std::memcpy(f.kv->write_row(block, 0, 0, 0, slot), k.data(), sizeof(float) * kHeadDim);
+    std::memcpy(f.kv->write_row(block, 0, 1, 0, slot), v.data(), sizeof(float) * kHeadDim);
     f.k.push_back(k);
     f.v.push_back(v);
   }
@@ -69,19 +68,20 @@ TEST(SlidingWindowTest, AttendsOnlyTheLastWindowKeys) {
   std::mt19937 rng(9);
   std::normal_distribution<float> nd;
   for (auto& x : q) x = nd(rng);
-  std::vector<float> out(kHeadDim), scratch(2 * kHeadDim + kTileTokens);
+  std::vector<float> out(kHeadDim);
+  AttnScratch scratch;
   for (int64_t window : {1, 5, 16, 100, 300, 4096}) {
     for (int64_t pos : {0, 3, 17, 255, 256, 299, 599}) {
-      attend(*f.kv, f.table.data(), 0, 0, q.data(), pos, out.data(), scratch.data(), window);
+      attend(*f.kv, f.table.data(), 0, 0, q.data(), pos, out.data(), &scratch, window);
       const auto want = reference(f, q, std::max<int64_t>(0, pos - window + 1), pos);
       for (int i = 0; i < kHeadDim; ++i) ASSERT_NEAR(out[i], want[i], 1e-5) << "window " << window << " pos " << pos;
     }
   }
   // Window 0 is full causal attention, and the window really excludes keys.
-  attend(*f.kv, f.table.data(), 0, 0, q.data(), 599, out.data(), scratch.data(), 0);
+  attend(*f.kv, f.table.data(), 0, 0, q.data(), 599, out.data(), &scratch, 0);
   const auto full = reference(f, q, 0, 599);
   for (int i = 0; i < kHeadDim; ++i) EXPECT_NEAR(out[i], full[i], 1e-5);
-  attend(*f.kv, f.table.data(), 0, 0, q.data(), 599, out.data(), scratch.data(), 5);
+  attend(*f.kv, f.table.data(), 0, 0, q.data(), 599, out.data(), &scratch, 5);
   double d = 0;
   for (int i = 0; i < kHeadDim; ++i) d += std::fabs(out[i] - full[i]);
   EXPECT_GT(d, 1e-2);

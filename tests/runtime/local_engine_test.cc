@@ -81,7 +81,12 @@ TEST(LocalEngineTest, ConcurrentGreedyRequestsMatchGoldenAndShareSteps) {
     EXPECT_EQ(sinks[i]->final_event.finish_reason, FinishReason::kLength);
     EXPECT_EQ(sinks[i]->final_event.completion_tokens, static_cast<int>(c.output_ids.size()));
   }
+  // Stats are published after the step that delivered the last events: wait for that.
   EngineStats st = e->stats();
+  for (int i = 0; i < 200 && st.kv_blocks_used != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = e->stats();
+  }
   EXPECT_GT(st.max_seqs_in_step, 1);  // the batch really was shared
   EXPECT_EQ(st.kv_blocks_used, 0);
 }
