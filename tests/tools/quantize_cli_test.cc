@@ -45,6 +45,9 @@ TEST(QuantizeCliTest, HfFolderToGgufRoundTripsAndRuns) {
   std::string dir = test::make_temp_dir("qhf");
   ASSERT_TRUE(test::write_hf_folder(test::model_path("stories260K.gguf"), dir + "/hf", {.num_shards = 2}).ok());
   std::string out, err;
+  // The folder itself runs with -m DIR: the README's greedy story.
+  ASSERT_EQ(test::run_command(bin() + " run -m " + dir + "/hf -p 'Once upon a time' -n 16 --temp 0", &out, &err), 0) << err;
+  EXPECT_EQ(out.rfind(", there was a little girl named Lily", 0), 0u) << out;
   ASSERT_EQ(test::run_command(bin() + " quantize " + dir + "/hf " + dir + "/f32.gguf --type f32", &out, &err), 0) << err;
   auto ours = GgufFile::open(dir + "/f32.gguf");
   auto orig = GgufFile::open(test::model_path("stories260K.gguf"));
