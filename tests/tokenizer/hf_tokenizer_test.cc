@@ -12,42 +12,13 @@
 #include "format/hf_tokenizer_json.h"
 #include "support/hf_folder_writer.h"
 #include "support/test_support.h"
+#include "support/vocab_vectors.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hz {
 namespace {
 
 using json = nlohmann::json;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> read_texts(const std::string& path) {
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::string data = slurp(path);
-  std::vector<std::string> texts;
-  size_t pos = 0;
-  for (size_t hit; (hit = data.find(sep, pos)) != std::string::npos; pos = hit + sep.size()) texts.push_back(data.substr(pos, hit - pos));
-  return texts;
-}
-
-std::vector<std::vector<int32_t>> read_ids(const std::string& path) {
-  std::vector<std::vector<int32_t>> all;
-  std::istringstream in(slurp(path));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::vector<int32_t> ids;
-    int32_t id;
-    while (ls >> id) ids.push_back(id);
-    all.push_back(std::move(ids));
-  }
-  return all;
-}
 
 struct Files {
   json tokenizer, config;
@@ -70,8 +41,8 @@ TEST_P(HfVocabVectorsTest, MatchesEveryCaseExactly) {
   Files files = files_for(GetParam());
   auto tok = Tokenizer::from_hf(files.tokenizer, files.config);
   ASSERT_TRUE(tok.ok()) << tok.status().message();
-  std::vector<std::string> texts = read_texts(base + ".inp");
-  std::vector<std::vector<int32_t>> expected = read_ids(base + ".out");
+  std::vector<std::string> texts = test::read_vocab_texts(base + ".inp");
+  std::vector<std::vector<int32_t>> expected = test::read_vocab_ids(base + ".out");
   ASSERT_EQ(expected.size(), texts.size());
   ASSERT_GT(texts.size(), 40u);
   for (size_t i = 0; i < texts.size(); ++i) {
