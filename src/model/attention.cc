@@ -27,6 +27,49 @@ void AttnScratch::prepare(const KvCache& kv, int32_t heads) {
   }
 }
 
+namespace {
+
+// Issues prefetches for the K and V rows of the tile at [t0, t0 + n) when they sit in the arena or
+// an exact plane: consecutive tiles live in different blocks (far apart, in other pages), which
+// the hardware prefetchers do not follow. Tiles read through an on-the-fly encode are skipped.
+void prefetch_tile(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, int64_t query_pos,
+                   int64_t t0, int32_t n) {
+  const KvCacheConfig& c = kv.config();
+  const int64_t bi = t0 / c.block_tokens;
+  const int32_t block = block_table[bi];
+  const int32_t slot = static_cast<int32_t>(t0 % c.block_tokens);
+  const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
+  const uint8_t *k, *v;
+  uint64_t bytes;
+  if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(kv.precision().hot) == kv.exact_codec())) {
+    k = kv.exact_plane(block, layer, 0);
+    v = kv.exact_plane(block, layer, 1);
+    if (k == nullptr) return;
+    const uint64_t off = (static_cast<uint64_t>(kv_head) * c.block_tokens + slot) * kv.exact_row_bytes();
+    k += off;
+    v += off;
+    bytes = static_cast<uint64_t>(n) * kv.exact_row_bytes();
+  } else if (form == KvRead::kCold && kv.arena_valid(block, layer)) {
+    const kernels::KvCodec codec = kv_codec(kv.arena_type());
+    const uint64_t reb = kernels::kv_row_elem_bytes(codec, c.head_dim);
+    const uint64_t off = kv.head_elem_offset(codec, kv_head) + slot * reb;
+    k = kv.plane(block, layer, 0) + off;
+    v = kv.plane(block, layer, 1) + off;
+    bytes = static_cast<uint64_t>(n) * reb;
+    const uint64_t soff = kv.head_scale_offset(codec, kv_head) + slot * kernels::kv_row_scale_bytes(codec, c.head_dim);
+    __builtin_prefetch(kv.plane(block, layer, 0) + soff);
+    __builtin_prefetch(kv.plane(block, layer, 1) + soff);
+  } else {
+    return;
+  }
+  for (uint64_t o = 0; o < bytes; o += 64) {
+    __builtin_prefetch(k + o);
+    __builtin_prefetch(v + o);
+  }
+}
+
+}  // namespace
+
 void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
                   int32_t heads, int64_t query_pos, int64_t key_begin, int64_t key_end, float* part, AttnScratch* sc) {
   HZ_DCHECK(key_begin < key_end);
@@ -52,6 +95,10 @@ void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, 
     const int32_t block = block_table[bi];
     const int32_t slot = static_cast<int32_t>(t0 % bt);
     const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
+    if (t0 + n < key_end) {
+      prefetch_tile(kv, block_table, layer, kv_head, query_pos, t0 + n,
+                    static_cast<int32_t>(std::min<int64_t>(kTileTokens, key_end - t0 - n)));
+    }
     kernels::KvCodec codec;
     const uint8_t *kel, *vel, *ksc = nullptr, *vsc = nullptr;
     if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(pr.hot) == exact)) {
