@@ -59,11 +59,8 @@ struct LoadI4 {
   }
 };
 
-float scale_of(const uint8_t* scales, int64_t idx) {
-  uint16_t h;
-  std::memcpy(&h, scales + 2 * idx, 2);
-  return f16_to_f32(h);
-}
+// F16C inline: an out-of-line call here would spill every accumulator register.
+inline float scale_of(const uint8_t* scales, int64_t idx) { return load_f16_scalar(scales + 2 * idx); }
 
 // Scores of G heads over rows whose group scales are 1 (f32/f16/bf16/fp8): one dot per head,
 // then times `post`.
