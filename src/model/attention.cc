@@ -29,43 +29,73 @@ void AttnScratch::prepare(const KvCache& kv, int32_t heads) {
 
 namespace {
 
-// Issues prefetches for the K and V rows of the tile at [t0, t0 + n) when they sit in the arena or
-// an exact plane: consecutive tiles live in different blocks (far apart, in other pages), which
-// the hardware prefetchers do not follow. Tiles read through an on-the-fly encode are skipped.
-void prefetch_tile(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, int64_t query_pos,
-                   int64_t t0, int32_t n) {
+// Where one tile's K and V rows are read from: the exact plane or the arena directly, or (staged
+// blocks read in a compact form) an on-the-fly encode of `block` in `codec` into the scratch.
+struct TileSrc {
+  kernels::KvCodec codec;
+  const uint8_t* k = nullptr;   // first row's elements (direct reads)
+  const uint8_t* v = nullptr;
+  const uint8_t* ks = nullptr;  // first row's scales (fp8: the head's scale), null for exact rows
+  const uint8_t* vs = nullptr;
+  uint64_t bytes = 0;           // element bytes of the tile's rows
+  bool encode = false;          // read through KvCache::encode_head (k, v unset)
+  int32_t block = 0;
+  int32_t slot = 0;
+};
+
+TileSrc locate(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, int64_t query_pos,
+               int64_t t0, int32_t n) {
   const KvCacheConfig& c = kv.config();
   const int64_t bi = t0 / c.block_tokens;
-  const int32_t block = block_table[bi];
-  const int32_t slot = static_cast<int32_t>(t0 % c.block_tokens);
+  TileSrc t;
+  t.block = block_table[bi];
+  t.slot = static_cast<int32_t>(t0 % c.block_tokens);
   const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
-  const uint8_t *k, *v;
-  uint64_t bytes;
-  if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(kv.precision().hot) == kv.exact_codec())) {
-    k = kv.exact_plane(block, layer, 0);
-    v = kv.exact_plane(block, layer, 1);
-    if (k == nullptr) return;
-    const uint64_t off = (static_cast<uint64_t>(kv_head) * c.block_tokens + slot) * kv.exact_row_bytes();
-    k += off;
-    v += off;
-    bytes = static_cast<uint64_t>(n) * kv.exact_row_bytes();
-  } else if (form == KvRead::kCold && kv.arena_valid(block, layer)) {
-    const kernels::KvCodec codec = kv_codec(kv.arena_type());
-    const uint64_t reb = kernels::kv_row_elem_bytes(codec, c.head_dim);
-    const uint64_t off = kv.head_elem_offset(codec, kv_head) + slot * reb;
-    k = kv.plane(block, layer, 0) + off;
-    v = kv.plane(block, layer, 1) + off;
-    bytes = static_cast<uint64_t>(n) * reb;
-    const uint64_t soff = kv.head_scale_offset(codec, kv_head) + slot * kernels::kv_row_scale_bytes(codec, c.head_dim);
-    __builtin_prefetch(kv.plane(block, layer, 0) + soff);
-    __builtin_prefetch(kv.plane(block, layer, 1) + soff);
-  } else {
-    return;
+  const KvPrecision& pr = kv.precision();
+  if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(pr.hot) == kv.exact_codec())) {
+    t.codec = kv.exact_codec();
+    const uint8_t* kplane = kv.exact_plane(t.block, layer, 0);
+    HZ_DCHECK(kplane != nullptr);
+    const uint64_t off = (static_cast<uint64_t>(kv_head) * c.block_tokens + t.slot) * kv.exact_row_bytes();
+    t.k = kplane + off;
+    t.v = kv.exact_plane(t.block, layer, 1) + off;
+    t.bytes = static_cast<uint64_t>(n) * kv.exact_row_bytes();
+    return t;
   }
-  for (uint64_t o = 0; o < bytes; o += 64) {
-    __builtin_prefetch(k + o);
-    __builtin_prefetch(v + o);
+  t.codec = kv_codec(form == KvRead::kHot ? pr.hot : kv.arena_type());
+  if (form != KvRead::kCold || !kv.arena_valid(t.block, layer)) {
+    t.encode = true;
+    return t;
   }
+  const uint64_t reb = kernels::kv_row_elem_bytes(t.codec, c.head_dim);
+  const uint64_t eoff = kv.head_elem_offset(t.codec, kv_head) + t.slot * reb;
+  const uint64_t soff = kv.head_scale_offset(t.codec, kv_head) + t.slot * kernels::kv_row_scale_bytes(t.codec, c.head_dim);
+  const uint8_t* kplane = kv.plane(t.block, layer, 0);
+  const uint8_t* vplane = kv.plane(t.block, layer, 1);
+  t.k = kplane + eoff;
+  t.v = vplane + eoff;
+  t.ks = kplane + soff;  // fp8: row scale bytes are 0, this is the head's scale
+  t.vs = vplane + soff;
+  t.bytes = static_cast<uint64_t>(n) * reb;
+  return t;
+}
+
+// Consecutive tiles live in different blocks (far apart, in other pages), which the hardware
+// prefetchers do not follow: the next tile's rows are requested while this one is computed.
+void prefetch(const TileSrc& t) {
+  if (t.encode) return;
+  for (uint64_t o = 0; o < t.bytes; o += 64) {
+    __builtin_prefetch(t.k + o);
+    __builtin_prefetch(t.v + o);
+  }
+  if (t.ks != nullptr) {
+    __builtin_prefetch(t.ks);
+    __builtin_prefetch(t.vs);
+  }
+}
+
+int32_t tile_len(int64_t t0, int64_t key_end) {
+  return static_cast<int32_t>(std::min<int64_t>(kTileTokens - t0 % kTileTokens, key_end - t0));
 }
 
 }  // namespace
@@ -74,12 +104,7 @@ void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, 
                   int32_t heads, int64_t query_pos, int64_t key_begin, int64_t key_end, float* part, AttnScratch* sc) {
   HZ_DCHECK(key_begin < key_end);
   HZ_DCHECK(key_begin / kSuperTokens == (key_end - 1) / kSuperTokens);
-  const KvCacheConfig& c = kv.config();
-  const int32_t hd = c.head_dim;
-  const int32_t bt = c.block_tokens;
-  const uint64_t rb = kv.exact_row_bytes();
-  const kernels::KvCodec exact = kv.exact_codec();
-  const KvPrecision& pr = kv.precision();
+  const int32_t hd = kv.config().head_dim;
   float* mx = part;
   float* sum = part + heads;
   float* acc = part + 2 * heads;
@@ -88,56 +113,34 @@ void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, 
   bool first = true;
   // Tiles are aligned to absolute multiples of kTileTokens (a window's first tile may be partial),
   // so a tile never crosses a block boundary and its bounds depend on positions only.
-  int32_t n = 0;
-  for (int64_t t0 = key_begin; t0 < key_end; t0 += n) {
-    n = static_cast<int32_t>(std::min<int64_t>(kTileTokens - t0 % kTileTokens, key_end - t0));
-    const int64_t bi = t0 / bt;
-    const int32_t block = block_table[bi];
-    const int32_t slot = static_cast<int32_t>(t0 % bt);
-    const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
+  int32_t n = tile_len(key_begin, key_end);
+  TileSrc cur = locate(kv, block_table, layer, kv_head, query_pos, key_begin, n);
+  for (int64_t t0 = key_begin; t0 < key_end;) {
+    TileSrc next;
+    int32_t next_n = 0;
     if (t0 + n < key_end) {
-      prefetch_tile(kv, block_table, layer, kv_head, query_pos, t0 + n,
-                    static_cast<int32_t>(std::min<int64_t>(kTileTokens, key_end - t0 - n)));
+      next_n = tile_len(t0 + n, key_end);
+      next = locate(kv, block_table, layer, kv_head, query_pos, t0 + n, next_n);
+      prefetch(next);
     }
-    kernels::KvCodec codec;
-    const uint8_t *kel, *vel, *ksc = nullptr, *vsc = nullptr;
-    if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(pr.hot) == exact)) {
-      codec = exact;
-      const uint8_t* kplane = kv.exact_plane(block, layer, 0);
-      const uint8_t* vplane = kv.exact_plane(block, layer, 1);
-      HZ_DCHECK(kplane != nullptr);
-      const uint64_t off = (static_cast<uint64_t>(kv_head) * bt + slot) * rb;
-      kel = kplane + off;
-      vel = vplane + off;
-    } else {
-      // Encoded form: from the arena when the block is finalized, else encoded on the fly from its
-      // staging copy by the same encoder commit() uses (same bytes either way).
-      codec = kv_codec(form == KvRead::kHot ? pr.hot : kv.arena_type());
-      const uint8_t* kplane;
-      const uint8_t* vplane;
-      if (form == KvRead::kCold && kv.arena_valid(block, layer)) {
-        kplane = kv.plane(block, layer, 0);
-        vplane = kv.plane(block, layer, 1);
-      } else {
-        if (sc->enc_block != block || sc->enc_codec != static_cast<int32_t>(codec)) {
-          kv.encode_head(codec, block, layer, 0, kv_head, sc->src.data(), sc->enc_k.data());
-          kv.encode_head(codec, block, layer, 1, kv_head, sc->src.data(), sc->enc_v.data());
-          sc->enc_block = block;
-          sc->enc_codec = static_cast<int32_t>(codec);
-        }
-        kplane = sc->enc_k.data();
-        vplane = sc->enc_v.data();
+    if (cur.encode) {
+      // A staged block read in a compact form: encoded on the fly from its staging copy by the
+      // same encoder commit() uses (the same bytes the arena will hold).
+      if (sc->enc_block != cur.block || sc->enc_codec != static_cast<int32_t>(cur.codec)) {
+        kv.encode_head(cur.codec, cur.block, layer, 0, kv_head, sc->src.data(), sc->enc_k.data());
+        kv.encode_head(cur.codec, cur.block, layer, 1, kv_head, sc->src.data(), sc->enc_v.data());
+        sc->enc_block = cur.block;
+        sc->enc_codec = static_cast<int32_t>(cur.codec);
       }
-      const uint64_t reb = kernels::kv_row_elem_bytes(codec, hd);
-      const uint64_t rsb = kernels::kv_row_scale_bytes(codec, hd);
-      const uint64_t eoff = kv.head_elem_offset(codec, kv_head) + slot * reb;
-      const uint64_t soff = kv.head_scale_offset(codec, kv_head) + slot * rsb;  // fp8: rsb 0, the head's scale
-      kel = kplane + eoff;
-      vel = vplane + eoff;
-      ksc = kplane + soff;
-      vsc = vplane + soff;
+      const uint64_t reb = kernels::kv_row_elem_bytes(cur.codec, hd);
+      const uint64_t eoff = kv.head_elem_offset(cur.codec, kv_head) + cur.slot * reb;
+      const uint64_t soff = kv.head_scale_offset(cur.codec, kv_head) + cur.slot * kernels::kv_row_scale_bytes(cur.codec, hd);
+      cur.k = sc->enc_k.data() + eoff;
+      cur.v = sc->enc_v.data() + eoff;
+      cur.ks = sc->enc_k.data() + soff;
+      cur.vs = sc->enc_v.data() + soff;
     }
-    kernels::kv_scores(codec, q, heads, kel, ksc, n, hd, scores);
+    kernels::kv_scores(cur.codec, q, heads, cur.k, cur.ks, n, hd, scores);
     for (int32_t h = 0; h < heads; ++h) {
       float* s = scores + h * n;
       float tile_max = s[0];
@@ -156,8 +159,11 @@ void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, 
       }
       sum[h] += kernels::exp_shift_sum(s, n, mx[h]);  // scores become probabilities
     }
-    kernels::kv_accumulate(codec, scores, heads, vel, vsc, n, hd, acc);
+    kernels::kv_accumulate(cur.codec, scores, heads, cur.v, cur.vs, n, hd, acc);
     first = false;
+    t0 += n;
+    n = next_n;
+    cur = next;
   }
 }
 

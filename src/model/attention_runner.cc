@@ -20,14 +20,20 @@ void AttentionRunner::run(const AttnJob& job, ThreadPool& pool) {
   if (scratch_.size() < static_cast<size_t>(pool.num_threads())) scratch_.resize(pool.num_threads());
   for (auto& s : scratch_) s.prepare(*job.kv, group);
   const int64_t units = job.num_tokens * job.num_kv_heads;
-  int64_t supers = 0;
+  int64_t supers = 0, most = 0;
   for (int64_t t = 0; t < job.num_tokens; ++t) {
     const int64_t pos = job.rows[t].pos;
-    supers += (pos / kSuperTokens - attn_first_key(pos, job.window) / kSuperTokens + 1) * job.num_kv_heads;
+    const int64_t n = pos / kSuperTokens - attn_first_key(pos, job.window) / kSuperTokens + 1;
+    supers += n * job.num_kv_heads;
+    most = std::max(most, n);
   }
   const int64_t threads = pool.num_threads();
   bool split = split_ == AttnSplit::kAlways;
-  if (split_ == AttnSplit::kAuto) split = threads > 1 && units < 4 * threads && supers > units;
+  // Split when whole units cannot keep the threads busy: few of them (decode, short prefill), or
+  // one much deeper than the rest (a batch mixing long and short sequences).
+  if (split_ == AttnSplit::kAuto) {
+    split = threads > 1 && supers > units && (units < 4 * threads || most * 2 * threads > supers);
+  }
   last_split_ = split;
   if (!split) return run_unsplit(job, pool);
   // About four tasks per thread; a forced split with one thread still takes the split path.

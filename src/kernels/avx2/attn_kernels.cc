@@ -62,20 +62,56 @@ struct LoadI4 {
 // F16C inline: an out-of-line call here would spill every accumulator register.
 inline float scale_of(const uint8_t* scales, int64_t idx) { return load_f16_scalar(scales + 2 * idx); }
 
+// Eight horizontal sums at once: lane j of the result is the sum of v[j]'s lanes, in the order
+// ((0+1)+(2+3)) + ((4+5)+(6+7)) whatever the other vectors hold.
+inline __m256 hsum8(const __m256* v) {
+  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// Writes scores[h * sstride + r] = hsum(acc[r][h]) * post for rows [0, rows), eight rows per
+// reduction (a row's value does not depend on its neighbours).
+template <int G>
+void store_scores(__m256 (*acc)[G], int64_t rows, float post, float* scores, int64_t sstride) {
+  const __m256 vp = _mm256_set1_ps(post);
+  for (int h = 0; h < G; ++h) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+      __m256 v[8];
+      const int64_t nr = std::min<int64_t>(8, rows - r0);
+      for (int64_t j = 0; j < 8; ++j) v[j] = j < nr ? acc[r0 + j][h] : _mm256_setzero_ps();
+      const __m256 s = _mm256_mul_ps(hsum8(v), vp);
+      if (nr == 8) {
+        _mm256_storeu_ps(scores + h * sstride + r0, s);
+      } else {
+        _mm256_maskstore_ps(scores + h * sstride + r0, tail_mask(nr), s);
+      }
+    }
+  }
+}
+
+constexpr int64_t kRowBlock = 16;
+
 // Scores of G heads over rows whose group scales are 1 (f32/f16/bf16/fp8): one dot per head,
 // then times `post`.
 template <int G, class Load>
 void scores_plain(const float* q, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd, float post,
                   float* scores, int64_t sstride, Load load) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = elems + r * reb;
-    __m256 acc[G];
-    for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < hd; i += 8) {
-      const __m256 v = load(row, i);
-      for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + i), v, acc[h]);
+  __m256 accs[kRowBlock][G];
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const int64_t nr = std::min(kRowBlock, rows - r0);
+    for (int64_t r = 0; r < nr; ++r) {
+      const uint8_t* row = elems + (r0 + r) * reb;
+      __m256 acc[G];
+      for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
+      for (int64_t i = 0; i < hd; i += 8) {
+        const __m256 v = load(row, i);
+        for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + i), v, acc[h]);
+      }
+      for (int h = 0; h < G; ++h) accs[r][h] = acc[h];
     }
-    for (int h = 0; h < G; ++h) scores[h * sstride + r] = hsum(acc[h]) * post;
+    store_scores<G>(accs, nr, post, scores + r0, sstride);
   }
 }
 
@@ -84,27 +120,32 @@ template <int G, class Load>
 void scores_grouped(const float* q, const uint8_t* elems, const uint8_t* scales, int64_t reb, int64_t rows, int64_t hd,
                     float* scores, int64_t sstride, Load load) {
   const int64_t g = kv_group(hd), ng = kv_groups(hd);
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = elems + r * reb;
-    __m256 acc[G], t[G];
-    for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
-    for (int64_t gi = 0; gi < ng; ++gi) {
-      const int64_t b = gi * g, e = std::min(hd, b + g);
-      __m256 v = load(row, b);
-      for (int h = 0; h < G; ++h) t[h] = _mm256_mul_ps(_mm256_loadu_ps(q + h * hd + b), v);
-      for (int64_t i = b + 8; i < e; i += 8) {
-        v = load(row, i);
-        for (int h = 0; h < G; ++h) t[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + i), v, t[h]);
+  __m256 accs[kRowBlock][G];
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const int64_t nr = std::min(kRowBlock, rows - r0);
+    for (int64_t rr = 0; rr < nr; ++rr) {
+      const int64_t r = r0 + rr;
+      const uint8_t* row = elems + r * reb;
+      __m256 acc[G], t[G];
+      for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
+      for (int64_t gi = 0; gi < ng; ++gi) {
+        const int64_t b = gi * g, e = std::min(hd, b + g);
+        __m256 v = load(row, b);
+        for (int h = 0; h < G; ++h) t[h] = _mm256_mul_ps(_mm256_loadu_ps(q + h * hd + b), v);
+        for (int64_t i = b + 8; i < e; i += 8) {
+          v = load(row, i);
+          for (int h = 0; h < G; ++h) t[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + i), v, t[h]);
+        }
+        const __m256 d = _mm256_set1_ps(scale_of(scales, r * ng + gi));
+        for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(d, t[h], acc[h]);
       }
-      const __m256 d = _mm256_set1_ps(scale_of(scales, r * ng + gi));
-      for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(d, t[h], acc[h]);
+      for (int h = 0; h < G; ++h) accs[rr][h] = acc[h];
     }
-    for (int h = 0; h < G; ++h) scores[h * sstride + r] = hsum(acc[h]);
+    store_scores<G>(accs, nr, 1.0f, scores + r0, sstride);
   }
 }
 
 // acc[h][i] += sum_r coef[r][group of i][h] * raw_r[i], rows in order, for rows <= kRowBlock.
-constexpr int64_t kRowBlock = 16;
 constexpr int64_t kMaxGroups = 16;  // head dims up to 512 (larger fall back to the reference)
 template <int G, class Load>
 void accumulate_block(const float* coef, int64_t ng_coef, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd,
