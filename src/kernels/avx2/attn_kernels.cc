@@ -146,21 +146,42 @@ void scores_grouped(const float* q, const uint8_t* elems, const uint8_t* scales,
 }
 
 // acc[h][i] += sum_r coef[r][group of i][h] * raw_r[i], rows in order, for rows <= kRowBlock.
+// C chunks of 8 values go through the row loop together: each (chunk, head) accumulator is a serial
+// chain over the rows, so C * G of them keep the FMA units busy (one chain would wait on latency).
+// Each element's arithmetic is the same for any C.
 constexpr int64_t kMaxGroups = 16;  // head dims up to 512 (larger fall back to the reference)
+template <int G, int C, class Load>
+int64_t accumulate_chunks(const float* coef, int64_t ng_coef, const uint8_t* elems, int64_t reb, int64_t rows,
+                          int64_t hd, int64_t g, float* acc, int64_t i, Load load) {
+  for (; i + 8 * C <= hd; i += 8 * C) {
+    __m256 a[C][G];
+    int64_t gi[C];
+    for (int c = 0; c < C; ++c) {
+      gi[c] = ng_coef == 1 ? 0 : (i + 8 * c) / g;
+      for (int h = 0; h < G; ++h) a[c][h] = _mm256_loadu_ps(acc + h * hd + i + 8 * c);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = elems + r * reb;
+      const float* cr = coef + r * ng_coef * G;
+      for (int c = 0; c < C; ++c) {
+        const __m256 v = load(row, i + 8 * c);
+        const float* cf = cr + gi[c] * G;
+        for (int h = 0; h < G; ++h) a[c][h] = _mm256_fmadd_ps(_mm256_broadcast_ss(cf + h), v, a[c][h]);
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      for (int h = 0; h < G; ++h) _mm256_storeu_ps(acc + h * hd + i + 8 * c, a[c][h]);
+    }
+  }
+  return i;
+}
+
 template <int G, class Load>
 void accumulate_block(const float* coef, int64_t ng_coef, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd,
                       int64_t g, float* acc, Load load) {
-  for (int64_t i = 0; i < hd; i += 8) {
-    const int64_t gi = ng_coef == 1 ? 0 : i / g;
-    __m256 a[G];
-    for (int h = 0; h < G; ++h) a[h] = _mm256_loadu_ps(acc + h * hd + i);
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m256 v = load(elems + r * reb, i);
-      const float* cf = coef + (r * ng_coef + gi) * G;
-      for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(cf + h), v, a[h]);
-    }
-    for (int h = 0; h < G; ++h) _mm256_storeu_ps(acc + h * hd + i, a[h]);
-  }
+  constexpr int C = G >= 8 ? 1 : (G >= 4 ? 2 : 4);
+  const int64_t i = accumulate_chunks<G, C>(coef, ng_coef, elems, reb, rows, hd, g, acc, 0, load);
+  if (C > 1 && i < hd) accumulate_chunks<G, 1>(coef, ng_coef, elems, reb, rows, hd, g, acc, i, load);
 }
 
 template <int G, class Load>
