@@ -1,5 +1,8 @@
 #include "kv/kv_cache.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -57,6 +60,13 @@ KvCache::KvCache(const KvCacheConfig& cfg)
   // committed as blocks are first written, so RSS follows use, not the budget).
   arena_.reset(static_cast<uint8_t*>(std::calloc(total_bytes() > 0 ? total_bytes() : 1, 1)));
   HZ_CHECK_MSG(arena_ != nullptr, "KV cache allocation failed");
+  // Transparent huge pages where the system allows them (madvise mode): attention reads one tile
+  // per block and blocks sit in different 4 KiB pages, so small pages cost a TLB miss per tile.
+  // Advisory only (failure is harmless); pages still commit lazily, 2 MiB at a time.
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(arena_.get()) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(arena_.get()) + total_bytes()) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
   pool_.set_on_unreferenced([this](int32_t b) { release_staging(b); });
 }
 

@@ -3,22 +3,21 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "base/check.h"
+#include "kernels/attn_kernels.h"
 #include "kernels/kernels.h"
 
 namespace hz {
 
-void AttnScratch::prepare(const KvCache& kv) {
+void AttnScratch::prepare(const KvCache& kv, int32_t heads) {
   const KvCacheConfig& c = kv.config();
   const size_t hd = static_cast<size_t>(c.head_dim);
-  if (seg_acc.size() < hd) seg_acc.resize(hd);
-  if (scores.size() < static_cast<size_t>(kTileTokens)) scores.resize(kTileTokens);
-  if (k_tile.size() < kTileTokens * hd) {
-    k_tile.resize(kTileTokens * hd);
-    v_tile.resize(kTileTokens * hd);
-  }
+  const size_t pf = static_cast<size_t>(attn_partial_floats(heads, c.head_dim));
+  if (q.size() < heads * hd) q.resize(heads * hd);
+  if (scores.size() < static_cast<size_t>(heads) * kTileTokens) scores.resize(static_cast<size_t>(heads) * kTileTokens);
+  if (part.size() < pf) part.resize(pf);
+  if (total.size() < pf) total.resize(pf);
   if (kv.staged() && src.size() < c.block_tokens * hd) {
     src.resize(c.block_tokens * hd);
     uint64_t most = 0;
@@ -30,154 +29,189 @@ void AttnScratch::prepare(const KvCache& kv) {
 
 namespace {
 
-// Scores and value accumulation of one tile whose keys/values are given as rows in `codec`-exact
-// form (f16 or f32 rows at stride hd).
-float exact_scores(kernels::KvCodec codec, const float* q, const uint8_t* kp, uint64_t rb, int32_t n, int32_t hd,
-                   float* scores) {
-  float tile_max = -std::numeric_limits<float>::infinity();
-  for (int32_t j = 0; j < n; ++j) {
-    const uint8_t* kr = kp + j * rb;
-    scores[j] = codec == kernels::KvCodec::kF16 ? kernels::dot_f32_f16(q, reinterpret_cast<const uint16_t*>(kr), hd)
-                                                : kernels::dot_f32(q, reinterpret_cast<const float*>(kr), hd);
-    tile_max = std::max(tile_max, scores[j]);
+// Where one tile's K and V rows are read from: the exact plane or the arena directly, or (staged
+// blocks read in a compact form) an on-the-fly encode of `block` in `codec` into the scratch.
+struct TileSrc {
+  kernels::KvCodec codec;
+  const uint8_t* k = nullptr;   // first row's elements (direct reads)
+  const uint8_t* v = nullptr;
+  const uint8_t* ks = nullptr;  // first row's scales (fp8: the head's scale), null for exact rows
+  const uint8_t* vs = nullptr;
+  uint64_t bytes = 0;           // element bytes of the tile's rows
+  bool encode = false;          // read through KvCache::encode_head (k, v unset)
+  int32_t block = 0;
+  int32_t slot = 0;
+};
+
+TileSrc locate(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, int64_t query_pos,
+               int64_t t0, int32_t n) {
+  const KvCacheConfig& c = kv.config();
+  const int64_t bi = t0 / c.block_tokens;
+  TileSrc t;
+  t.block = block_table[bi];
+  t.slot = static_cast<int32_t>(t0 % c.block_tokens);
+  const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
+  const KvPrecision& pr = kv.precision();
+  if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(pr.hot) == kv.exact_codec())) {
+    t.codec = kv.exact_codec();
+    const uint8_t* kplane = kv.exact_plane(t.block, layer, 0);
+    HZ_DCHECK(kplane != nullptr);
+    const uint64_t off = (static_cast<uint64_t>(kv_head) * c.block_tokens + t.slot) * kv.exact_row_bytes();
+    t.k = kplane + off;
+    t.v = kv.exact_plane(t.block, layer, 1) + off;
+    t.bytes = static_cast<uint64_t>(n) * kv.exact_row_bytes();
+    return t;
   }
-  return tile_max;
+  t.codec = kv_codec(form == KvRead::kHot ? pr.hot : kv.arena_type());
+  if (form != KvRead::kCold || !kv.arena_valid(t.block, layer)) {
+    t.encode = true;
+    return t;
+  }
+  const uint64_t reb = kernels::kv_row_elem_bytes(t.codec, c.head_dim);
+  const uint64_t eoff = kv.head_elem_offset(t.codec, kv_head) + t.slot * reb;
+  const uint64_t soff = kv.head_scale_offset(t.codec, kv_head) + t.slot * kernels::kv_row_scale_bytes(t.codec, c.head_dim);
+  const uint8_t* kplane = kv.plane(t.block, layer, 0);
+  const uint8_t* vplane = kv.plane(t.block, layer, 1);
+  t.k = kplane + eoff;
+  t.v = vplane + eoff;
+  t.ks = kplane + soff;  // fp8: row scale bytes are 0, this is the head's scale
+  t.vs = vplane + soff;
+  t.bytes = static_cast<uint64_t>(n) * reb;
+  return t;
 }
 
-void exact_values(kernels::KvCodec codec, const float* scores, float new_max, const uint8_t* vp, uint64_t rb, int32_t n,
-                  int32_t hd, AttnPartial* st) {
-  for (int32_t j = 0; j < n; ++j) {
-    float p = std::exp(scores[j] - new_max);
-    st->sum += p;
-    const uint8_t* vr = vp + j * rb;
-    if (codec == kernels::KvCodec::kF16) {
-      kernels::axpy_f16(st->acc, p, reinterpret_cast<const uint16_t*>(vr), hd);
-    } else {
-      kernels::axpy(st->acc, p, reinterpret_cast<const float*>(vr), hd);
-    }
+// Consecutive tiles live in different blocks (far apart, in other pages), which the hardware
+// prefetchers do not follow: the next tile's rows are requested while this one is computed.
+void prefetch(const TileSrc& t) {
+  if (t.encode) return;
+  for (uint64_t o = 0; o < t.bytes; o += 64) {
+    __builtin_prefetch(t.k + o);
+    __builtin_prefetch(t.v + o);
+  }
+  if (t.ks != nullptr) {
+    __builtin_prefetch(t.ks);
+    __builtin_prefetch(t.vs);
   }
 }
 
-// Rescales the running state for a tile whose max score is `tile_max`; returns the new max.
-float open_tile(AttnPartial* st, float tile_max, int32_t hd) {
-  float new_max = st->empty ? tile_max : std::max(st->max, tile_max);
-  if (!st->empty) {
-    float corr = std::exp(st->max - new_max);
-    st->sum *= corr;
-    kernels::scale(st->acc, corr, hd);
-  } else {
-    std::memset(st->acc, 0, sizeof(float) * hd);
-    st->sum = 0;
-    st->empty = false;
-  }
-  st->max = new_max;
-  return new_max;
+int32_t tile_len(int64_t t0, int64_t key_end) {
+  return static_cast<int32_t>(std::min<int64_t>(kTileTokens - t0 % kTileTokens, key_end - t0));
 }
 
 }  // namespace
 
-void attend_range(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
-                  int64_t query_pos, int64_t key_begin, int64_t key_end, AttnPartial* st, AttnScratch* sc) {
-  const KvCacheConfig& c = kv.config();
-  const int32_t hd = c.head_dim;
-  const int32_t bt = c.block_tokens;
-  const uint64_t rb = kv.exact_row_bytes();
-  const kernels::KvCodec exact = kv.exact_codec();
+void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                  int32_t heads, int64_t query_pos, int64_t key_begin, int64_t key_end, float* part, AttnScratch* sc) {
+  HZ_DCHECK(key_begin < key_end);
+  HZ_DCHECK(key_begin / kSuperTokens == (key_end - 1) / kSuperTokens);
+  const int32_t hd = kv.config().head_dim;
+  float* mx = part;
+  float* sum = part + heads;
+  float* acc = part + 2 * heads;
   float* scores = sc->scores.data();
+  sc->enc_block = -1;
+  bool first = true;
   // Tiles are aligned to absolute multiples of kTileTokens (a window's first tile may be partial),
   // so a tile never crosses a block boundary and its bounds depend on positions only.
-  int32_t n = 0;
-  for (int64_t t0 = key_begin; t0 < key_end; t0 += n) {
-    n = static_cast<int32_t>(std::min<int64_t>(kTileTokens - t0 % kTileTokens, key_end - t0));
-    const int64_t bi = t0 / bt;
-    const int32_t block = block_table[bi];
-    const int32_t slot = static_cast<int32_t>(t0 % bt);
-    const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
-    const KvPrecision& pr = kv.precision();
-    if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(pr.hot) == exact)) {
-      const uint8_t* kplane = kv.exact_plane(block, layer, 0);
-      const uint8_t* vplane = kv.exact_plane(block, layer, 1);
-      HZ_DCHECK(kplane != nullptr);
-      const uint64_t off = (static_cast<uint64_t>(kv_head) * bt + slot) * rb;
-      float new_max = open_tile(st, exact_scores(exact, q, kplane + off, rb, n, hd, scores), hd);
-      exact_values(exact, scores, new_max, vplane + off, rb, n, hd, st);
-      continue;
+  int32_t n = tile_len(key_begin, key_end);
+  TileSrc cur = locate(kv, block_table, layer, kv_head, query_pos, key_begin, n);
+  for (int64_t t0 = key_begin; t0 < key_end;) {
+    TileSrc next;
+    int32_t next_n = 0;
+    if (t0 + n < key_end) {
+      next_n = tile_len(t0 + n, key_end);
+      next = locate(kv, block_table, layer, kv_head, query_pos, t0 + n, next_n);
+      prefetch(next);
     }
-    // Encoded form: from the arena when the block is finalized, else encoded on the fly from its
-    // staging copy by the same encoder commit() uses (same bytes either way).
-    const kernels::KvCodec codec = kv_codec(form == KvRead::kHot ? pr.hot : kv.arena_type());
-    const uint8_t* kplane;
-    const uint8_t* vplane;
-    if (form == KvRead::kCold && kv.arena_valid(block, layer)) {
-      kplane = kv.plane(block, layer, 0);
-      vplane = kv.plane(block, layer, 1);
-    } else {
-      if (sc->enc_block != block || sc->enc_codec != static_cast<int32_t>(codec)) {
-        kv.encode_head(codec, block, layer, 0, kv_head, sc->src.data(), sc->enc_k.data());
-        kv.encode_head(codec, block, layer, 1, kv_head, sc->src.data(), sc->enc_v.data());
-        sc->enc_block = block;
-        sc->enc_codec = static_cast<int32_t>(codec);
+    if (cur.encode) {
+      // A staged block read in a compact form: encoded on the fly from its staging copy by the
+      // same encoder commit() uses (the same bytes the arena will hold).
+      if (sc->enc_block != cur.block || sc->enc_codec != static_cast<int32_t>(cur.codec)) {
+        kv.encode_head(cur.codec, cur.block, layer, 0, kv_head, sc->src.data(), sc->enc_k.data());
+        kv.encode_head(cur.codec, cur.block, layer, 1, kv_head, sc->src.data(), sc->enc_v.data());
+        sc->enc_block = cur.block;
+        sc->enc_codec = static_cast<int32_t>(cur.codec);
       }
-      kplane = sc->enc_k.data();
-      vplane = sc->enc_v.data();
+      const uint64_t reb = kernels::kv_row_elem_bytes(cur.codec, hd);
+      const uint64_t eoff = kv.head_elem_offset(cur.codec, kv_head) + cur.slot * reb;
+      const uint64_t soff = kv.head_scale_offset(cur.codec, kv_head) + cur.slot * kernels::kv_row_scale_bytes(cur.codec, hd);
+      cur.k = sc->enc_k.data() + eoff;
+      cur.v = sc->enc_v.data() + eoff;
+      cur.ks = sc->enc_k.data() + soff;
+      cur.vs = sc->enc_v.data() + soff;
     }
-    const uint64_t reb = kernels::kv_row_elem_bytes(codec, hd);
-    const uint64_t rsb = kernels::kv_row_scale_bytes(codec, hd);
-    const uint64_t eoff = kv.head_elem_offset(codec, kv_head) + slot * reb;
-    const uint64_t soff = kv.head_scale_offset(codec, kv_head) + slot * rsb;  // fp8: rsb 0, the head's scale
-    kernels::decode_kv_rows(codec, kplane + eoff, kplane + soff, n, hd, sc->k_tile.data());
-    kernels::decode_kv_rows(codec, vplane + eoff, vplane + soff, n, hd, sc->v_tile.data());
-    float tile_max = -std::numeric_limits<float>::infinity();
-    for (int32_t j = 0; j < n; ++j) {
-      scores[j] = kernels::dot_f32(q, sc->k_tile.data() + static_cast<size_t>(j) * hd, hd);
-      tile_max = std::max(tile_max, scores[j]);
+    kernels::kv_scores(cur.codec, q, heads, cur.k, cur.ks, n, hd, scores);
+    for (int32_t h = 0; h < heads; ++h) {
+      float* s = scores + h * n;
+      float tile_max = s[0];
+      for (int32_t j = 1; j < n; ++j) tile_max = std::max(tile_max, s[j]);
+      float* ah = acc + static_cast<size_t>(h) * hd;
+      if (first) {
+        mx[h] = tile_max;
+        sum[h] = 0;
+        std::memset(ah, 0, sizeof(float) * hd);
+      } else if (mx[h] < tile_max) {
+        // A new maximum rescales the running state; an unchanged one would scale by exp(0) = 1.
+        const float corr = std::exp(mx[h] - tile_max);
+        sum[h] *= corr;
+        kernels::scale(ah, corr, hd);
+        mx[h] = tile_max;
+      }
+      sum[h] += kernels::exp_shift_sum(s, n, mx[h]);  // scores become probabilities
     }
-    float new_max = open_tile(st, tile_max, hd);
-    for (int32_t j = 0; j < n; ++j) {
-      float p = std::exp(scores[j] - new_max);
-      st->sum += p;
-      kernels::axpy(st->acc, p, sc->v_tile.data() + static_cast<size_t>(j) * hd, hd);
-    }
+    kernels::kv_accumulate(cur.codec, scores, heads, cur.v, cur.vs, n, hd, acc);
+    first = false;
+    t0 += n;
+    n = next_n;
+    cur = next;
   }
 }
 
-void merge_partials(AttnPartial* a, const AttnPartial& b, int32_t head_dim) {
-  if (b.empty) return;
-  if (a->empty) {
-    a->max = b.max;
-    a->sum = b.sum;
-    std::memcpy(a->acc, b.acc, sizeof(float) * head_dim);
-    a->empty = false;
-    return;
+void merge_attn_partial(float* total, const float* part, int32_t heads, int32_t hd) {
+  for (int32_t h = 0; h < heads; ++h) {
+    const float ma = total[h], mb = part[h];
+    const float m = ma < mb ? mb : ma;
+    const float ca = std::exp(ma - m), cb = std::exp(mb - m);
+    total[heads + h] = total[heads + h] * ca + part[heads + h] * cb;
+    float* a = total + 2 * heads + static_cast<size_t>(h) * hd;
+    kernels::scale(a, ca, hd);
+    kernels::axpy(a, cb, part + 2 * heads + static_cast<size_t>(h) * hd, hd);
+    total[h] = m;
   }
-  float m = std::max(a->max, b.max);
-  float ca = std::exp(a->max - m);
-  float cb = std::exp(b.max - m);
-  a->sum = a->sum * ca + b.sum * cb;
-  kernels::scale(a->acc, ca, head_dim);
-  kernels::axpy(a->acc, cb, b.acc, head_dim);
-  a->max = m;
+}
+
+void finish_attn_partial(const float* total, int32_t heads, int32_t hd, float* out) {
+  for (int32_t h = 0; h < heads; ++h) {
+    float* o = out + static_cast<size_t>(h) * hd;
+    std::memcpy(o, total + 2 * heads + static_cast<size_t>(h) * hd, sizeof(float) * hd);
+    kernels::scale(o, 1.0f / total[heads + h], hd);
+  }
+}
+
+void attend_group(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                  int32_t heads, int64_t pos, float* out, AttnScratch* scratch, int64_t window) {
+  const int32_t hd = kv.config().head_dim;
+  scratch->prepare(kv, heads);
+  float* total = scratch->total.data();
+  float* part = scratch->part.data();
+  const int64_t first_key = attn_first_key(pos, window);
+  // Super-segments stay aligned to absolute positions; the first one of a window may be partial.
+  for (int64_t s = first_key / kSuperTokens; s * kSuperTokens <= pos; ++s) {
+    const int64_t k0 = std::max(s * kSuperTokens, first_key);
+    const int64_t k1 = std::min((s + 1) * kSuperTokens, pos + 1);
+    if (k0 == first_key) {
+      attend_super(kv, block_table, layer, kv_head, q, heads, pos, k0, k1, total, scratch);
+    } else {
+      attend_super(kv, block_table, layer, kv_head, q, heads, pos, k0, k1, part, scratch);
+      merge_attn_partial(total, part, heads, hd);
+    }
+  }
+  finish_attn_partial(total, heads, hd, out);
 }
 
 void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q, int64_t pos,
             float* out, AttnScratch* scratch, int64_t window) {
-  const int32_t hd = kv.config().head_dim;
-  scratch->prepare(kv);
-  scratch->enc_block = -1;
-  AttnPartial total;
-  total.acc = out;
-  AttnPartial seg;
-  seg.acc = scratch->seg_acc.data();
-  const int64_t num_keys = pos + 1;
-  // Sliding window: the first key depends on pos alone, segments stay aligned to absolute positions.
-  const int64_t first_key = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-  for (int64_t s0 = first_key / kSegmentTokens * kSegmentTokens; s0 < num_keys; s0 += kSegmentTokens) {
-    seg.empty = true;
-    attend_range(kv, block_table, layer, kv_head, q, pos, std::max(s0, first_key),
-                 std::min<int64_t>(num_keys, s0 + kSegmentTokens), &seg, scratch);
-    merge_partials(&total, seg, hd);
-  }
-  kernels::scale(out, 1.0f / total.sum, hd);
+  attend_group(kv, block_table, layer, kv_head, q, 1, pos, out, scratch, window);
 }
 
 }  // namespace hz

@@ -1,12 +1,13 @@
-// Causal attention of one query head over a sequence's paged KV cache, tiled with an online
-// softmax: the score row is never materialised beyond one tile, and compact KV types are decoded
-// one tile (kTileTokens rows) at a time inside the loop, never into a full f32 copy.
+// Causal attention of the query heads that share one KV head (a GQA group) over a sequence's paged
+// KV cache, tiled with an online softmax; K/V rows of every cache type are read by the fused
+// kernels of kernels/attn_kernels.h (dequantized in registers), once per group.
 //
-// Numerics are defined by positions alone (chunk- and batch-invariance): keys are visited in tiles
-// of kTileTokens aligned to absolute positions, tiles are grouped into segments of kSegmentTokens
-// whose partial softmax states are merged in segment order, and each block is read in the form the
-// KV position rule gives for the query's position (kv/kv_cache.h). Whoever computes a segment (one
-// thread or another, this step or a later one) produces the same bits.
+// Numerics are defined by positions alone (chunk-, batch-, thread- and split-invariance): keys are
+// visited in tiles of kTileTokens aligned to absolute positions; the tiles of one super-segment
+// (kSuperTokens positions, aligned) run one online softmax from an empty state; super-segment
+// partials are merged in position order. That tree is the same whether one task walks all
+// super-segments or several threads compute them (flash-decoding, model/attention_runner.h). Each
+// block is read in the form the KV position rule gives for the query's position (kv/kv_cache.h).
 #pragma once
 
 #include <cstdint>
@@ -17,42 +18,52 @@
 namespace hz {
 
 constexpr int32_t kTileTokens = 16;
-constexpr int32_t kSegmentTokens = 256;
+constexpr int32_t kSuperTokens = 512;
 
-// Online-softmax state of a partial attention: max score, sum of exp, weighted sum of values.
-struct AttnPartial {
-  float max = 0;
-  float sum = 0;
-  float* acc = nullptr;  // [head_dim]
-  bool empty = true;
-};
+// A partial softmax state of `heads` heads, as floats: [heads] max, [heads] sum, [heads][head_dim]
+// weighted sum of values.
+inline int64_t attn_partial_floats(int32_t heads, int32_t head_dim) {
+  return static_cast<int64_t>(heads) * (head_dim + 2);
+}
 
-// Per-thread working memory of attend(): O(block), independent of the depth.
+// Per-thread working memory: O(block), independent of the depth.
 struct AttnScratch {
-  std::vector<float> seg_acc;   // [head_dim]
-  std::vector<float> scores;    // [kTileTokens]
-  std::vector<float> k_tile;    // [kTileTokens][head_dim] decoded keys
-  std::vector<float> v_tile;    // [kTileTokens][head_dim] decoded values
+  std::vector<float> q;         // [heads][head_dim] scaled queries
+  std::vector<float> scores;    // [heads][kTileTokens]
+  std::vector<float> part;      // one partial
+  std::vector<float> total;     // the running merge of partials (unsplit path)
   std::vector<float> src;       // [block_tokens][head_dim] staging rows as f32 (on-the-fly encodes)
   std::vector<uint8_t> enc_k;   // one plane in the codec being read on the fly
   std::vector<uint8_t> enc_v;
-  // Which (block, layer, head, codec) enc_k / enc_v hold; reset by attend().
+  // Which (block, codec) enc_k / enc_v hold for the current (layer, kv head); reset per super-segment.
   int64_t enc_block = -1;
   int32_t enc_codec = -1;
-  void prepare(const KvCache& kv);
+  void prepare(const KvCache& kv, int32_t heads);
 };
 
-// Attends keys [key_begin, key_end) of kv head `kv_head` in `layer` for query `q` at position
-// `query_pos` (q already scaled by 1/sqrt(head_dim)); updates `st` in place.
-void attend_range(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
-                  int64_t query_pos, int64_t key_begin, int64_t key_end, AttnPartial* st, AttnScratch* scratch);
+// Key range of a query at `pos`: [first, pos + 1), first = pos - window + 1 for a sliding window.
+inline int64_t attn_first_key(int64_t pos, int64_t window) {
+  return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
 
-// Merges `b` into `a` (a's state becomes the softmax over both key sets).
-void merge_partials(AttnPartial* a, const AttnPartial& b, int32_t head_dim);
+// The partial over keys [key_begin, key_end) (within one super-segment) of `heads` query heads
+// q[heads][head_dim] (already scaled by 1/sqrt(head_dim)) that read kv head `kv_head`, for queries at
+// position `query_pos`. Writes `part` (attn_partial_floats); the range must not be empty.
+void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                  int32_t heads, int64_t query_pos, int64_t key_begin, int64_t key_end, float* part, AttnScratch* scratch);
 
-// Full causal attention for a query at `pos`: out[head_dim] = softmax(q K^T) V over keys [0, pos],
-// or over the last `window` keys [pos - window + 1, pos] when window > 0 (sliding-window
-// attention, ModelConfig::sliding_window).
+// total = merge(total, part): the softmax state over both key sets.
+void merge_attn_partial(float* total, const float* part, int32_t heads, int32_t head_dim);
+// out[h][head_dim] = the normalised attention output of each head.
+void finish_attn_partial(const float* total, int32_t heads, int32_t head_dim, float* out);
+
+// Full causal attention of `heads` query heads (q[heads][head_dim], scaled) sharing kv head
+// `kv_head`, for queries at `pos`: out[heads][head_dim] over keys [attn_first_key(pos, window), pos].
+// Walks the super-segments in order (the unsplit path).
+void attend_group(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                  int32_t heads, int64_t pos, float* out, AttnScratch* scratch, int64_t window = 0);
+
+// One query head: attend_group with heads = 1.
 void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q, int64_t pos,
             float* out, AttnScratch* scratch, int64_t window = 0);
 

@@ -120,29 +120,24 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   // Blocks these writes completed get their compact form now, once, for later cold reads.
   for (const auto& s : batch) kv.seal_layer(layer, s.block_table, s.start_pos, s.start_pos + s.num_tokens);
 
-  // Attention: one task per (token, query head).
-  struct TokenRef {
-    const SeqSlice* s;
-    int64_t pos;
-  };
-  std::vector<TokenRef> refs;
-  refs.reserve(total);
+  // Attention: one task per (token, KV head) for the whole GQA group, split along the keys when
+  // such tasks are few for the threads (model/attention_runner.h).
+  attn_rows_.clear();
   for (const auto& s : batch) {
-    for (int32_t i = 0; i < s.num_tokens; ++i) refs.push_back({&s, s.start_pos + i});
+    for (int32_t i = 0; i < s.num_tokens; ++i) attn_rows_.push_back({s.block_table, s.start_pos + i});
   }
-  const int32_t group = c.num_heads / c.num_kv_heads;
-  const float qscale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  if (attn_scratch_.size() < static_cast<size_t>(pool.num_threads())) attn_scratch_.resize(pool.num_threads());
-  if (attn_q_.size() < static_cast<size_t>(c.head_dim) * pool.num_threads()) attn_q_.resize(static_cast<size_t>(c.head_dim) * pool.num_threads());
-  pool.parallel_for(total * c.num_heads, [&](int64_t task, int thread_idx) {
-    const int64_t tok = task / c.num_heads;
-    const int32_t h = static_cast<int32_t>(task % c.num_heads);
-    float* qs = &attn_q_[static_cast<size_t>(c.head_dim) * thread_idx];
-    const float* q = &q_[tok * c.q_dim() + h * c.head_dim];
-    for (int32_t d = 0; d < c.head_dim; ++d) qs[d] = q[d] * qscale;
-    attend(kv, refs[tok].s->block_table, layer, h / group, qs, refs[tok].pos, &attn_[tok * c.q_dim() + h * c.head_dim],
-           &attn_scratch_[thread_idx], c.sliding_window);
-  });
+  AttnJob job;
+  job.kv = &kv;
+  job.layer = layer;
+  job.num_heads = c.num_heads;
+  job.num_kv_heads = c.num_kv_heads;
+  job.q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  job.window = c.sliding_window;
+  job.q = q_.data();
+  job.out = attn_.data();
+  job.rows = attn_rows_.data();
+  job.num_tokens = total;
+  attn_runner_.run(job, pool);
 
   matmul(L.wo, attn_.data(), total, xn_.data(), pool);
   for (int64_t i = 0; i < total; ++i) kernels::add(&x_[i * c.hidden], &xn_[i * c.hidden], c.hidden);

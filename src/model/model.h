@@ -19,7 +19,7 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_cache.h"
-#include "model/attention.h"
+#include "model/attention_runner.h"
 #include "model/ffn.h"
 #include "model/model_config.h"
 #include "model/model_overrides.h"
@@ -57,6 +57,8 @@ class Model {
   // Runs one step. `logits` receives, slice by slice, num_tokens rows (all_logits) or one row of
   // vocab floats. Token ids must be in [0, vocab) (checked by the caller).
   void forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits);
+  // Whether attention splits key ranges across threads (default kAuto; tests force either path).
+  void set_attention_split(AttnSplit s) { attn_runner_.set_split(s); }
 
  private:
   Model(GgufFile file, ModelConfig cfg, ModelWeights w, std::unique_ptr<TensorSource> tensors = nullptr);
@@ -76,8 +78,8 @@ class Model {
   FfnScratch ffn_scratch_;
   MoeBlock moe_;
   std::vector<uint8_t> act_;            // activations quantized for the current matmul
-  std::vector<AttnScratch> attn_scratch_;  // per thread
-  std::vector<float> attn_q_;              // per thread: the scaled query
+  AttentionRunner attn_runner_;
+  std::vector<AttnQueryRow> attn_rows_;     // per token of the step
 };
 
 }  // namespace hz
