@@ -183,6 +183,13 @@ void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begi
   }
 }
 
+bool KvCache::reopen_block(int32_t block) {
+  if (!staged_) return true;
+  if (staging_of_[block] < 0) return false;
+  sealed_upto_[block] = 0;
+  return true;
+}
+
 void KvCache::copy_block(int32_t src, int32_t dst) {
   std::memcpy(plane_mut(dst, 0, 0), plane(src, 0, 0), block_bytes());
   release_staging(dst);

@@ -106,6 +106,10 @@ class KvCache {
   // After a forward step: frees the staging copies of the sequence's newly finalized blocks
   // (encoding any layer not sealed yet). `block_table` covers at least finalized_blocks(num_positions) blocks.
   void commit(const int32_t* block_table, int64_t num_positions);
+  // A block about to be rewritten from some slot on (a truncated sequence): its layers count as
+  // unsealed again so the next completion re-encodes them. False when a staged cache no longer
+  // holds the block's exact copy (it was finalized), which makes the rewrite impossible.
+  bool reopen_block(int32_t block);
   // Copy-on-write helper: copies block `src`'s arena and staging contents into `dst`.
   void copy_block(int32_t src, int32_t dst);
 

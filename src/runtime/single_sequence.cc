@@ -29,14 +29,24 @@ void SingleSequence::reset() {
   num_tokens_ = 0;
 }
 
-void SingleSequence::truncate(int64_t n) {
+Status SingleSequence::truncate(int64_t n) {
   HZ_CHECK(n >= 0 && n <= num_tokens_);
   const int32_t keep = kv_->blocks_for(n);
+  if (kv_->staged() && n < num_tokens_) {
+    for (int32_t bi = 0; bi < keep; ++bi) {
+      if (kv_->read_form(n, bi) != KvRead::kCold && !kv_->has_staging(block_table_[bi])) {
+        return make_error(StatusCode::kUnimplemented, "cannot truncate to {} positions: block {} was already finalized", n, bi);
+      }
+    }
+    // The partly kept block is written again from slot n % block_tokens on.
+    if (n % kv_->config().block_tokens != 0) HZ_CHECK(kv_->reopen_block(block_table_[keep - 1]));
+  }
   while (static_cast<int32_t>(block_table_.size()) > keep) {
     kv_->pool().unref(block_table_.back());
     block_table_.pop_back();
   }
   num_tokens_ = n;
+  return Status::ok_status();
 }
 
 Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {

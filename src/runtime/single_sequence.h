@@ -35,8 +35,10 @@ class SingleSequence {
   int64_t num_tokens() const { return num_tokens_; }
   void reset();
   // Drops positions from `n` on (n <= num_tokens()); their blocks go back to the pool. Lets a
-  // benchmark decode from the same depth again without refilling.
-  void truncate(int64_t n);
+  // benchmark decode from the same depth again without refilling. Fails, changing nothing, when a
+  // compact or mixed-precision cache already finalized a kept block that positions from `n` on
+  // read exactly or in the hot type (its exact copy is gone): refill instead.
+  Status truncate(int64_t n);
   // Appends `n` positions of deterministic pseudo-random K/V entries (values in [-1, 1], from
   // `seed`) without running the model: reaches a deep context in seconds for decode benchmarks.
   // Logits are not updated. Fails on a KV element type it cannot write.

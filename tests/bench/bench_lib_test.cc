@@ -104,15 +104,56 @@ TEST(SyntheticFillTest, FillsDeterministicallyThenDecodes) {
   const auto& logits = a.append({1});
   EXPECT_EQ(a.num_tokens(), 101);
   for (float l : logits) ASSERT_TRUE(std::isfinite(l));
-  a.truncate(100);
+  ASSERT_TRUE(a.truncate(100).ok());
   EXPECT_EQ(a.num_tokens(), 100);
-  a.truncate(10);
+  ASSERT_TRUE(a.truncate(10).ok());
   EXPECT_EQ(a.num_tokens(), 10);
   // Beyond the capacity: an error naming the sizes, not a crash.
   auto s = a.fill_synthetic(1000);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("capacity"), std::string::npos);
   EXPECT_EQ(a.num_tokens(), 10);
+}
+
+// Truncation on compact and mixed-precision caches: back to a depth whose blocks still have their
+// exact copies, decoding on gives bit-identical logits to a run that never went further (a block
+// completed, sealed and then truncated into is re-encoded when it completes again); once the cache
+// finalized a block the next query reads exactly or hot, truncation refuses and changes nothing.
+TEST(SyntheticFillTest, TruncateOnCompactCachesIsExactOrRefused) {
+  auto model = Model::load(test::model_path("stories260K.gguf"));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ThreadPool pool(1);
+  auto tokens = [](int32_t n, int32_t salt) {
+    std::vector<int32_t> t;
+    for (int32_t i = 0; i < n; ++i) t.push_back(1 + (i * 37 + salt * 101) % 500);
+    return t;
+  };
+  // int8: the junk stays inside block 2 (32..47), still staged. Hot window 48 + int4: the junk
+  // completes block 2 (sealed into the arena), which stays hot and staged; the continuation
+  // re-completes it and goes on until block 2 is read cold, from the arena.
+  struct Case {
+    KvPrecision p;
+    int32_t junk;
+  };
+  for (Case k : {Case{KvPrecision{KvType::kInt8, 0, KvType::kInt8}, 2}, Case{KvPrecision{KvType::kF16, 48, KvType::kInt4}, 6}}) {
+    SCOPED_TRACE(kv_precision_name(k.p));
+    SingleSequenceOptions so;
+    so.max_tokens = 128;
+    so.kv_precision = k.p;
+    SingleSequence ref(**model, pool, so), a(**model, pool, so);
+    ref.append(tokens(45, 1));
+    const std::vector<float> want = ref.append(tokens(60, 2));
+    a.append(tokens(45, 1));
+    a.append(tokens(k.junk, 3));
+    ASSERT_TRUE(a.truncate(45).ok());
+    EXPECT_EQ(a.append(tokens(60, 2)), want);
+    // Far past block 2 and the window: truncating back into it is refused.
+    const int64_t before = a.num_tokens();
+    Status s = a.truncate(45);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("finalized"), std::string::npos) << s.message();
+    EXPECT_EQ(a.num_tokens(), before);
+  }
 }
 
 }  // namespace
