@@ -81,6 +81,10 @@ class KvCache {
   const uint8_t* plane(int32_t block, int32_t layer, int32_t stream) const {
     return arena_.get() + static_cast<uint64_t>(block) * block_bytes() + (2 * static_cast<uint64_t>(layer) + stream) * plane_bytes_;
   }
+  // All of `block`'s arena bytes (block_bytes(): every layer's K and V planes), contiguous: what the
+  // disk tier stores and restores. Valid for finalized blocks (no staging copy left).
+  const uint8_t* block_data(int32_t block) const { return plane(block, 0, 0); }
+  uint8_t* block_data_mut(int32_t block) { return plane_mut(block, 0, 0); }
   // Offsets of head `head`'s first row elements and scales inside a plane of type `c`.
   uint64_t head_elem_offset(kernels::KvCodec c, int32_t head) const;
   uint64_t head_scale_offset(kernels::KvCodec c, int32_t head) const;  // from the plane start

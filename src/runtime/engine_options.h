@@ -24,6 +24,12 @@ struct EngineOptions {
   KvType kv_cold_dtype = KvType::kInt8;  // blocks older than the hot window
   bool enable_prefix_caching = false;
   uint64_t kv_budget_bytes = 0;    // 0: room for max_num_seqs full-length sequences, capped at 25% of RAM
+  // Disk tier (kv/disk_tier.h): on when kv_disk_dir is set; implies prefix caching.
+  std::string kv_disk_dir;
+  uint64_t kv_disk_budget_bytes = uint64_t{64} << 30;
+  std::string kv_disk_codec = "zstd";  // zstd, lz4, none
+  int32_t kv_disk_level = 1;           // zstd level / lz4 acceleration
+  std::string kv_disk_policy = "lru";  // lru, lfu-decay
   // Scheduler.
   int32_t max_num_seqs = 8;
   int32_t max_num_batched_tokens = 512;
