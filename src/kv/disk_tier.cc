@@ -1,5 +1,7 @@
 #include "kv/disk_tier.h"
 
+#include <algorithm>
+#include <unordered_map>
 #include <vector>
 
 #include "base/check.h"
@@ -57,10 +59,40 @@ int32_t DiskTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
 
 void DiskTier::persist_all() {
   uint64_t before = store_.stats().writes;
-  cache_.for_each([this](int32_t b, uint64_t h, uint64_t parent, const int32_t* t) {
-    if (kv_.has_staging(b) || store_.contains(h) || store_.degraded()) return;
-    (void)store_.put(h, parent, static_cast<uint8_t>(kv_.arena_type()), t, kv_.block_data(b));
+  struct Item {
+    int32_t block;
+    uint64_t hash, parent;
+    const int32_t* tokens;
+    int32_t depth;
+  };
+  std::vector<Item> items;
+  std::unordered_map<uint64_t, size_t> pos;
+  cache_.for_each([&](int32_t b, uint64_t h, uint64_t parent, const int32_t* t) {
+    if (kv_.has_staging(b) || store_.contains(h)) return;
+    pos[h] = items.size();
+    items.push_back({b, h, parent, t, -1});
   });
+  // Parents before children: if the budget or the disk runs out part way, what is on disk is
+  // still usable prefixes (a chain is only reusable up to its first missing block).
+  std::vector<size_t> path;
+  for (size_t i = 0; i < items.size(); ++i) {
+    // Walk up to an item of known depth or a chain start, then number the path downwards.
+    path.clear();
+    size_t k = i;
+    while (items[k].depth < 0 && path.size() <= items.size()) {  // the bound guards a hash cycle
+      path.push_back(k);
+      auto it = pos.find(items[k].parent);
+      if (it == pos.end()) break;
+      k = it->second;
+    }
+    int32_t d = items[k].depth >= 0 ? items[k].depth + 1 : 0;
+    for (auto p = path.rbegin(); p != path.rend(); ++p) items[*p].depth = d++;
+  }
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.depth < b.depth; });
+  for (const Item& it : items) {
+    if (store_.degraded()) break;
+    (void)store_.put(it.hash, it.parent, static_cast<uint8_t>(kv_.arena_type()), it.tokens, kv_.block_data(it.block));
+  }
   stats_.persisted += store_.stats().writes - before;
   (void)store_.sync();
 }

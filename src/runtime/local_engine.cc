@@ -162,6 +162,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   e->stats_.kv_blocks_total = kc.num_blocks;
   e->stats_.kv_blocks_free = kc.num_blocks;
   e->stats_.last_progress = std::chrono::steady_clock::now();
+  e->publish_stats();  // the disk tier's figures are visible before the first step
   LocalEngine* raw = e.get();
   e->thread_ = std::thread([raw] { raw->loop(); });
   return e;

@@ -45,6 +45,10 @@ class LocalEngine : public Engine {
   const KvCache& kv() const { return *kv_; }
   // The disk tier's fingerprint (what makes this engine's KV reusable); zero without a disk tier.
   const kvstore::Fingerprint& kv_fingerprint() const { return fingerprint_; }
+  // Tests: injects I/O faults into the disk tier's writes. Call before the first request.
+  void set_kv_disk_io_fault(kvstore::IoFault f) {
+    if (kv_store_) kv_store_->set_io_fault(std::move(f));
+  }
 
  private:
   struct Request;  // per-request runtime state (sampler, detokenizer, sink), engine thread only
