@@ -18,7 +18,11 @@ DiskTier::~DiskTier() { cache_.set_on_demote(nullptr); }
 
 void DiskTier::demote(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens) {
   // Only fully encoded blocks: a block still staged is not what a later reader would compute.
-  if (kv_.has_staging(block) || store_.contains(hash) || store_.degraded()) return;
+  if (store_.contains(hash)) {  // written behind already: leaving RAM costs nothing
+    ++stats_.demotions;
+    return;
+  }
+  if (kv_.has_staging(block) || store_.degraded()) return;
   Status s = store_.put(hash, parent, static_cast<uint8_t>(kv_.arena_type()), tokens, kv_.block_data(block));
   if (s.ok()) ++stats_.demotions;  // errors are counted and warned about by the store
 }

@@ -14,9 +14,9 @@
 namespace hz {
 
 struct DiskTierStats {
-  uint64_t demotions = 0;         // blocks written on eviction from RAM
+  uint64_t demotions = 0;         // blocks evicted from RAM that are on disk (written then, or before)
   uint64_t promotions = 0;        // blocks read back into RAM
-  uint64_t persisted = 0;         // blocks written at shutdown / persist_all()
+  uint64_t persisted = 0;         // blocks written behind (idle) or at shutdown: persist_all()
   uint64_t promote_failures = 0;  // disk records found but unusable (recomputed instead)
 };
 

@@ -73,6 +73,7 @@ void PrefixCache::insert(uint64_t hash, int32_t block, const int32_t* tokens, ui
   key_of_[block] = hash;
   has_key_[block] = 1;
   parent_of_[block] = parent;
+  ++inserts_;
   std::memcpy(&tokens_of_[static_cast<size_t>(block) * block_tokens_], tokens, sizeof(int32_t) * block_tokens_);
   pool_.set_cacheable(block);
 }

@@ -60,6 +60,7 @@ class PrefixCache {
   uint64_t queries() const { return queries_; }  // prompt blocks looked up
   uint64_t hits() const { return hits_; }        // of which attached from the cache
   uint64_t evictions() const { return evictions_; }
+  uint64_t inserts() const { return inserts_; }  // blocks registered so far
 
  private:
   void on_evict(int32_t block);
@@ -74,7 +75,7 @@ class PrefixCache {
   std::vector<int32_t> tokens_of_;   // per block: its token ids, to confirm a hit
   std::vector<uint64_t> parent_of_;  // per block: its predecessor's key
   DemoteFn on_demote_;
-  uint64_t queries_ = 0, hits_ = 0, evictions_ = 0;
+  uint64_t queries_ = 0, hits_ = 0, evictions_ = 0, inserts_ = 0;
 };
 
 }  // namespace hz

@@ -116,8 +116,8 @@ struct EngineStats {
   uint64_t kv_disk_bytes_total = 0;    // budget
   uint64_t kv_disk_hits = 0;           // records read and verified
   uint64_t kv_disk_promotions = 0;     // blocks brought back into RAM
-  uint64_t kv_disk_demotions = 0;      // blocks written on eviction from RAM
-  uint64_t kv_disk_writes = 0;         // records written (demotions + persisted at shutdown)
+  uint64_t kv_disk_demotions = 0;      // blocks evicted from RAM that are kept on disk
+  uint64_t kv_disk_writes = 0;         // records written (on eviction, behind when idle, at shutdown)
   uint64_t kv_disk_evictions = 0;      // records dropped for room
   uint64_t kv_disk_checksum_failures = 0;
   uint64_t kv_disk_io_errors = 0;

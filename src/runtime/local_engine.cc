@@ -471,6 +471,19 @@ void LocalEngine::loop() {
     }
     drain_inbox();
     step();
+    // Write-behind when idle: the prefixes of finished requests go to disk while nothing waits,
+    // so a crash (SIGKILL) loses at most what ran since the engine was last idle.
+    if (disk_tier_ && requests_.empty() && prefix_cache_->inserts() != persisted_inserts_) {
+      bool idle;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        idle = inbox_.empty();
+      }
+      if (idle) {
+        persisted_inserts_ = prefix_cache_->inserts();
+        disk_tier_->persist_all();
+      }
+    }
     publish_stats();
   }
   // Shutdown: every request still open gets its final event.
