@@ -28,6 +28,9 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "(implies --enable-prefix-caching)");
   app.add_option("--kv-disk-budget", kv_disk_budget, "Disk tier size: bytes (64GiB, 512MiB)");
   app.add_option("--kv-disk-codec", opts.kv_disk_codec, "Disk tier compression: zstd, lz4 or none (default zstd)");
+  app.add_option("--kv-disk-dtype", kv_disk_dtype,
+                 "KV element type on disk: same (the cache's: promoted blocks are bit-identical) or a type to re-quantize "
+                 "to (e.g. int8: smaller, lossy)");
   app.add_option("--kv-disk-level", opts.kv_disk_level, "zstd level or lz4 acceleration (default 1)");
   app.add_option("--kv-disk-policy", opts.kv_disk_policy,
                  "Which disk block to evict when the budget is full: lru or lfu-decay (access count with exponential decay)");
@@ -61,6 +64,10 @@ Result<EngineOptions> EngineFlags::resolve() const {
     if (o.kv_disk_budget_bytes == 0) return invalid_argument("--kv-disk-budget must be more than 0 bytes");
     if (o.kv_disk_codec != "zstd" && o.kv_disk_codec != "lz4" && o.kv_disk_codec != "none")
       return invalid_argument("--kv-disk-codec '{}' is not one of zstd, lz4, none", o.kv_disk_codec);
+    if (kv_disk_dtype != "same") {
+      HZ_ASSIGN_OR_RETURN(KvType t, parse_kv_type(kv_disk_dtype, "--kv-disk-dtype"));
+      o.kv_disk_dtype = t;
+    }
     if (o.kv_disk_policy != "lru" && o.kv_disk_policy != "lfu-decay")
       return invalid_argument("--kv-disk-policy '{}' is not one of lru, lfu-decay", o.kv_disk_policy);
   }

@@ -8,8 +8,11 @@
 
 namespace hz {
 
-DiskTier::DiskTier(KvCache& kv, PrefixCache& cache, kvstore::KvStore& store) : kv_(kv), cache_(cache), store_(store) {
-  HZ_CHECK(store.options().block_bytes == kv.block_bytes());
+DiskTier::DiskTier(KvCache& kv, PrefixCache& cache, kvstore::KvStore& store, std::optional<KvType> disk_type)
+    : kv_(kv), cache_(cache), store_(store), disk_type_(disk_type.value_or(kv.arena_type())) {
+  transcode_ = disk_type_ != kv.arena_type();
+  HZ_CHECK(store.options().block_bytes == kv.block_bytes_for(kv_codec(disk_type_)));
+  if (transcode_) scratch_.resize(store.options().block_bytes);
   HZ_CHECK(store.options().block_tokens == static_cast<uint32_t>(kv.config().block_tokens));
   cache_.set_on_demote([this](int32_t b, uint64_t h, uint64_t parent, const int32_t* t) { demote(b, h, parent, t); });
 }
@@ -23,8 +26,16 @@ void DiskTier::demote(int32_t block, uint64_t hash, uint64_t parent, const int32
     return;
   }
   if (kv_.has_staging(block) || store_.degraded()) return;
-  Status s = store_.put(hash, parent, static_cast<uint8_t>(kv_.arena_type()), tokens, kv_.block_data(block));
-  if (s.ok()) ++stats_.demotions;  // errors are counted and warned about by the store
+  if (write(block, hash, parent, tokens).ok()) ++stats_.demotions;  // errors are counted and warned about by the store
+}
+
+Status DiskTier::write(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens) {
+  const uint8_t* raw = kv_.block_data(block);
+  if (transcode_) {
+    kv_.transcode_out(block, kv_codec(disk_type_), scratch_.data());
+    raw = scratch_.data();
+  }
+  return store_.put(hash, parent, static_cast<uint8_t>(disk_type_), tokens, raw);
 }
 
 int32_t DiskTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
@@ -41,10 +52,12 @@ int32_t DiskTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
       pool.acquire(in_ram);
       held.push_back(in_ram);
     } else {
-      if (!store_.contains(h)) break;
+      const kvstore::IndexEntry* e = store_.find(h);
+      if (e == nullptr || e->kv_type != static_cast<uint8_t>(disk_type_)) break;
       auto b = pool.allocate();
       if (!b) break;
-      Status s = store_.get(h, t, kv_.block_data_mut(*b));
+      Status s = store_.get(h, t, transcode_ ? scratch_.data() : kv_.block_data_mut(*b));
+      if (s.ok() && transcode_) kv_.transcode_in(*b, kv_codec(disk_type_), scratch_.data());
       if (!s.ok()) {
         ++stats_.promote_failures;  // dropped by the store; the block is recomputed
         pool.unref(*b);
@@ -95,7 +108,7 @@ void DiskTier::persist_all() {
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.depth < b.depth; });
   for (const Item& it : items) {
     if (store_.degraded()) break;
-    (void)store_.put(it.hash, it.parent, static_cast<uint8_t>(kv_.arena_type()), it.tokens, kv_.block_data(it.block));
+    (void)write(it.block, it.hash, it.parent, it.tokens);
   }
   stats_.persisted += store_.stats().writes - before;
   (void)store_.sync();

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "kv/kv_cache.h"
 #include "kv/prefix_cache.h"
@@ -22,12 +24,15 @@ struct DiskTierStats {
 
 class DiskTier {
  public:
-  // Registers itself as the prefix cache's demotion hook. All three must outlive it.
-  DiskTier(KvCache& kv, PrefixCache& cache, kvstore::KvStore& store);
+  // Registers itself as the prefix cache's demotion hook. All three must outlive it. Blocks are
+  // stored in `disk_type` (re-quantized on the way out and back; lossy when narrower than the
+  // arena's type), by default in the arena's type, byte for byte.
+  DiskTier(KvCache& kv, PrefixCache& cache, kvstore::KvStore& store, std::optional<KvType> disk_type = std::nullopt);
   ~DiskTier();
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;
 
+  KvType disk_type() const { return disk_type_; }
   // Demotion hook: writes block `block` (key, parent key, token ids) unless it is on disk already.
   void demote(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens);
   // Brings blocks of `tokens`' chain (its first `max_blocks` full blocks) that are on disk but not
@@ -40,9 +45,14 @@ class DiskTier {
   kvstore::KvStore& store() { return store_; }
 
  private:
+  Status write(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens);
+
   KvCache& kv_;
   PrefixCache& cache_;
   kvstore::KvStore& store_;
+  KvType disk_type_;
+  bool transcode_ = false;        // disk_type_ differs from the arena type
+  std::vector<uint8_t> scratch_;  // one block in disk_type_
   DiskTierStats stats_;
 };
 

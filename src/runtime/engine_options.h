@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/model_overrides.h"
@@ -30,6 +31,7 @@ struct EngineOptions {
   std::string kv_disk_codec = "zstd";  // zstd, lz4, none
   int32_t kv_disk_level = 1;           // zstd level / lz4 acceleration
   std::string kv_disk_policy = "lru";  // lru, lfu-decay
+  std::optional<KvType> kv_disk_dtype; // none: the arena's type (promoted blocks are bit-identical)
   // Scheduler.
   int32_t max_num_seqs = 8;
   int32_t max_num_batched_tokens = 512;

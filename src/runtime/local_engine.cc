@@ -140,7 +140,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
     e->prefix_cache_ = std::make_unique<PrefixCache>(kv->pool(), kc.block_tokens, identity, seed);
     e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
     if (e->kv_store_) {
-      e->disk_tier_ = std::make_unique<DiskTier>(*kv, *e->prefix_cache_, *e->kv_store_);
+      e->disk_tier_ = std::make_unique<DiskTier>(*kv, *e->prefix_cache_, *e->kv_store_, opts.kv_disk_dtype);
       DiskTier* tier = e->disk_tier_.get();
       e->sched_->set_promoter([tier](const int32_t* tokens, int32_t n) { tier->promote_prefix(tokens, n); });
     }
@@ -190,6 +190,8 @@ Status LocalEngine::open_disk_tier(const std::string& prec_name) {
                         r.attn_factor, r.beta_fast, r.beta_slow, r.low_freq_factor, r.high_freq_factor);
   for (float f : r.freq_factors) fi.rope += fmt::format(" {:a}", f);
   fi.kv_type = prec_name;
+  const KvType disk_type = opts_.kv_disk_dtype.value_or(kv_->arena_type());
+  fi.kv_type += std::string(" disk ") + kv_type_name(disk_type);
   fi.block_tokens = static_cast<uint32_t>(kv_->config().block_tokens);
   fi.identity = fmt::format("{}|L{}|H{}|KV{}|D{}|DV{}|V{}|SW{}|eps {:a}", c.arch, c.num_layers, c.num_heads, c.num_kv_heads,
                             c.head_dim, c.head_dim_v, c.vocab, c.sliding_window, c.rms_eps);
@@ -200,7 +202,7 @@ Status LocalEngine::open_disk_tier(const std::string& prec_name) {
   so.budget_bytes = opts_.kv_disk_budget_bytes;
   so.fingerprint = fingerprint_;
   so.block_tokens = static_cast<uint32_t>(kv_->config().block_tokens);
-  so.block_bytes = kv_->block_bytes();
+  so.block_bytes = kv_->block_bytes_for(kv_codec(disk_type));
   auto codec = kvstore::codec_from_name(opts_.kv_disk_codec);
   if (!codec) return invalid_argument("--kv-disk-codec '{}' is not one of zstd, lz4, none", opts_.kv_disk_codec);
   so.codec = *codec;

@@ -50,7 +50,8 @@ class CollectSink : public GenerationSink {
 
 constexpr int32_t kPromptTokens = 320;  // 20 blocks of 16; 19 are reusable (the last token runs)
 
-std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, uint64_t kv_budget = 16u << 20) {
+std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, uint64_t kv_budget = 16u << 20,
+                                         std::optional<KvType> disk_type = std::nullopt) {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
@@ -60,6 +61,7 @@ std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, ui
   o.kv_budget_bytes = kv_budget;
   o.kv_disk_dir = dir;
   o.kv_disk_budget_bytes = 64u << 20;
+  o.kv_disk_dtype = disk_type;
   auto e = LocalEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -236,6 +238,38 @@ TEST(DiskTierEngine, WriteErrorsDegradeToRamOnlyAndRequestsSucceed) {
       EXPECT_EQ(s.kv_disk_blocks, 0u) << fault;
     }
   }
+}
+
+TEST(DiskTierEngine, DiskDtypeRequantizesSmallerAndClose) {
+  const std::string dir = test::make_temp_dir("hz_kvdisk");
+  std::shared_ptr<CollectSink> cold;
+  uint64_t same_bytes = 0;
+  {
+    auto e = make_engine(test::make_temp_dir("hz_kvdisk"), KvType::kF16);
+    cold = generate(*e, prompt(6));
+  }
+  {
+    auto e = make_engine(dir, KvType::kF16, 16u << 20, KvType::kInt8);
+    expect_same(*cold, *generate(*e, prompt(6)), "first run (computed, not from disk)");
+  }
+  auto e = make_engine(dir, KvType::kF16, 16u << 20, KvType::kInt8);
+  EngineStats s0 = e->stats();
+  auto warm = generate(*e, prompt(6));
+  EngineStats s = e->stats();
+  EXPECT_EQ(s.kv_disk_promotions, 19u);
+  EXPECT_EQ(warm->final_event.cached_tokens, 19 * 16);
+  // int8 on disk: about half the f16 block (plus scales and the record header).
+  same_bytes = e->kv().block_bytes();
+  ASSERT_GT(s0.kv_disk_blocks, 0u);
+  EXPECT_LT(s0.kv_disk_bytes_used / s0.kv_disk_blocks, same_bytes * 6 / 10);
+  // Lossy but close: the same greedy tokens and log-probabilities within int8 quantization error.
+  EXPECT_EQ(warm->ids, cold->ids);
+  ASSERT_EQ(warm->top.size(), cold->top.size());
+  for (size_t i = 0; i < cold->top.size(); i += 20) EXPECT_NEAR(warm->top[i].second, cold->top[i].second, 0.05) << i;
+  // The stored type is part of the fingerprint: an engine storing f16 does not read int8 records.
+  e.reset();
+  auto f16 = make_engine(dir, KvType::kF16);
+  EXPECT_EQ(f16->stats().kv_disk_blocks, 0u);
 }
 
 TEST(DiskTierEngine, AnotherKvTypeNeverReusesBlocks) {
