@@ -27,7 +27,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "Disk tier of the prefix cache: blocks evicted from RAM go to a store in DIR, prefixes survive restarts "
                  "(implies --enable-prefix-caching)");
   app.add_option("--kv-disk-budget", kv_disk_budget, "Disk tier size: bytes (64GiB, 512MiB)");
-  app.add_option("--kv-disk-codec", opts.kv_disk_codec, "Disk tier compression: zstd, lz4 or none (default zstd)");
+  app.add_option("--kv-disk-codec", opts.kv_disk_codec, "Disk tier compression: none, zstd or lz4 (default none: KV compresses by 3-18% with zstd, nothing with lz4; zstd pays on slow disks)");
   app.add_option("--kv-disk-dtype", kv_disk_dtype,
                  "KV element type on disk: same (the cache's: promoted blocks are bit-identical) or a type to re-quantize "
                  "to (e.g. int8: smaller, lossy)");

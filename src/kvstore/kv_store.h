@@ -29,7 +29,7 @@ struct StoreOptions {
   Fingerprint fingerprint;
   uint32_t block_tokens = 0;
   uint64_t block_bytes = 0;    // raw payload bytes of one block
-  Codec codec = Codec::kZstd;
+  Codec codec = Codec::kNone;
   int level = 1;               // zstd level, or lz4 acceleration
   std::string policy = "lru";  // see hotness_policy.h
 };

@@ -28,7 +28,7 @@ struct EngineOptions {
   // Disk tier (kv/disk_tier.h): on when kv_disk_dir is set; implies prefix caching.
   std::string kv_disk_dir;
   uint64_t kv_disk_budget_bytes = uint64_t{64} << 30;
-  std::string kv_disk_codec = "zstd";  // zstd, lz4, none
+  std::string kv_disk_codec = "none";  // none, zstd, lz4 (see kvstore/block_codec.h for the measurements)
   int32_t kv_disk_level = 1;           // zstd level / lz4 acceleration
   std::string kv_disk_policy = "lru";  // lru, lfu-decay
   std::optional<KvType> kv_disk_dtype; // none: the arena's type (promoted blocks are bit-identical)

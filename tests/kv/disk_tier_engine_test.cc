@@ -51,7 +51,7 @@ class CollectSink : public GenerationSink {
 constexpr int32_t kPromptTokens = 320;  // 20 blocks of 16; 19 are reusable (the last token runs)
 
 std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, uint64_t kv_budget = 16u << 20,
-                                         std::optional<KvType> disk_type = std::nullopt) {
+                                         std::optional<KvType> disk_type = std::nullopt, const char* codec = "none") {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
@@ -62,6 +62,7 @@ std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, ui
   o.kv_disk_dir = dir;
   o.kv_disk_budget_bytes = 64u << 20;
   o.kv_disk_dtype = disk_type;
+  o.kv_disk_codec = codec;
   auto e = LocalEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -103,17 +104,20 @@ void expect_same(const CollectSink& a, const CollectSink& b, const std::string& 
 }
 
 TEST(DiskTierEngine, RestartServesPrefixFromDiskBitIdenticalEveryKvType) {
+  const char* codecs[] = {"none", "zstd", "lz4"};
+  int k = 0;
   for (KvType type : all_kv_types()) {
-    const std::string name = kv_type_name(type);
+    const char* codec = codecs[k++ % 3];  // every codec meets several types
+    const std::string name = std::string(kv_type_name(type)) + "/" + codec;
     const std::string dir = test::make_temp_dir("hz_kvdisk");
     std::shared_ptr<CollectSink> cold;
     {
-      auto e = make_engine(dir, type);
+      auto e = make_engine(dir, type, 16u << 20, std::nullopt, codec);
       ASSERT_NE(e, nullptr);
       cold = generate(*e, prompt(1));
       EXPECT_EQ(cold->final_event.cached_tokens, 0) << name;
     }  // shutdown persists the cached prefix
-    auto e = make_engine(dir, type);
+    auto e = make_engine(dir, type, 16u << 20, std::nullopt, codec);
     ASSERT_NE(e, nullptr);
     EngineStats s0 = e->stats();
     EXPECT_TRUE(s0.kv_disk_enabled);
