@@ -33,7 +33,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "to (e.g. int8: smaller, lossy)");
   app.add_option("--kv-disk-level", opts.kv_disk_level, "zstd level or lz4 acceleration (default 1)");
   app.add_option("--kv-disk-policy", opts.kv_disk_policy,
-                 "Which disk block to evict when the budget is full: lru or lfu-decay (access count with exponential decay)");
+                 "Which block leaves a KV tier first (RAM -> disk, disk -> dropped): lru or lfu-decay (access count with exponential decay plus recency)");
   // ---- RoPE scaling flags (architectures, issue 8) ----
   app.add_option("--rope-scaling", rope_scaling, "RoPE context extension: none, linear, ntk, yarn, llama3 (default: the model's)");
   app.add_option("--rope-freq-base", rope_freq_base, "RoPE base frequency (default: the model's)");

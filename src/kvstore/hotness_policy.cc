@@ -25,6 +25,12 @@ class LruPolicy : public HotnessPolicy {
     if (order_.empty()) return std::nullopt;
     return order_.front();
   }
+  std::optional<uint64_t> coldest_where(const std::function<bool(uint64_t)>& eligible) const override {
+    for (uint64_t k : order_) {
+      if (eligible(k)) return k;
+    }
+    return std::nullopt;
+  }
   size_t size() const override { return pos_.size(); }
 
  private:
@@ -60,6 +66,12 @@ class LfuDecayPolicy : public HotnessPolicy {
   std::optional<uint64_t> coldest() const override {
     if (order_.empty()) return std::nullopt;
     return order_.begin()->second;
+  }
+  std::optional<uint64_t> coldest_where(const std::function<bool(uint64_t)>& eligible) const override {
+    for (const auto& [prio, k] : order_) {
+      if (eligible(k)) return k;
+    }
+    return std::nullopt;
   }
   size_t size() const override { return state_.size(); }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -25,6 +26,8 @@ class HotnessPolicy {
   virtual void erase(uint64_t key) = 0;
   // The coldest key, or nullopt when empty.
   virtual std::optional<uint64_t> coldest() const = 0;
+  // The coldest key for which `eligible` holds (walks from the coldest up), or nullopt.
+  virtual std::optional<uint64_t> coldest_where(const std::function<bool(uint64_t)>& eligible) const = 0;
   virtual size_t size() const = 0;
 };
 

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/kernels.h"
 #include "kvstore/fingerprint.h"
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
@@ -138,6 +139,11 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
       seed = e->kv_store_->hash_seed();
     }
     e->prefix_cache_ = std::make_unique<PrefixCache>(kv->pool(), kc.block_tokens, identity, seed);
+    if (e->kv_store_ && opts.kv_disk_policy != "lru") {
+      // The same policy picks the block to demote from RAM as the record to drop from disk.
+      HZ_ASSIGN_OR_RETURN(e->ram_policy_, kvstore::make_policy(opts.kv_disk_policy, "--kv-disk-policy"));
+      kv->pool().set_eviction_policy(e->ram_policy_.get());
+    }
     e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
     if (e->kv_store_) {
       e->disk_tier_ = std::make_unique<DiskTier>(*kv, *e->prefix_cache_, *e->kv_store_, opts.kv_disk_dtype);
@@ -193,8 +199,11 @@ Status LocalEngine::open_disk_tier(const std::string& prec_name) {
   const KvType disk_type = opts_.kv_disk_dtype.value_or(kv_->arena_type());
   fi.kv_type += std::string(" disk ") + kv_type_name(disk_type);
   fi.block_tokens = static_cast<uint32_t>(kv_->config().block_tokens);
-  fi.identity = fmt::format("{}|L{}|H{}|KV{}|D{}|DV{}|V{}|SW{}|eps {:a}", c.arch, c.num_layers, c.num_heads, c.num_kv_heads,
-                            c.head_dim, c.head_dim_v, c.vocab, c.sliding_window, c.rms_eps);
+  // The kernels' ISA too: scalar and AVX2 kernels may differ in the last bits of the K/V they
+  // compute, and a disk hit must give exactly what this engine would have computed.
+  fi.identity = fmt::format("{}|L{}|H{}|KV{}|D{}|DV{}|V{}|SW{}|eps {:a}|isa {}", c.arch, c.num_layers, c.num_heads,
+                            c.num_kv_heads, c.head_dim, c.head_dim_v, c.vocab, c.sliding_window, c.rms_eps,
+                            kernels::isa_name(kernels::active_isa()));
   fingerprint_ = kvstore::make_fingerprint(fi);
 
   kvstore::StoreOptions so;

@@ -71,6 +71,7 @@ class LocalEngine : public Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<DiskTier> disk_tier_;         // with kv_store_
+  std::unique_ptr<kvstore::HotnessPolicy> ram_policy_;  // RAM eviction order unless LRU
   kvstore::Fingerprint fingerprint_;
   uint64_t persisted_inserts_ = 0;  // prefix cache inserts already written behind to disk
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only

@@ -51,7 +51,8 @@ class CollectSink : public GenerationSink {
 constexpr int32_t kPromptTokens = 320;  // 20 blocks of 16; 19 are reusable (the last token runs)
 
 std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, uint64_t kv_budget = 16u << 20,
-                                         std::optional<KvType> disk_type = std::nullopt, const char* codec = "none") {
+                                         std::optional<KvType> disk_type = std::nullopt, const char* codec = "none",
+                                         const char* policy = "lru") {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
@@ -63,6 +64,7 @@ std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, ui
   o.kv_disk_budget_bytes = 64u << 20;
   o.kv_disk_dtype = disk_type;
   o.kv_disk_codec = codec;
+  o.kv_disk_policy = policy;
   auto e = LocalEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -132,28 +134,31 @@ TEST(DiskTierEngine, RestartServesPrefixFromDiskBitIdenticalEveryKvType) {
   }
 }
 
-TEST(DiskTierEngine, RamPressureDemotesAndPromotes) {
-  const std::string dir = test::make_temp_dir("hz_kvdisk");
+TEST(DiskTierEngine, RamPressureDemotesAndPromotesWithEitherPolicy) {
   uint64_t block_bytes = 0;
   {
     auto probe = make_engine(test::make_temp_dir("hz_kvdisk"), KvType::kF16);
     block_bytes = probe->kv().block_bytes();
   }
-  // Room for one sequence and a few cached blocks: each new prompt evicts the previous one's.
-  auto e = make_engine(dir, KvType::kF16, 26 * block_bytes);
-  ASSERT_NE(e, nullptr);
-  auto a_cold = generate(*e, prompt(1));
-  generate(*e, prompt(2));
-  generate(*e, prompt(3));
-  EngineStats s1 = e->stats();
-  EXPECT_GT(s1.kv_disk_demotions, 0u);
-  EXPECT_GT(s1.kv_disk_blocks, 0u);
-  EXPECT_GT(s1.kv_disk_write_bytes, 0u);
-  auto a_again = generate(*e, prompt(1));
-  EngineStats s2 = e->stats();
-  EXPECT_GT(s2.kv_disk_promotions, 0u);
-  EXPECT_EQ(a_again->final_event.cached_tokens, 19 * 16);  // RAM leftovers + disk, the whole prefix
-  expect_same(*a_cold, *a_again, "after demotion");
+  for (const char* policy : {"lru", "lfu-decay"}) {
+    const std::string dir = test::make_temp_dir("hz_kvdisk");
+    // Room for one sequence and a few cached blocks: each new prompt evicts the previous one's.
+    auto e = make_engine(dir, KvType::kF16, 26 * block_bytes, std::nullopt, "none", policy);
+    ASSERT_NE(e, nullptr);
+    auto a_cold = generate(*e, prompt(1));
+    generate(*e, prompt(2));
+    generate(*e, prompt(3));
+    EngineStats s1 = e->stats();
+    EXPECT_GT(s1.kv_disk_demotions, 0u) << policy;
+    EXPECT_GT(s1.prefix_cache_evictions, 0u) << policy;
+    EXPECT_GT(s1.kv_disk_blocks, 0u) << policy;
+    EXPECT_GT(s1.kv_disk_write_bytes, 0u) << policy;
+    auto a_again = generate(*e, prompt(1));
+    EngineStats s2 = e->stats();
+    EXPECT_GT(s2.kv_disk_promotions, 0u) << policy;
+    EXPECT_EQ(a_again->final_event.cached_tokens, 19 * 16) << policy;  // RAM leftovers + disk: the whole prefix
+    expect_same(*a_cold, *a_again, std::string("after demotion, ") + policy);
+  }
 }
 
 struct StoreFiles {
