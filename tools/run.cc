@@ -139,12 +139,13 @@ int run_prompt(const RunOptions& o) {
     EngineStats st = e.stats();
     std::fprintf(stderr,
                  "kv: cached %d of %zu prompt tokens | disk: %s%llu blocks, %llu promoted, %llu demoted, %llu checksum "
-                 "failures, %llu I/O errors\n",
+                 "failures, %llu I/O errors | read %.2f MiB in %.1f ms, wrote %.2f MiB in %.1f ms\n",
                  fin.cached_tokens, num_prompt, st.kv_disk_enabled ? "" : "off, ",
                  static_cast<unsigned long long>(st.kv_disk_blocks), static_cast<unsigned long long>(st.kv_disk_promotions),
                  static_cast<unsigned long long>(st.kv_disk_demotions),
                  static_cast<unsigned long long>(st.kv_disk_checksum_failures),
-                 static_cast<unsigned long long>(st.kv_disk_io_errors));
+                 static_cast<unsigned long long>(st.kv_disk_io_errors), st.kv_disk_read_bytes / 1048576.0,
+                 st.kv_disk_read_seconds * 1e3, st.kv_disk_write_bytes / 1048576.0, st.kv_disk_write_seconds * 1e3);
   }
   return 0;
 }
