@@ -4,8 +4,30 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <memory>
 
 namespace hz::kvstore {
+
+namespace {
+
+// One context per thread, freed with the thread: creating a context per block would cost more
+// than compressing it.
+struct CCtxDeleter {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+struct DCtxDeleter {
+  void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+};
+ZSTD_CCtx* cctx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, CCtxDeleter> c(ZSTD_createCCtx());
+  return c.get();
+}
+ZSTD_DCtx* dctx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> c(ZSTD_createDCtx());
+  return c.get();
+}
+
+}  // namespace
 
 const char* codec_name(Codec c) {
   switch (c) {
@@ -35,10 +57,8 @@ size_t compress_bound(Codec c, size_t raw_len) {
 Codec compress(Codec c, int level, const uint8_t* src, size_t len, std::vector<uint8_t>* dst) {
   size_t n = 0;
   if (c == Codec::kZstd) {
-    // One context per thread: creating a ZSTD_CCtx per block would cost more than compressing it.
-    thread_local ZSTD_CCtx* cctx = ZSTD_createCCtx();
     dst->resize(ZSTD_compressBound(len));
-    n = ZSTD_compressCCtx(cctx, dst->data(), dst->size(), src, len, level);
+    n = ZSTD_compressCCtx(cctx(), dst->data(), dst->size(), src, len, level);
     if (ZSTD_isError(n)) n = 0;
   } else if (c == Codec::kLz4 && len <= static_cast<size_t>(LZ4_MAX_INPUT_SIZE)) {
     dst->resize(static_cast<size_t>(LZ4_compressBound(static_cast<int>(len))));
@@ -62,8 +82,7 @@ Status decompress(Codec c, const uint8_t* src, size_t len, uint8_t* dst, size_t 
       std::memcpy(dst, src, len);
       return Status();
     case Codec::kZstd: {
-      thread_local ZSTD_DCtx* dctx = ZSTD_createDCtx();
-      size_t n = ZSTD_decompressDCtx(dctx, dst, raw_len, src, len);
+      size_t n = ZSTD_decompressDCtx(dctx(), dst, raw_len, src, len);
       if (ZSTD_isError(n)) return data_loss("zstd payload: {}", ZSTD_getErrorName(n));
       if (n != raw_len) return data_loss("zstd payload decodes to {} bytes, expected {}", n, raw_len);
       return Status();
