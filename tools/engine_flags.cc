@@ -23,6 +23,17 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
   app.add_option("--kv-budget", kv_budget, "KV cache memory: bytes (4GiB, 512MiB) or a share of RAM (50%)");
   app.add_option("--prefill-chunk", opts.prefill_chunk, "Prompt tokens of one sequence per step");
+  app.add_option("--kv-disk-dir", opts.kv_disk_dir,
+                 "Disk tier of the prefix cache: blocks evicted from RAM go to a store in DIR, prefixes survive restarts "
+                 "(implies --enable-prefix-caching)");
+  app.add_option("--kv-disk-budget", kv_disk_budget, "Disk tier size: bytes (64GiB, 512MiB)");
+  app.add_option("--kv-disk-codec", opts.kv_disk_codec, "Disk tier compression: none, zstd or lz4 (default none: KV compresses by 3-18% with zstd, nothing with lz4; zstd pays on slow disks)");
+  app.add_option("--kv-disk-dtype", kv_disk_dtype,
+                 "KV element type on disk: same (the cache's: promoted blocks are bit-identical) or a type to re-quantize "
+                 "to (e.g. int8: smaller, lossy)");
+  app.add_option("--kv-disk-level", opts.kv_disk_level, "zstd level or lz4 acceleration (default 1)");
+  app.add_option("--kv-disk-policy", opts.kv_disk_policy,
+                 "Which block leaves a KV tier first (RAM -> disk, disk -> dropped): lru or lfu-decay (access count with exponential decay plus recency)");
   // ---- RoPE scaling flags (architectures, issue 8) ----
   app.add_option("--rope-scaling", rope_scaling, "RoPE context extension: none, linear, ntk, yarn, llama3 (default: the model's)");
   app.add_option("--rope-freq-base", rope_freq_base, "RoPE base frequency (default: the model's)");
@@ -47,6 +58,18 @@ Result<EngineOptions> EngineFlags::resolve() const {
     uint64_t avail = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : 0;
     HZ_ASSIGN_OR_RETURN(o.kv_budget_bytes, parse_byte_size(kv_budget, "--kv-budget", avail));
     if (o.kv_budget_bytes == 0) return invalid_argument("--kv-budget must be more than 0 bytes");
+  }
+  if (!opts.kv_disk_dir.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.kv_disk_budget_bytes, parse_byte_size(kv_disk_budget, "--kv-disk-budget", 0));
+    if (o.kv_disk_budget_bytes == 0) return invalid_argument("--kv-disk-budget must be more than 0 bytes");
+    if (o.kv_disk_codec != "zstd" && o.kv_disk_codec != "lz4" && o.kv_disk_codec != "none")
+      return invalid_argument("--kv-disk-codec '{}' is not one of zstd, lz4, none", o.kv_disk_codec);
+    if (kv_disk_dtype != "same") {
+      HZ_ASSIGN_OR_RETURN(KvType t, parse_kv_type(kv_disk_dtype, "--kv-disk-dtype"));
+      o.kv_disk_dtype = t;
+    }
+    if (o.kv_disk_policy != "lru" && o.kv_disk_policy != "lfu-decay")
+      return invalid_argument("--kv-disk-policy '{}' is not one of lru, lfu-decay", o.kv_disk_policy);
   }
   // ---- RoPE scaling flags (architectures, issue 8) ----
   RopeOverrides& ro = o.model_overrides.rope;

@@ -16,6 +16,8 @@ struct EngineFlags {
   std::string kv_dtype = "auto";
   std::string kv_cold_dtype = "int8";
   std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
+  std::string kv_disk_budget = "64GiB";
+  std::string kv_disk_dtype = "same";
 
   // ---- RoPE scaling flags (architectures, issue 8) ----
   std::string rope_scaling;     // empty: the file's

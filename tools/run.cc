@@ -30,6 +30,7 @@ struct RunOptions {
   int64_t seed = -1;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  bool print_logprobs = false;
 };
 
 // Prints text as it arrives and wakes the main thread at the end.
@@ -38,6 +39,14 @@ class PrintSink : public GenerationSink {
   void on_event(GenerationEvent ev) override {
     auto now = std::chrono::steady_clock::now();
     if (ev.kind == GenerationEvent::Kind::kTokens) {
+      // Exact figures for comparing runs bit for bit: token id and log-probability as a hex float.
+      for (size_t i = 0; i < ev.chosen.size(); ++i) {
+        std::string line = fmt::format("logprob {} {:a}", ev.chosen[i].token, ev.chosen[i].logprob);
+        if (i < ev.top.size()) {
+          for (const auto& t : ev.top[i]) line += fmt::format(" {}:{:a}", t.token, t.logprob);
+        }
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
       if (!ev.token_ids.empty() && first_token_ == std::chrono::steady_clock::time_point{}) first_token_ = now;
       if (!ev.text.empty()) {
         std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
@@ -105,6 +114,10 @@ int run_prompt(const RunOptions& o) {
   req.sampling.max_tokens = o.n_predict;
   req.sampling.stop = o.stop;
   req.sampling.ignore_eos = o.ignore_eos;
+  if (o.print_logprobs) {
+    req.sampling.logprobs = true;
+    req.sampling.top_logprobs = 5;
+  }
   auto sink = std::make_shared<PrintSink>();
   req.sink = sink;
   auto start = std::chrono::steady_clock::now();
@@ -121,6 +134,19 @@ int run_prompt(const RunOptions& o) {
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tokens/s) | generated: %d tokens, %.1f tokens/s | stop: %s\n",
                num_prompt, prefill_s, prefill_s > 0 ? num_prompt / prefill_s : 0.0, fin.completion_tokens,
                decode_s > 0 ? decoded / decode_s : 0.0, finish_reason_name(fin.finish_reason));
+  if (!eo.kv_disk_dir.empty()) {
+    e.wait_idle(std::chrono::seconds(5));  // the counters are published after the step
+    EngineStats st = e.stats();
+    std::fprintf(stderr,
+                 "kv: cached %d of %zu prompt tokens | disk: %s%llu blocks, %llu promoted, %llu demoted, %llu checksum "
+                 "failures, %llu I/O errors | read %.2f MiB in %.1f ms, wrote %.2f MiB in %.1f ms\n",
+                 fin.cached_tokens, num_prompt, st.kv_disk_enabled ? "" : "off, ",
+                 static_cast<unsigned long long>(st.kv_disk_blocks), static_cast<unsigned long long>(st.kv_disk_promotions),
+                 static_cast<unsigned long long>(st.kv_disk_demotions),
+                 static_cast<unsigned long long>(st.kv_disk_checksum_failures),
+                 static_cast<unsigned long long>(st.kv_disk_io_errors), st.kv_disk_read_bytes / 1048576.0,
+                 st.kv_disk_read_seconds * 1e3, st.kv_disk_write_bytes / 1048576.0, st.kv_disk_write_seconds * 1e3);
+  }
   return 0;
 }
 
@@ -138,6 +164,8 @@ Subcommand kRun("run", "Complete one prompt, streaming the output to the termina
   app.add_option("-s,--seed", o->seed, "Random seed (-1 = random)");
   app.add_option("--stop", o->stop, "Stop string (repeatable)");
   app.add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-sequence tokens");
+  app.add_flag("--print-logprobs", o->print_logprobs,
+               "Print each generated token's id and log-probability (and the top 5) as hex floats to stderr");
   return [o] { return run_prompt(*o); };
 });
 

@@ -22,7 +22,12 @@ std::optional<int32_t> BlockPool::allocate() {
     free_.pop_back();
   } else if (!lru_.empty()) {
     b = lru_.front();
-    lru_.pop_front();
+    if (policy_ != nullptr) {
+      auto v = policy_->coldest_where([this](uint64_t k) { return is_cached(static_cast<int32_t>(k)); });
+      if (v) b = static_cast<int32_t>(*v);
+      policy_->erase(static_cast<uint64_t>(b));
+    }
+    lru_.erase(lru_pos_[b]);
     cacheable_[b] = 0;
     ++num_evictions_;
     if (on_evict_) on_evict_(b);
@@ -53,6 +58,7 @@ void BlockPool::acquire(int32_t block_idx) {
     lru_.erase(lru_pos_[block_idx]);
   }
   ++ref_counts_[block_idx];
+  if (policy_ != nullptr && cacheable_[block_idx] != 0) policy_->touch(static_cast<uint64_t>(block_idx));
 }
 
 void BlockPool::unref(int32_t block_idx) {
@@ -62,6 +68,7 @@ void BlockPool::unref(int32_t block_idx) {
   if (on_unreferenced_) on_unreferenced_(block_idx);
   if (cacheable_[block_idx] != 0) {
     lru_pos_[block_idx] = lru_.insert(lru_.end(), block_idx);
+    if (policy_ != nullptr) policy_->touch(static_cast<uint64_t>(block_idx));
   } else {
     free_.push_back(-block_idx);
     std::push_heap(free_.begin(), free_.end());
@@ -72,6 +79,7 @@ void BlockPool::set_cacheable(int32_t block_idx) {
   HZ_CHECK(block_idx >= 0 && block_idx < num_blocks());
   HZ_CHECK(ref_counts_[block_idx] > 0);
   cacheable_[block_idx] = 1;
+  if (policy_ != nullptr) policy_->touch(static_cast<uint64_t>(block_idx));
 }
 
 void BlockPool::check_invariants() const {

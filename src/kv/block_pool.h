@@ -9,6 +9,8 @@
 #include <optional>
 #include <vector>
 
+#include "kvstore/hotness_policy.h"
+
 namespace hz {
 
 class BlockPool {
@@ -50,6 +52,10 @@ class BlockPool {
   // Called when a block's reference count drops to zero (the KV cache drops its staging copy).
   void set_on_unreferenced(std::function<void(int32_t)> f) { on_unreferenced_ = std::move(f); }
   uint64_t num_evictions() const { return num_evictions_; }
+  // Which cached block allocate() evicts: by default the least recently released (the LRU list);
+  // with a policy, its coldest cached block. The policy sees every cacheable block: registration,
+  // each hit (acquire) and each release count as accesses. Not owned; set before any allocation.
+  void set_eviction_policy(kvstore::HotnessPolicy* policy) { policy_ = policy; }
 
   // Aborts when the bookkeeping is inconsistent: every block is exactly one of free (count 0, not
   // cacheable, in the free list once), cached (count 0, cacheable, in the LRU list once) or
@@ -66,6 +72,7 @@ class BlockPool {
   std::function<void(int32_t)> on_evict_;
   std::function<void(int32_t)> on_unreferenced_;
   uint64_t num_evictions_ = 0;
+  kvstore::HotnessPolicy* policy_ = nullptr;
 };
 
 }  // namespace hz

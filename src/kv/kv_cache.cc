@@ -200,6 +200,35 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
   }
 }
 
+namespace {
+
+// One block of `from` planes to `to` planes, through f32, head by head (fp8's scale is per head).
+void transcode(const KvCache& kv, kernels::KvCodec from, const uint8_t* src, kernels::KvCodec to, uint8_t* dst) {
+  const KvCacheConfig& c = kv.config();
+  const uint64_t pf = kv.plane_bytes_for(from), pt = kv.plane_bytes_for(to);
+  std::vector<float> tmp(static_cast<size_t>(c.block_tokens) * c.head_dim);
+  for (int32_t p = 0; p < 2 * c.num_layers; ++p) {
+    const uint8_t* s = src + p * pf;
+    uint8_t* d = dst + p * pt;
+    for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+      kernels::decode_kv_rows(from, s + kv.head_elem_offset(from, h), s + kv.head_scale_offset(from, h), c.block_tokens,
+                              c.head_dim, tmp.data());
+      kernels::encode_kv_rows(to, tmp.data(), c.block_tokens, c.head_dim, d + kv.head_elem_offset(to, h),
+                              d + kv.head_scale_offset(to, h));
+    }
+  }
+}
+
+}  // namespace
+
+void KvCache::transcode_out(int32_t block, kernels::KvCodec to, uint8_t* out) const {
+  transcode(*this, kv_codec(arena_type_), block_data(block), to, out);
+}
+
+void KvCache::transcode_in(int32_t block, kernels::KvCodec from, const uint8_t* in) {
+  transcode(*this, from, in, kv_codec(arena_type_), block_data_mut(block));
+}
+
 KvMemory KvCache::memory() const {
   KvMemory m;
   m.block_tokens = cfg_.block_tokens;

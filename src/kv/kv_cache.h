@@ -81,6 +81,17 @@ class KvCache {
   const uint8_t* plane(int32_t block, int32_t layer, int32_t stream) const {
     return arena_.get() + static_cast<uint64_t>(block) * block_bytes() + (2 * static_cast<uint64_t>(layer) + stream) * plane_bytes_;
   }
+  // All of `block`'s arena bytes (block_bytes(): every layer's K and V planes), contiguous: what the
+  // disk tier stores and restores. Valid for finalized blocks (no staging copy left).
+  const uint8_t* block_data(int32_t block) const { return plane(block, 0, 0); }
+  uint8_t* block_data_mut(int32_t block) { return plane_mut(block, 0, 0); }
+  // Bytes of one block in type `t` (the arena's layout with `t`'s planes).
+  uint64_t block_bytes_for(kernels::KvCodec t) const { return 2 * plane_bytes_for(t) * cfg_.num_layers; }
+  // Re-quantization for a disk tier in another type: `block`'s arena bytes decoded and encoded as a
+  // block of type `to` into `out` (block_bytes_for(to) bytes), and back (`in` of type `from` into
+  // the arena). Deterministic; lossy when the target type is narrower.
+  void transcode_out(int32_t block, kernels::KvCodec to, uint8_t* out) const;
+  void transcode_in(int32_t block, kernels::KvCodec from, const uint8_t* in);
   // Offsets of head `head`'s first row elements and scales inside a plane of type `c`.
   uint64_t head_elem_offset(kernels::KvCodec c, int32_t head) const;
   uint64_t head_scale_offset(kernels::KvCodec c, int32_t head) const;  // from the plane start

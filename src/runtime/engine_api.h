@@ -106,6 +106,25 @@ struct EngineStats {
   uint64_t prefix_cache_queries = 0;  // prompt blocks looked up
   uint64_t prefix_cache_hits = 0;     // of which found
   uint64_t prefix_cache_evictions = 0;  // cached blocks reused for other data
+  // KV tiers. RAM: the arena's blocks in use or cached. Disk: see kv/disk_tier.h.
+  uint64_t kv_ram_bytes_total = 0;
+  uint64_t kv_ram_bytes_used = 0;      // referenced + cached blocks
+  bool kv_disk_enabled = false;
+  bool kv_disk_degraded = false;       // an I/O error turned the disk tier off (RAM only)
+  uint64_t kv_disk_blocks = 0;
+  uint64_t kv_disk_bytes_used = 0;
+  uint64_t kv_disk_bytes_total = 0;    // budget
+  uint64_t kv_disk_hits = 0;           // records read and verified
+  uint64_t kv_disk_promotions = 0;     // blocks brought back into RAM
+  uint64_t kv_disk_demotions = 0;      // blocks evicted from RAM that are kept on disk
+  uint64_t kv_disk_writes = 0;         // records written (on eviction, behind when idle, at shutdown)
+  uint64_t kv_disk_evictions = 0;      // records dropped for room
+  uint64_t kv_disk_checksum_failures = 0;
+  uint64_t kv_disk_io_errors = 0;
+  uint64_t kv_disk_read_bytes = 0;
+  uint64_t kv_disk_write_bytes = 0;
+  double kv_disk_read_seconds = 0;
+  double kv_disk_write_seconds = 0;
   bool draining = false;
   // Engine loop liveness: time of the last completed step or idle tick.
   std::chrono::steady_clock::time_point last_progress{};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/model_overrides.h"
@@ -24,6 +25,13 @@ struct EngineOptions {
   KvType kv_cold_dtype = KvType::kInt8;  // blocks older than the hot window
   bool enable_prefix_caching = false;
   uint64_t kv_budget_bytes = 0;    // 0: room for max_num_seqs full-length sequences, capped at 25% of RAM
+  // Disk tier (kv/disk_tier.h): on when kv_disk_dir is set; implies prefix caching.
+  std::string kv_disk_dir;
+  uint64_t kv_disk_budget_bytes = uint64_t{64} << 30;
+  std::string kv_disk_codec = "none";  // none, zstd, lz4 (see kvstore/block_codec.h for the measurements)
+  int32_t kv_disk_level = 1;           // zstd level / lz4 acceleration
+  std::string kv_disk_policy = "lru";  // lru, lfu-decay
+  std::optional<KvType> kv_disk_dtype; // none: the arena's type (promoted blocks are bit-identical)
   // Scheduler.
   int32_t max_num_seqs = 8;
   int32_t max_num_batched_tokens = 512;

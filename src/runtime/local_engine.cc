@@ -8,6 +8,8 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/kernels.h"
+#include "kvstore/fingerprint.h"
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
 #include "planner/model_shape.h"
@@ -51,9 +53,12 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   if (opts.block_size < 16 || opts.block_size > 256 || opts.block_size % 16 != 0)
     return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", opts.block_size);
   if (opts.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more");
-  if (opts.enable_prefix_caching && opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype)
+  // The disk tier is a tier of the prefix cache: it implies it.
+  if (!opts.kv_disk_dir.empty()) e->opts_.enable_prefix_caching = true;
+  if (e->opts_.enable_prefix_caching && opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype)
     // A cached block may be needed hot by a later sequence after its owner stored it cold.
-    return unimplemented("--enable-prefix-caching with --kv-hot-window is not supported yet");
+    return unimplemented("{} with --kv-hot-window is not supported yet",
+                         opts.kv_disk_dir.empty() ? "--enable-prefix-caching" : "--kv-disk-dir");
   if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
@@ -121,12 +126,30 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   e->sched_ = std::make_unique<Scheduler>(sc, e->kv_->pool());
   KvCache* kv = e->kv_.get();
   e->sched_->set_copy_block([kv](int32_t src, int32_t dst) { kv->copy_block(src, dst); });
-  if (opts.enable_prefix_caching) {
+  if (!opts.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(e->open_disk_tier(kv_precision_name(prec)));
+  if (e->opts_.enable_prefix_caching) {
     // Everything the cached K/V depend on: the model, its shape and the cache's layout and types.
     std::string identity = fmt::format("{}|{}|L{}|H{}|D{}|V{}|{}|bt{}", c.name, opts.model_path, c.num_layers,
                                        c.num_kv_heads, c.head_dim, c.vocab, kv_precision_name(prec), kc.block_tokens);
-    e->prefix_cache_ = std::make_unique<PrefixCache>(kv->pool(), kc.block_tokens, identity);
+    std::optional<uint64_t> seed;
+    if (e->kv_store_) {
+      // Keys must mean the same in the next process: the fingerprint names the content (not the
+      // path, which may move), the store's secret seed keys the hash.
+      identity = "kv-fingerprint " + e->fingerprint_.hex();
+      seed = e->kv_store_->hash_seed();
+    }
+    e->prefix_cache_ = std::make_unique<PrefixCache>(kv->pool(), kc.block_tokens, identity, seed);
+    if (e->kv_store_ && opts.kv_disk_policy != "lru") {
+      // The same policy picks the block to demote from RAM as the record to drop from disk.
+      HZ_ASSIGN_OR_RETURN(e->ram_policy_, kvstore::make_policy(opts.kv_disk_policy, "--kv-disk-policy"));
+      kv->pool().set_eviction_policy(e->ram_policy_.get());
+    }
     e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
+    if (e->kv_store_) {
+      e->disk_tier_ = std::make_unique<DiskTier>(*kv, *e->prefix_cache_, *e->kv_store_, opts.kv_disk_dtype);
+      DiskTier* tier = e->disk_tier_.get();
+      e->sched_->set_promoter([tier](const int32_t* tokens, int32_t n) { tier->promote_prefix(tokens, n); });
+    }
   }
 
   ModelInfo& info = e->info_;
@@ -145,6 +168,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   e->stats_.kv_blocks_total = kc.num_blocks;
   e->stats_.kv_blocks_free = kc.num_blocks;
   e->stats_.last_progress = std::chrono::steady_clock::now();
+  e->publish_stats();  // the disk tier's figures are visible before the first step
   LocalEngine* raw = e.get();
   e->thread_ = std::thread([raw] { raw->loop(); });
   return e;
@@ -157,6 +181,55 @@ LocalEngine::~LocalEngine() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // What the next process should find: every prefix still cached in RAM goes to disk.
+  if (disk_tier_) disk_tier_->persist_all();
+}
+
+Status LocalEngine::open_disk_tier(const std::string& prec_name) {
+  const ModelConfig& c = model_->config();
+  kvstore::FingerprintInputs fi;
+  fi.weights = kvstore::digest_weights(model_->file());
+  fi.tokenizer = fmt::format("vocab {} bos {} eos {}", tokenizer_->vocab_size(), tokenizer_->bos_id(), tokenizer_->eos_id());
+  const RopeConfig& r = c.rope;
+  fi.rope = fmt::format("dim {} base {:a} scaling {} scale {:a} orig {} ext {:a} attn {:a} beta {:a}/{:a} llama3 {:a}/{:a} factors",
+                        r.dim, r.freq_base, static_cast<int>(r.scaling), r.freq_scale, r.orig_ctx, r.ext_factor,
+                        r.attn_factor, r.beta_fast, r.beta_slow, r.low_freq_factor, r.high_freq_factor);
+  for (float f : r.freq_factors) fi.rope += fmt::format(" {:a}", f);
+  fi.kv_type = prec_name;
+  const KvType disk_type = opts_.kv_disk_dtype.value_or(kv_->arena_type());
+  fi.kv_type += std::string(" disk ") + kv_type_name(disk_type);
+  fi.block_tokens = static_cast<uint32_t>(kv_->config().block_tokens);
+  // The kernels' ISA too: scalar and AVX2 kernels may differ in the last bits of the K/V they
+  // compute, and a disk hit must give exactly what this engine would have computed.
+  fi.identity = fmt::format("{}|L{}|H{}|KV{}|D{}|DV{}|V{}|SW{}|eps {:a}|isa {}", c.arch, c.num_layers, c.num_heads,
+                            c.num_kv_heads, c.head_dim, c.head_dim_v, c.vocab, c.sliding_window, c.rms_eps,
+                            kernels::isa_name(kernels::active_isa()));
+  fingerprint_ = kvstore::make_fingerprint(fi);
+
+  kvstore::StoreOptions so;
+  so.dir = opts_.kv_disk_dir;
+  so.budget_bytes = opts_.kv_disk_budget_bytes;
+  so.fingerprint = fingerprint_;
+  so.block_tokens = static_cast<uint32_t>(kv_->config().block_tokens);
+  so.block_bytes = kv_->block_bytes_for(kv_codec(disk_type));
+  auto codec = kvstore::codec_from_name(opts_.kv_disk_codec);
+  if (!codec) return invalid_argument("--kv-disk-codec '{}' is not one of zstd, lz4, none", opts_.kv_disk_codec);
+  so.codec = *codec;
+  so.level = opts_.kv_disk_level;
+  so.policy = opts_.kv_disk_policy;
+  auto store = kvstore::KvStore::open(so);
+  if (!store.ok()) {
+    // A bad flag is the user's to fix; an unusable folder only costs the disk tier.
+    if (store.status().code() != StatusCode::kIoError) return store.status();
+    HZ_LOG_WARN("KV disk tier off: {}", store.status().message());
+    return Status();
+  }
+  kv_store_ = std::move(*store);
+  const kvstore::StoreStats st = kv_store_->stats();
+  HZ_LOG_INFO("KV disk tier {}: {} blocks of {} reusable (fingerprint {}{}{})", so.dir, st.blocks, st.slots_total,
+              fingerprint_.hex(), fi.weights.full ? ", full weights hash" : ", sampled weights digest",
+              st.fingerprint_reset ? "; cleared a store of another model" : "");
+  return Status();
 }
 
 Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
@@ -373,6 +446,28 @@ void LocalEngine::publish_stats() {
     stats_.prefix_cache_hits = prefix_cache_->hits();
     stats_.prefix_cache_evictions = prefix_cache_->evictions();
   }
+  stats_.kv_ram_bytes_total = kv_->total_bytes();
+  stats_.kv_ram_bytes_used = static_cast<uint64_t>(p.num_used() + p.num_cached()) * kv_->block_bytes();
+  if (disk_tier_) {
+    const kvstore::StoreStats d = kv_store_->stats();
+    const DiskTierStats& t = disk_tier_->stats();
+    stats_.kv_disk_enabled = true;
+    stats_.kv_disk_degraded = d.degraded;
+    stats_.kv_disk_blocks = d.blocks;
+    stats_.kv_disk_bytes_used = d.bytes_used;
+    stats_.kv_disk_bytes_total = d.slots_total * kv_store_->slot_bytes();
+    stats_.kv_disk_hits = d.hits;
+    stats_.kv_disk_promotions = t.promotions;
+    stats_.kv_disk_demotions = t.demotions;
+    stats_.kv_disk_writes = d.writes;
+    stats_.kv_disk_evictions = d.evictions;
+    stats_.kv_disk_checksum_failures = d.checksum_failures;
+    stats_.kv_disk_io_errors = d.io_errors;
+    stats_.kv_disk_read_bytes = d.read_bytes;
+    stats_.kv_disk_write_bytes = d.write_bytes;
+    stats_.kv_disk_read_seconds = d.read_seconds;
+    stats_.kv_disk_write_seconds = d.write_seconds;
+  }
   stats_.last_progress = std::chrono::steady_clock::now();
   if (inbox_.empty() && requests_.empty()) idle_cv_.notify_all();
 }
@@ -387,6 +482,19 @@ void LocalEngine::loop() {
     }
     drain_inbox();
     step();
+    // Write-behind when idle: the prefixes of finished requests go to disk while nothing waits,
+    // so a crash (SIGKILL) loses at most what ran since the engine was last idle.
+    if (disk_tier_ && requests_.empty() && prefix_cache_->inserts() != persisted_inserts_) {
+      bool idle;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        idle = inbox_.empty();
+      }
+      if (idle) {
+        persisted_inserts_ = prefix_cache_->inserts();
+        disk_tier_->persist_all();
+      }
+    }
     publish_stats();
   }
   // Shutdown: every request still open gets its final event.

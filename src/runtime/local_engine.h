@@ -12,8 +12,10 @@
 #include <unordered_map>
 
 #include "base/thread_pool.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
 #include "kv/prefix_cache.h"
+#include "kvstore/kv_store.h"
 #include "model/model.h"
 #include "runtime/engine_api.h"
 #include "runtime/engine_options.h"
@@ -41,6 +43,12 @@ class LocalEngine : public Engine {
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return opts_; }
   const KvCache& kv() const { return *kv_; }
+  // The disk tier's fingerprint (what makes this engine's KV reusable); zero without a disk tier.
+  const kvstore::Fingerprint& kv_fingerprint() const { return fingerprint_; }
+  // Tests: injects I/O faults into the disk tier's writes. Call before the first request.
+  void set_kv_disk_io_fault(kvstore::IoFault f) {
+    if (kv_store_) kv_store_->set_io_fault(std::move(f));
+  }
 
  private:
   struct Request;  // per-request runtime state (sampler, detokenizer, sink), engine thread only
@@ -51,15 +59,21 @@ class LocalEngine : public Engine {
   void step();
   void finish(uint64_t id, FinishReason reason, Status error = Status());
   void publish_stats();
+  Status open_disk_tier(const std::string& prec_name);
 
   EngineOptions opts_;
   ModelInfo info_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<KvCache> kv_;
-  std::unique_ptr<PrefixCache> prefix_cache_;  // with --enable-prefix-caching
+  std::unique_ptr<kvstore::KvStore> kv_store_;  // with --kv-disk-dir
+  std::unique_ptr<PrefixCache> prefix_cache_;   // with --enable-prefix-caching or --kv-disk-dir
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<DiskTier> disk_tier_;         // with kv_store_
+  std::unique_ptr<kvstore::HotnessPolicy> ram_policy_;  // RAM eviction order unless LRU
+  kvstore::Fingerprint fingerprint_;
+  uint64_t persisted_inserts_ = 0;  // prefix cache inserts already written behind to disk
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
   std::vector<float> logits_;
 

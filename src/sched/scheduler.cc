@@ -87,9 +87,10 @@ void Scheduler::register_blocks(Sequence& s) {
   const int32_t bt = cfg_.block_tokens;
   for (int64_t j = static_cast<int64_t>(s.block_hashes.size()); j < n; ++j) {
     const int32_t* t = s.tokens.data() + j * bt;
-    const uint64_t h = cache_->chain_hash(j == 0 ? 0 : s.block_hashes[j - 1], t);
+    const uint64_t parent = j == 0 ? 0 : s.block_hashes[j - 1];
+    const uint64_t h = cache_->chain_hash(parent, t);
     s.block_hashes.push_back(h);
-    cache_->insert(h, s.block_table[j], t);
+    cache_->insert(h, s.block_table[j], t, parent);
   }
 }
 
@@ -110,6 +111,7 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
     int32_t max_blocks = 0;
     if (cache_ != nullptr && s.block_table.empty() && s.num_computed == 0) {
       max_blocks = static_cast<int32_t>((static_cast<int64_t>(s.tokens.size()) - 1) / cfg_.block_tokens);
+      if (promote_) promote_(s.tokens.data(), max_blocks);
       m = cache_->match(s.tokens.data(), max_blocks);
     }
     const int64_t start = static_cast<int64_t>(m.blocks.size()) * cfg_.block_tokens;

@@ -42,6 +42,9 @@ class Scheduler {
   // Copy-on-write: copies a block's contents (the KV cache's copy_block). Without it only the
   // bookkeeping is copied (tests with a bare pool).
   void set_copy_block(std::function<void(int32_t, int32_t)> copy) { copy_block_ = std::move(copy); }
+  // Lower tiers: before a fresh sequence's prompt is matched against the prefix cache, `promote`
+  // (tokens, max_blocks) may bring more of its chain into the cache (kv/disk_tier.h).
+  void set_promoter(std::function<void(const int32_t*, int32_t)> promote) { promote_ = std::move(promote); }
 
   void add(std::unique_ptr<Sequence> seq);  // joins the waiting queue (FCFS)
   // Removes a sequence wherever it is and frees its blocks; returns it (null if unknown).
@@ -79,6 +82,7 @@ class Scheduler {
   PrefixCache* cache_ = nullptr;
   std::function<int64_t(int64_t)> finalized_blocks_;
   std::function<void(int32_t, int32_t)> copy_block_;
+  std::function<void(const int32_t*, int32_t)> promote_;
 };
 
 }  // namespace hz

@@ -84,6 +84,32 @@ std::string ServerMetrics::render(const EngineStats& s) const {
                         ? 0.0
                         : static_cast<double>(s.prefix_cache_hits) / static_cast<double>(s.prefix_cache_queries);
   gauge("horizon_prefix_cache_hit_rate", "Prefix cache hits / queries since start.", hit_rate);
+  // KV tiers: one series per tier where both have the figure.
+  auto tier_gauge = [&out](const char* name, const char* help, uint64_t ram, uint64_t disk, bool has_disk) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{tier=\"ram\"}} {}\n", name, help, name, name, ram);
+    if (has_disk) out += fmt::format("{}{{tier=\"disk\"}} {}\n", name, disk);
+  };
+  tier_gauge("horizon_kv_tier_bytes_used", "KV bytes held per tier (RAM: referenced + cached blocks).", s.kv_ram_bytes_used,
+             s.kv_disk_bytes_used, s.kv_disk_enabled);
+  tier_gauge("horizon_kv_tier_bytes_total", "KV capacity per tier.", s.kv_ram_bytes_total, s.kv_disk_bytes_total,
+             s.kv_disk_enabled);
+  tier_gauge("horizon_kv_tier_blocks", "KV blocks held per tier.", static_cast<uint64_t>(s.kv_blocks_used + s.kv_blocks_cached),
+             s.kv_disk_blocks, s.kv_disk_enabled);
+  if (s.kv_disk_enabled) {
+    counter("horizon_kv_disk_hits_total", "Disk tier records read and verified.", s.kv_disk_hits);
+    counter("horizon_kv_disk_promotions_total", "KV blocks promoted from disk into RAM.", s.kv_disk_promotions);
+    counter("horizon_kv_disk_demotions_total", "KV blocks demoted from RAM to disk on eviction.", s.kv_disk_demotions);
+    counter("horizon_kv_disk_writes_total", "Disk tier records written.", s.kv_disk_writes);
+    counter("horizon_kv_disk_evictions_total", "Disk tier records dropped for room.", s.kv_disk_evictions);
+    counter("horizon_kv_disk_checksum_failures_total", "Disk tier records dropped as torn or corrupt.",
+            s.kv_disk_checksum_failures);
+    counter("horizon_kv_disk_io_errors_total", "Disk tier I/O errors (the tier then runs RAM-only).", s.kv_disk_io_errors);
+    counter("horizon_kv_disk_read_bytes_total", "Bytes read from the disk tier.", s.kv_disk_read_bytes);
+    counter("horizon_kv_disk_write_bytes_total", "Bytes written to the disk tier.", s.kv_disk_write_bytes);
+    counter("horizon_kv_disk_read_seconds_total", "Time reading and decoding disk tier records.", s.kv_disk_read_seconds);
+    counter("horizon_kv_disk_write_seconds_total", "Time encoding and writing disk tier records.", s.kv_disk_write_seconds);
+    gauge("horizon_kv_disk_degraded", "1 after an I/O error turned the disk tier off.", s.kv_disk_degraded ? 1 : 0);
+  }
   gauge("horizon_draining", "1 while the server drains for shutdown.", s.draining ? 1 : 0);
 
   ttft_.render(out, "horizon_time_to_first_token_seconds", "Time from request arrival to the first token.");

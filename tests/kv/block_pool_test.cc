@@ -66,3 +66,39 @@ TEST(BlockPoolTest, RandomOperationsLeakNothing) {
 
 }  // namespace
 }  // namespace hz
+
+namespace hz {
+namespace {
+
+// With an LFU-with-decay policy the pool evicts the cached block used least (decayed), not the one
+// released longest ago; without a policy or with LRU, the one released longest ago.
+TEST(BlockPoolPolicy, LfuDecayEvictsTheLeastUsedCachedBlock) {
+  for (int mode = 0; mode < 3; ++mode) {  // no policy, LRU policy, LFU-with-decay
+    BlockPool pool(3);
+    std::unique_ptr<kvstore::HotnessPolicy> policy;
+    if (mode == 1) policy = kvstore::make_lru_policy();
+    if (mode == 2) policy = kvstore::make_lfu_decay_policy(1000);
+    pool.set_eviction_policy(policy.get());
+    std::vector<int32_t> b;
+    ASSERT_TRUE(pool.allocate_n(3, &b));
+    for (int32_t x : b) pool.set_cacheable(x);
+    pool.unref(b[0]);
+    for (int i = 0; i < 5; ++i) {  // block 0 is hit often, early
+      pool.acquire(b[0]);
+      pool.unref(b[0]);
+    }
+    pool.unref(b[1]);  // then 1 and 2 are released, once each
+    pool.unref(b[2]);
+    pool.check_invariants();
+    auto v = pool.allocate();
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(*v, mode == 2 ? b[1] : b[0]) << mode;
+    EXPECT_FALSE(pool.cacheable(*v));
+    pool.unref(*v);
+    pool.check_invariants();
+    if (policy) EXPECT_EQ(policy->size(), 2u);  // the evicted block left the policy
+  }
+}
+
+}  // namespace
+}  // namespace hz
