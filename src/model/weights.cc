@@ -1,6 +1,11 @@
 #include "model/weights.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/kernels.h"
 
@@ -78,7 +83,53 @@ Result<std::vector<float>> bind_vector(const TensorSource& f, const std::string&
   return v;
 }
 
+// Drops the whole pages inside [p, p + n) of a read-only file mapping from this process.
+void release_file_pages(const uint8_t* p, uint64_t n) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (reinterpret_cast<uint64_t>(p) + page - 1) / page * page;
+  const uint64_t end = (reinterpret_cast<uint64_t>(p) + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace
+
+struct ModelWeights::PackedBuffer {
+  void* data = nullptr;
+  size_t size = 0;
+  ~PackedBuffer() {
+    if (data != nullptr) munmap(data, size);
+  }
+};
+
+uint64_t ModelWeights::pack(bool release_source) {
+  const char* env = std::getenv("HORIZON_PACK");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
+  uint64_t total = 0;
+  auto pack_one = [&](Matrix& m, bool release) {
+    if (!m.present() || m.packed != nullptr || !kernels::packable(m.dtype) || m.cols % kQK8_0 != 0) return;
+    auto buf = std::make_shared<PackedBuffer>();
+    buf->size = kernels::packed_bytes(m.dtype, m.rows, m.cols);
+    void* p = mmap(nullptr, buf->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;  // not fatal: the matrix stays in the file's layout
+    buf->data = p;
+    madvise(p, buf->size, MADV_HUGEPAGE);
+    kernels::pack_weights(m.dtype, m.cols, m.data, m.row_bytes, m.rows, p);
+    if (release) release_file_pages(m.data, m.row_bytes * m.rows);
+    m.packed = static_cast<const uint8_t*>(p);
+    total += buf->size;
+    packed_.push_back(std::move(buf));
+  };
+  // A tied output head shares the embedding's rows, which token lookups keep reading.
+  const bool tied = output.data == token_embd.data;
+  pack_one(output, release_source && !tied);
+  for (LayerWeights& L : layers) {
+    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router, &L.shared_gate,
+                      &L.shared_up, &L.shared_down}) {
+      pack_one(*m, release_source);
+    }
+  }
+  return total;
+}
 
 Result<ModelWeights> ModelWeights::bind(const TensorSource& f, const ModelConfig& c) {
   ModelWeights w;
