@@ -59,4 +59,41 @@ void unpack_row(DType wtype, int64_t n, const void* packed, int64_t r, void* row
   }
 }
 
+uint64_t packed_activation_bytes(int64_t n, int64_t num_tokens) {
+  const int64_t chunks = (num_tokens + kPackedTokenChunk - 1) / kPackedTokenChunk;
+  return static_cast<uint64_t>(chunks * (n / kQK8_0) * kPackedTokenChunk * kPackedActivationEntryBytes);
+}
+
+void pack_activations(int64_t n, const BlockQ8_0* x, uint64_t x_row_bytes, int64_t num_tokens, void* out) {
+  const int64_t nb = n / kQK8_0;
+  auto* dst = static_cast<uint8_t*>(out);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(reinterpret_cast<const uint8_t*>(x) + t * x_row_bytes);
+    const int64_t c = t / kPackedTokenChunk, j = t % kPackedTokenChunk;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* e = dst + ((c * nb + b) * kPackedTokenChunk + j) * kPackedActivationEntryBytes;
+      const float d = f16_to_f32(row[b].d);
+      int32_t sum = 0;
+      for (int k = 0; k < kQK8_0; ++k) sum += row[b].qs[k];
+      sum *= 8;
+      std::memcpy(e, &d, 4);
+      std::memcpy(e + 4, &sum, 4);
+      std::memcpy(e + 8, row[b].qs, kQK8_0);
+    }
+  }
+}
+
+void unpack_activation_row(int64_t n, const void* packed, int64_t t, BlockQ8_0* row) {
+  const int64_t nb = n / kQK8_0;
+  const auto* src = static_cast<const uint8_t*>(packed);
+  const int64_t c = t / kPackedTokenChunk, j = t % kPackedTokenChunk;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* e = src + ((c * nb + b) * kPackedTokenChunk + j) * kPackedActivationEntryBytes;
+    float d;
+    std::memcpy(&d, e, 4);
+    row[b].d = f32_to_f16(d);  // exact: d came from an f16
+    std::memcpy(row[b].qs, e + 8, kQK8_0);
+  }
+}
+
 }  // namespace hz::kernels

@@ -63,14 +63,22 @@ void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y
   chunk = (chunk + 15) / 16 * 16;
   const int64_t num_tasks = (rows + chunk - 1) / chunk;
   const uint8_t* a = act_.data();
+  if (w.packed != nullptr) {
+    const uint64_t bytes = kernels::packed_activation_bytes(w.cols, num_tokens);
+    if (act_packed_.size() < bytes) act_packed_.resize(bytes);
+    kernels::pack_activations(w.cols, reinterpret_cast<const BlockQ8_0*>(a), arb, num_tokens, act_packed_.data());
+    const uint8_t* ap = act_packed_.data();
+    pool.parallel_for(num_tasks, [&](int64_t task, int) {
+      const int64_t r0 = task * chunk;
+      const int64_t r1 = std::min(rows, r0 + chunk);
+      kernels::matmul_packed(w.dtype, w.cols, w.packed, r0, r1, ap, num_tokens, y, rows);
+    });
+    return;
+  }
   pool.parallel_for(num_tasks, [&](int64_t task, int) {
     int64_t r0 = task * chunk;
     int64_t r1 = std::min(rows, r0 + chunk);
-    if (w.packed != nullptr) {
-      kernels::matmul_packed(w.dtype, w.cols, w.packed, r0, r1, a, arb, num_tokens, y, rows);
-    } else {
-      kernels::matmul(w.dtype, w.cols, w.data, w.row_bytes, r0, r1, a, arb, num_tokens, y, rows);
-    }
+    kernels::matmul(w.dtype, w.cols, w.data, w.row_bytes, r0, r1, a, arb, num_tokens, y, rows);
   });
 }
 

@@ -76,6 +76,7 @@ class Model {
   FfnScratch ffn_scratch_;
   MoeBlock moe_;
   std::vector<uint8_t> act_;            // activations quantized for the current matmul
+  std::vector<uint8_t> act_packed_;     // the same regrouped for packed weights (kernels::pack_activations)
   std::vector<AttnScratch> attn_scratch_;  // per thread
   std::vector<float> attn_q_;              // per thread: the scaled query
 };

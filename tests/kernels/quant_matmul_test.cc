@@ -61,6 +61,21 @@ TEST_P(QuantMatmulTest, PackRoundTripsEveryRow) {
   }
 }
 
+TEST(QuantMatmulPackTest, ActivationsRoundTripForEveryToken) {
+  const int64_t n = 96;
+  for (int64_t tokens : {1, 31, 32, 33, 70}) {
+    auto x = make_activations(DType::kQ8_0, tokens, n, 9);
+    std::vector<uint8_t> xp(packed_activation_bytes(n, tokens));
+    pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x.data()), row_bytes(DType::kQ8_0, n), tokens, xp.data());
+    std::vector<BlockQ8_0> row(n / 32);
+    for (int64_t t = 0; t < tokens; ++t) {
+      unpack_activation_row(n, xp.data(), t, row.data());
+      EXPECT_EQ(0, std::memcmp(row.data(), x.data() + t * row_bytes(DType::kQ8_0, n), row_bytes(DType::kQ8_0, n)))
+          << "tokens=" << tokens << " t=" << t;
+    }
+  }
+}
+
 TEST_P(QuantMatmulTest, VecDotIsBitIdenticalToReference) {
   SKIP_WITHOUT_AVX2();
   const DType type = GetParam();
@@ -90,6 +105,7 @@ void check_matmul(DType type, int64_t n, const std::vector<uint8_t>& w, int64_t 
   }
   std::vector<uint8_t> packed(packed_bytes(type, rows, n));
   pack_weights(type, n, w.data(), wrb, rows, packed.data());
+  std::vector<uint8_t> xp(packed_activation_bytes(n, max_tokens));
   const int64_t stride = rows + 5;
   const float sentinel = -12345.0f;
   for (int64_t tokens = 1; tokens <= max_tokens; tokens += (tokens < 17 ? 1 : 11)) {
@@ -102,7 +118,8 @@ void check_matmul(DType type, int64_t n, const std::vector<uint8_t>& w, int64_t 
         if (layout == 0) {
           avx2::matmul(type, n, w.data(), wrb, rb, re, x.data(), xrb, tokens, y.data(), stride);
         } else {
-          avx2::matmul_packed(type, n, packed.data(), rb, re, x.data(), xrb, tokens, y.data(), stride);
+          pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x.data()), xrb, tokens, xp.data());
+          avx2::matmul_packed(type, n, packed.data(), rb, re, xp.data(), tokens, y.data(), stride);
         }
         for (int64_t t = 0; t < tokens; ++t) {
           for (int64_t r = 0; r < stride; ++r) {
@@ -172,12 +189,14 @@ TEST_P(QuantMatmulTest, PackedScalarPathMatchesAvx2) {
   std::vector<uint8_t> packed(packed_bytes(type, rows, n));
   pack_weights(type, n, w.data(), row_bytes(type, n), rows, packed.data());
   const uint64_t xrb = activation_row_bytes(type, n);
+  std::vector<uint8_t> xp(packed_activation_bytes(n, tokens));
+  pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x.data()), xrb, tokens, xp.data());
   std::vector<float> a(rows * tokens), b(rows * tokens);
   const Isa before = active_isa();
   force_isa(Isa::kScalar);
-  matmul_packed(type, n, packed.data(), 8, rows, x.data(), xrb, tokens, a.data(), rows);
+  matmul_packed(type, n, packed.data(), 8, rows, xp.data(), tokens, a.data(), rows);
   force_isa(Isa::kAvx2);
-  matmul_packed(type, n, packed.data(), 8, rows, x.data(), xrb, tokens, b.data(), rows);
+  matmul_packed(type, n, packed.data(), 8, rows, xp.data(), tokens, b.data(), rows);
   force_isa(before);
   for (int64_t i = 0; i < rows * tokens; ++i) {
     if (i % rows < 8) continue;

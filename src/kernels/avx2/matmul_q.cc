@@ -212,16 +212,34 @@ struct PackedSource {
   void decode(int64_t b, typename K::W* wd) const { K::decode_packed(group + b * kGroup * K::kBlockBytes, wd); }
 };
 
-template <class K, class Source>
-void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end,
-                   const uint8_t* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  const int64_t nb = n / kQK8_0;
-  // Per-thread scratch, grown once: no allocation per call once warm.
-  thread_local std::vector<int32_t> xsum;
-  if constexpr (K::kNeedsXSum) {
-    if (xsum.size() < static_cast<size_t>(nb * num_tokens)) xsum.resize(nb * num_tokens);
-    block_sums(nb, x, x_row_bytes, num_tokens, xsum.data());
+// Where the activation blocks come from: Q8_0 rows (plus the block sums computed per call)...
+struct XRows {
+  const uint8_t* x;
+  uint64_t row_bytes;
+  const int32_t* xsum8;  // [token][block], or null when the kind needs none
+  int64_t nb;
+  const uint8_t* qs(int64_t t, int64_t b) const { return x + t * row_bytes + b * sizeof(BlockQ8_0) + 2; }
+  float d(int64_t t, int64_t b) const { return load_f16_scalar(x + t * row_bytes + b * sizeof(BlockQ8_0)); }
+  int32_t sum8(int64_t t, int64_t b) const { return xsum8 != nullptr ? xsum8[t * nb + b] : 0; }
+};
+// ...or packed activations (kernels.h): a chunk's tokens side by side for each block.
+struct XChunks {
+  const uint8_t* x;
+  int64_t nb;
+  const uint8_t* entry(int64_t t, int64_t b) const {
+    const int64_t c = t / kPackedTokenChunk, j = t % kPackedTokenChunk;
+    return x + ((c * nb + b) * kPackedTokenChunk + j) * kPackedActivationEntryBytes;
   }
+  const uint8_t* qs(int64_t t, int64_t b) const { return entry(t, b) + 8; }
+  float d(int64_t t, int64_t b) const { return load_f32_scalar(entry(t, b)); }
+  int32_t sum8(int64_t t, int64_t b) const { return load_i32(entry(t, b) + 4); }
+};
+
+template <class K, class Source, class X>
+void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end, const X& x, int64_t num_tokens, float* y,
+                   int64_t y_stride) {
+  static_assert(kTokenChunk == kPackedTokenChunk);
+  const int64_t nb = n / kQK8_0;
   alignas(32) float acc[kTokenChunk][kGroup];
   typename K::W wd;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenChunk) {
@@ -232,13 +250,10 @@ void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end,
       if (nt == 1) {
         // Decode: the accumulator lives in a register.
         __m256 a = _mm256_setzero_ps();
-        const uint8_t* xt = x + t0 * x_row_bytes;
-        const int32_t* xs = K::kNeedsXSum ? xsum.data() + t0 * nb : nullptr;
         for (int64_t b = 0; b < nb; ++b) {
           src.decode(b, &wd);
-          const uint8_t* xb = xt + b * sizeof(BlockQ8_0);
-          const __m256i isum = K::dot(wd, xb + 2, K::kNeedsXSum ? xs[b] : 0);
-          const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(load_f16_scalar(xb)));
+          const __m256i isum = K::dot(wd, x.qs(t0, b), x.sum8(t0, b));
+          const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(x.d(t0, b)));
           a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), a);
         }
         _mm256_store_ps(acc[0], a);
@@ -247,9 +262,8 @@ void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end,
         for (int64_t b = 0; b < nb; ++b) {
           src.decode(b, &wd);
           for (int64_t t = 0; t < nt; ++t) {
-            const uint8_t* xb = x + (t0 + t) * x_row_bytes + b * sizeof(BlockQ8_0);
-            const __m256i isum = K::dot(wd, xb + 2, K::kNeedsXSum ? xsum[(t0 + t) * nb + b] : 0);
-            const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(load_f16_scalar(xb)));
+            const __m256i isum = K::dot(wd, x.qs(t0 + t, b), x.sum8(t0 + t, b));
+            const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(x.d(t0 + t, b)));
             _mm256_store_ps(acc[t], _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), _mm256_load_ps(acc[t])));
           }
         }
@@ -266,6 +280,24 @@ void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end,
   }
 }
 
+// GGUF rows against Q8_0 rows: the Q4_0 block sums are computed once per call.
+template <class K>
+void matmul_rows(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
+                 uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  if (row_end <= row_begin || num_tokens <= 0) return;
+  const int64_t nb = n / kQK8_0;
+  const auto* xb = static_cast<const uint8_t*>(x);
+  // Per-thread scratch, grown once: no allocation per call once warm.
+  thread_local std::vector<int32_t> xsum;
+  if constexpr (K::kNeedsXSum) {
+    if (xsum.size() < static_cast<size_t>(nb * num_tokens)) xsum.resize(nb * num_tokens);
+    block_sums(nb, xb, x_row_bytes, num_tokens, xsum.data());
+  }
+  RowsSource<K> src{static_cast<const uint8_t*>(w), w_row_bytes, {}};
+  const XRows xr{xb, x_row_bytes, K::kNeedsXSum ? xsum.data() : nullptr, nb};
+  matmul_groups<K>(n, src, row_begin, row_end, xr, num_tokens, y, y_stride);
+}
+
 }  // namespace
 
 void vec_dot_q4_0(int64_t n, const void* w_row, const void* x_row, float* out) {
@@ -277,31 +309,27 @@ void vec_dot_q8_0(int64_t n, const void* w_row, const void* x_row, float* out) {
 
 void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  if (row_end <= row_begin || num_tokens <= 0) return;
-  RowsSource<Q4_0Kind> src{static_cast<const uint8_t*>(w), w_row_bytes, {}};
-  matmul_groups<Q4_0Kind>(n, src, row_begin, row_end, static_cast<const uint8_t*>(x), x_row_bytes, num_tokens, y, y_stride);
+  matmul_rows<Q4_0Kind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  if (row_end <= row_begin || num_tokens <= 0) return;
-  RowsSource<Q8_0Kind> src{static_cast<const uint8_t*>(w), w_row_bytes, {}};
-  matmul_groups<Q8_0Kind>(n, src, row_begin, row_end, static_cast<const uint8_t*>(x), x_row_bytes, num_tokens, y, y_stride);
+  matmul_rows<Q8_0Kind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
-                   uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+                   int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(row_begin % kGroup == 0 && n % kQK8_0 == 0);
   if (row_end <= row_begin || num_tokens <= 0) return;
   const auto* p = static_cast<const uint8_t*>(packed);
-  const auto* xb = static_cast<const uint8_t*>(x);
+  const XChunks xc{static_cast<const uint8_t*>(x), n / kQK8_0};
   const uint64_t group_bytes = packed_group_bytes(wtype, n);
   switch (wtype) {
     case DType::kQ4_0:
-      return matmul_groups<Q4_0Kind>(n, PackedSource<Q4_0Kind>{p, group_bytes, nullptr}, row_begin, row_end, xb,
-                                     x_row_bytes, num_tokens, y, y_stride);
+      return matmul_groups<Q4_0Kind>(n, PackedSource<Q4_0Kind>{p, group_bytes, nullptr}, row_begin, row_end, xc,
+                                     num_tokens, y, y_stride);
     case DType::kQ8_0:
-      return matmul_groups<Q8_0Kind>(n, PackedSource<Q8_0Kind>{p, group_bytes, nullptr}, row_begin, row_end, xb,
-                                     x_row_bytes, num_tokens, y, y_stride);
+      return matmul_groups<Q8_0Kind>(n, PackedSource<Q8_0Kind>{p, group_bytes, nullptr}, row_begin, row_end, xc,
+                                     num_tokens, y, y_stride);
     default:
       HZ_CHECK_MSG(false, "matmul_packed: unsupported weight dtype");
   }

@@ -94,13 +94,14 @@ void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t
 }
 
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
-                   uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+                   int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(row_begin % 8 == 0);
-  const auto* xb = static_cast<const uint8_t*>(x);
   std::vector<uint8_t> row(row_bytes(wtype, n));
+  std::vector<BlockQ8_0> xr(static_cast<size_t>(n / kQK8_0) * num_tokens);
+  for (int64_t t = 0; t < num_tokens; ++t) unpack_activation_row(n, x, t, xr.data() + t * (n / kQK8_0));
   for (int64_t r = row_begin; r < row_end; ++r) {
     unpack_row(wtype, n, packed, r, row.data());
-    for (int64_t t = 0; t < num_tokens; ++t) vec_dot(wtype, n, row.data(), xb + t * x_row_bytes, &y[t * y_stride + r]);
+    for (int64_t t = 0; t < num_tokens; ++t) vec_dot(wtype, n, row.data(), xr.data() + t * (n / kQK8_0), &y[t * y_stride + r]);
   }
 }
 
