@@ -181,5 +181,18 @@ BENCHMARK(BM_Matmul)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Per-op cost of the thread pool: decode issues ~7 matmuls per layer, each one parallel_for over
+// ~16 row chunks. args: threads, tasks. Time per parallel_for of empty tasks.
+void BM_ParallelForOverhead(benchmark::State& state) {
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  const int64_t tasks = state.range(1);
+  std::vector<int64_t> sink(64 * 8);
+  for (auto _ : state) {
+    pool.parallel_for(tasks, [&](int64_t t, int thread) { sink[thread * 8] += t; });
+  }
+  benchmark::DoNotOptimize(sink.data());
+}
+BENCHMARK(BM_ParallelForOverhead)->ArgsProduct({{1, 2}, {2, 16}})->ArgNames({"threads", "tasks"})->UseRealTime();
+
 }  // namespace
 }  // namespace hz::kernels

@@ -105,20 +105,26 @@ uint64_t ModelWeights::pack(bool release_source) {
   const char* env = std::getenv("HORIZON_PACK");
   if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
   uint64_t total = 0;
-  auto pack_one = [&](Matrix& m, bool release) {
+  // Packs `count` matrices of m's shape stored back to back (stacked experts): matrix i's rows at
+  // m.data + i * stride, its packed groups at m.packed + i * packed_bytes(m).
+  auto pack_stack = [&](Matrix& m, int64_t count, uint64_t stride, bool release) {
     if (!m.present() || m.packed != nullptr || !kernels::packable(m.dtype) || m.cols % kQK8_0 != 0) return;
+    const uint64_t one = kernels::packed_bytes(m.dtype, m.rows, m.cols);
     auto buf = std::make_shared<PackedBuffer>();
-    buf->size = kernels::packed_bytes(m.dtype, m.rows, m.cols);
+    buf->size = one * count;
     void* p = mmap(nullptr, buf->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return;  // not fatal: the matrix stays in the file's layout
     buf->data = p;
     madvise(p, buf->size, MADV_HUGEPAGE);
-    kernels::pack_weights(m.dtype, m.cols, m.data, m.row_bytes, m.rows, p);
-    if (release) release_file_pages(m.data, m.row_bytes * m.rows);
+    for (int64_t i = 0; i < count; ++i) {
+      kernels::pack_weights(m.dtype, m.cols, m.data + i * stride, m.row_bytes, m.rows, static_cast<uint8_t*>(p) + i * one);
+    }
+    if (release) release_file_pages(m.data, stride * (count - 1) + m.row_bytes * m.rows);
     m.packed = static_cast<const uint8_t*>(p);
     total += buf->size;
     packed_.push_back(std::move(buf));
   };
+  auto pack_one = [&](Matrix& m, bool release) { pack_stack(m, 1, 0, release); };
   // A tied output head shares the embedding's rows, which token lookups keep reading.
   const bool tied = output.data == token_embd.data;
   pack_one(output, release_source && !tied);
@@ -126,6 +132,11 @@ uint64_t ModelWeights::pack(bool release_source) {
     for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router, &L.shared_gate,
                       &L.shared_up, &L.shared_down}) {
       pack_one(*m, release_source);
+    }
+    for (ExpertMatrix* e : {&L.gate_exps, &L.up_exps, &L.down_exps}) {
+      if (e->num_experts == 0) continue;
+      pack_stack(e->m, e->num_experts, e->expert_bytes, release_source);
+      if (e->m.packed != nullptr) e->packed_expert_bytes = kernels::packed_bytes(e->m.dtype, e->m.rows, e->m.cols);
     }
   }
   return total;

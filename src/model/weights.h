@@ -35,9 +35,11 @@ struct ExpertMatrix {
   Matrix m;               // shape of one expert
   int32_t num_experts = 0;
   uint64_t expert_bytes = 0;
+  uint64_t packed_expert_bytes = 0;  // stride of the experts in m.packed, when packed
   Matrix expert(int32_t e) const {
     Matrix x = m;
     x.data = m.data + e * expert_bytes;
+    if (m.packed != nullptr) x.packed = m.packed + e * packed_expert_bytes;
     return x;
   }
 };
@@ -67,7 +69,7 @@ struct ModelWeights {
   // Binds every tensor the config needs; errors name the tensor and the shape expected.
   static Result<ModelWeights> bind(const TensorSource& f, const ModelConfig& cfg);
 
-  // Repacks every dense Q4_0/Q8_0 matrix into the kernels' packed layout, once, in anonymous memory
+  // Repacks every Q4_0/Q8_0 matrix (experts included) into the kernels' packed layout, once, in anonymous memory
   // (huge pages advised). `release_source`: the rows live in a read-only file mapping whose pages may
   // be dropped after packing (they fault back in if read again). Off with HORIZON_PACK=0. Returns
   // the bytes packed.
