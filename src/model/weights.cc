@@ -4,9 +4,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
+#include "base/log.h"
 #include "kernels/kernels.h"
 
 namespace hz {
@@ -105,6 +110,15 @@ uint64_t ModelWeights::pack(bool release_source) {
   const char* env = std::getenv("HORIZON_PACK");
   if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
   uint64_t total = 0;
+  // The byte moves, run on several threads once every buffer is mapped.
+  struct Job {
+    Matrix m;
+    int64_t count;
+    uint64_t stride, one;
+    uint8_t* dst;
+    bool release;
+  };
+  std::vector<Job> jobs;
   // Packs `count` matrices of m's shape stored back to back (stacked experts): matrix i's rows at
   // m.data + i * stride, its packed groups at m.packed + i * packed_bytes(m).
   auto pack_stack = [&](Matrix& m, int64_t count, uint64_t stride, bool release) {
@@ -112,14 +126,13 @@ uint64_t ModelWeights::pack(bool release_source) {
     const uint64_t one = kernels::packed_bytes(m.dtype, m.rows, m.cols);
     auto buf = std::make_shared<PackedBuffer>();
     buf->size = one * count;
-    void* p = mmap(nullptr, buf->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Populated up front (one bulk fault instead of one per page). No MADV_HUGEPAGE: with THP defrag
+    // on "madvise" the faults then compact memory synchronously, which made loading 4x slower here
+    // (622 MiB: 5.9 s against 1.5 s) for no decode gain measurable on this machine.
+    void* p = mmap(nullptr, buf->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED) return;  // not fatal: the matrix stays in the file's layout
     buf->data = p;
-    madvise(p, buf->size, MADV_HUGEPAGE);
-    for (int64_t i = 0; i < count; ++i) {
-      kernels::pack_weights(m.dtype, m.cols, m.data + i * stride, m.row_bytes, m.rows, static_cast<uint8_t*>(p) + i * one);
-    }
-    if (release) release_file_pages(m.data, stride * (count - 1) + m.row_bytes * m.rows);
+    jobs.push_back({m, count, stride, one, static_cast<uint8_t*>(p), release});
     m.packed = static_cast<const uint8_t*>(p);
     total += buf->size;
     packed_.push_back(std::move(buf));
@@ -139,6 +152,24 @@ uint64_t ModelWeights::pack(bool release_source) {
       if (e->m.packed != nullptr) e->packed_expert_bytes = kernels::packed_bytes(e->m.dtype, e->m.rows, e->m.cols);
     }
   }
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t j = next++; j < jobs.size(); j = next++) {
+      const Job& b = jobs[j];
+      for (int64_t i = 0; i < b.count; ++i) {
+        kernels::pack_weights(b.m.dtype, b.m.cols, b.m.data + i * b.stride, b.m.row_bytes, b.m.rows, b.dst + i * b.one);
+      }
+      if (b.release) release_file_pages(b.m.data, b.stride * (b.count - 1) + b.m.row_bytes * b.m.rows);
+    }
+  };
+  const size_t num_threads = std::min<size_t>(jobs.size(), std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < num_threads; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  HZ_LOG_DEBUG("packed {} matrices, {} MiB, in {:.2f} s on {} threads", jobs.size(), total >> 20,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), num_threads);
   return total;
 }
 

@@ -69,10 +69,10 @@ struct ModelWeights {
   // Binds every tensor the config needs; errors name the tensor and the shape expected.
   static Result<ModelWeights> bind(const TensorSource& f, const ModelConfig& cfg);
 
-  // Repacks every Q4_0/Q8_0 matrix (experts included) into the kernels' packed layout, once, in anonymous memory
-  // (huge pages advised). `release_source`: the rows live in a read-only file mapping whose pages may
-  // be dropped after packing (they fault back in if read again). Off with HORIZON_PACK=0. Returns
-  // the bytes packed.
+  // Repacks every Q4_0/Q8_0 matrix (experts included) into the kernels' packed layout, once, in
+  // anonymous memory, on several threads. `release_source`: the rows live in a read-only file
+  // mapping whose pages may be dropped after packing (they fault back in if read again). Off with
+  // HORIZON_PACK=0. Returns the bytes packed.
   uint64_t pack(bool release_source);
 
  private:
