@@ -129,13 +129,19 @@ std::string check_against_reference(ThreadPool& pool, bool packed, DType type, S
   return "";
 }
 
-// args: type index, shape index, tokens, threads, layout (0: GGUF rows, 1: packed)
+// args: type index, shape index, tokens, threads, variant (0: AVX2 on GGUF rows, 1: AVX2 on packed
+// weights and activations, 2: the scalar reference on GGUF rows, only for 2048x2048 and <= 8 tokens)
 void BM_Matmul(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
   const Shape s = kShapes[state.range(1)];
   const int64_t num_tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
-  const bool packed = state.range(4) != 0;
+  const bool packed = state.range(4) == 1;
+  const bool scalar = state.range(4) == 2;
+  if (scalar && (state.range(1) != 0 || num_tokens > 8)) {
+    state.SkipWithError("scalar reference timed on 2048x2048, <= 8 tokens only");
+    return;
+  }
   Weights& w = weights_for(type, s);
   const auto x = make_activations(type, s.cols, num_tokens);
   const uint64_t xrb = activation_row_bytes(type, s.cols);
@@ -151,6 +157,8 @@ void BM_Matmul(benchmark::State& state) {
     }
   }
 
+  const Isa isa_before = active_isa();
+  if (scalar) force_isa(Isa::kScalar);
   int copy = 0;
   // The fastest iteration as well as the mean: on a shared, loaded machine the minimum is the figure
   // least disturbed by other processes.
@@ -164,6 +172,7 @@ void BM_Matmul(benchmark::State& state) {
     benchmark::ClobberMemory();
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  force_isa(isa_before);
   const double iters = static_cast<double>(state.iterations());
   state.counters["GB/s"] = benchmark::Counter(iters * w.matrix_bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["GOP/s"] =
@@ -172,12 +181,12 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["best_GOP/s"] = 2.0 * s.rows * s.cols * num_tokens / best / 1e9;
   state.SetLabel(std::string(dtype_name(type)) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" +
                  std::to_string(num_tokens) + "/thr" + std::to_string(threads) +
-                 (packed ? "/packed" : "/rows"));
+                 (packed ? "/packed" : scalar ? "/scalar-ref" : "/rows"));
 }
 
 BENCHMARK(BM_Matmul)
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 2, 4, 8, 16, 64, 512}, {1, 2}, {0, 1}})
-    ->ArgNames({"type", "shape", "tokens", "threads", "packed"})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 2, 4, 8, 16, 64, 512}, {1, 2}, {0, 1, 2}})
+    ->ArgNames({"type", "shape", "tokens", "threads", "variant"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
