@@ -93,7 +93,7 @@ std::vector<uint8_t> make_activations(DType wtype, int64_t n, int64_t num_tokens
 // Packed weights take packed activations, regrouped once per matmul (as Model::matmul does).
 void run_matmul(ThreadPool& pool, bool packed, DType type, int64_t n, const uint8_t* w, uint64_t wrb, int64_t rows,
                 const uint8_t* x, uint64_t xrb, int64_t num_tokens, float* y) {
-  thread_local std::vector<uint8_t> xp;
+  static std::vector<uint8_t> xp;  // filled here, read by every pool thread
   if (packed) {
     xp.resize(packed_activation_bytes(n, num_tokens));
     pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x), xrb, num_tokens, xp.data());
