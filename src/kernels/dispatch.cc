@@ -128,6 +128,11 @@ void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t
   HZ_DISPATCH(matmul, wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
+void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                   int64_t num_tokens, float* y, int64_t y_stride) {
+  HZ_DISPATCH(matmul_packed, wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
+}
+
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) { HZ_DISPATCH(rms_norm, x, w, y, n, eps); }
 void swiglu(float* gate, const float* up, int64_t n) { HZ_DISPATCH(swiglu, gate, up, n); }
 void add(float* y, const float* x, int64_t n) { HZ_DISPATCH(add, y, x, n); }

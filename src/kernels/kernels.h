@@ -55,6 +55,31 @@ void vec_dot(DType wtype, int64_t n, const void* w_row, const void* x_row, float
 void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
             const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 
+// ---- packed weights (Q4_0, Q8_0): groups of 8 rows, block-interleaved, made once at load ----
+// Group g holds rows 8g..8g+7 (rows past the end repeat the last row). Per block b it stores the 8
+// rows' f16 scales (16 bytes), then their quants as transposed dwords: dword k of row r at byte
+// 16 + 32k + 4r (Q4_0: k < 4, 144 bytes; Q8_0: k < 8, 272 bytes). One vector load then feeds all 8
+// rows, and a thread streams one contiguous run instead of 8 short rows.
+bool packable(DType wtype);
+uint64_t packed_group_bytes(DType wtype, int64_t n);
+uint64_t packed_bytes(DType wtype, int64_t rows, int64_t n);
+void pack_weights(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t rows, void* out);
+// Row r of a packed matrix back in the GGUF layout (the scalar path and tests).
+void unpack_row(DType wtype, int64_t n, const void* packed, int64_t r, void* row);
+// Packed activations (Q8_0 rows regrouped once per matmul so that a block of a chunk of tokens is
+// contiguous): entry (chunk c of kPackedTokenChunk tokens, block b, token j of the chunk) at
+// ((c * n/32 + b) * kPackedTokenChunk + j) * 40 = {f32 d, int32 8 * sum(qs), int8 qs[32]}.
+constexpr int kPackedTokenChunk = 32;
+constexpr int kPackedActivationEntryBytes = 40;
+uint64_t packed_activation_bytes(int64_t n, int64_t num_tokens);
+void pack_activations(int64_t n, const BlockQ8_0* x, uint64_t x_row_bytes, int64_t num_tokens, void* out);
+// Block t of packed activations back as a Q8_0 row (the scalar path and tests).
+void unpack_activation_row(int64_t n, const void* packed, int64_t t, BlockQ8_0* row);
+// matmul over packed weights and packed activations, bit-identical to matmul over the original rows.
+// row_begin must be a multiple of 8; row_end at most the matrix's row count.
+void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                   int64_t num_tokens, float* y, int64_t y_stride);
+
 // ---- elementwise and reductions over one row ----
 // y = x / sqrt(mean(x^2) + eps) * w  (w may be null: no scaling). Fixed summation order.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);

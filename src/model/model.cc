@@ -15,12 +15,14 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
     // TODO(#9): RoPE overrides for Hugging Face folders (config.json's rope_scaling is read).
     HZ_ASSIGN_OR_RETURN(HfFolder hf, HfFolder::open(path));
     HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*hf.tensors, hf.config));
+    w.pack(/*release_source=*/false);
     return std::unique_ptr<Model>(new Model(std::move(hf.metadata), std::move(hf.config), std::move(w), std::move(hf.tensors)));
   }
   HZ_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
   HZ_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_gguf(f, overrides.rope));
   if (cfg.name.empty()) cfg.name = path.substr(path.find_last_of('/') + 1);
   HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(f, cfg));
+  w.pack(/*release_source=*/true);
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(cfg), std::move(w)));
 }
 
@@ -55,11 +57,24 @@ void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y
     kernels::quantize_activation_row(w.dtype, x + t * w.cols, act_.data() + t * arb, w.cols);
   }
   const int64_t rows = w.rows;
-  // Row chunks: enough tasks to balance threads, large enough to amortise dispatch.
+  // Row chunks: enough tasks to balance threads, large enough to amortise dispatch; multiples of 16
+  // (packed matrices need chunks that start on a group of 8 rows).
   int64_t chunk = std::max<int64_t>(16, rows / (pool.num_threads() * 8));
   chunk = (chunk + 15) / 16 * 16;
   const int64_t num_tasks = (rows + chunk - 1) / chunk;
   const uint8_t* a = act_.data();
+  if (w.packed != nullptr) {
+    const uint64_t bytes = kernels::packed_activation_bytes(w.cols, num_tokens);
+    if (act_packed_.size() < bytes) act_packed_.resize(bytes);
+    kernels::pack_activations(w.cols, reinterpret_cast<const BlockQ8_0*>(a), arb, num_tokens, act_packed_.data());
+    const uint8_t* ap = act_packed_.data();
+    pool.parallel_for(num_tasks, [&](int64_t task, int) {
+      const int64_t r0 = task * chunk;
+      const int64_t r1 = std::min(rows, r0 + chunk);
+      kernels::matmul_packed(w.dtype, w.cols, w.packed, r0, r1, ap, num_tokens, y, rows);
+    });
+    return;
+  }
   pool.parallel_for(num_tasks, [&](int64_t task, int) {
     int64_t r0 = task * chunk;
     int64_t r1 = std::min(rows, r0 + chunk);

@@ -78,6 +78,7 @@ class Model {
   FfnScratch ffn_scratch_;
   MoeBlock moe_;
   std::vector<uint8_t> act_;            // activations quantized for the current matmul
+  std::vector<uint8_t> act_packed_;     // the same regrouped for packed weights (kernels::pack_activations)
   AttentionRunner attn_runner_;
   std::vector<AttnQueryRow> attn_rows_;     // per token of the step
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct Matrix {
   int64_t cols = 0;
   uint64_t row_bytes = 0;
   const uint8_t* data = nullptr;
+  // The same rows in the kernels' packed layout (kernels::pack_weights), when ModelWeights::pack
+  // made one; the forward pass then reads only this.
+  const uint8_t* packed = nullptr;
   bool present() const { return data != nullptr; }
 };
 
@@ -31,9 +35,11 @@ struct ExpertMatrix {
   Matrix m;               // shape of one expert
   int32_t num_experts = 0;
   uint64_t expert_bytes = 0;
+  uint64_t packed_expert_bytes = 0;  // stride of the experts in m.packed, when packed
   Matrix expert(int32_t e) const {
     Matrix x = m;
     x.data = m.data + e * expert_bytes;
+    if (m.packed != nullptr) x.packed = m.packed + e * packed_expert_bytes;
     return x;
   }
 };
@@ -62,6 +68,16 @@ struct ModelWeights {
 
   // Binds every tensor the config needs; errors name the tensor and the shape expected.
   static Result<ModelWeights> bind(const TensorSource& f, const ModelConfig& cfg);
+
+  // Repacks every Q4_0/Q8_0 matrix (experts included) into the kernels' packed layout, once, in
+  // anonymous memory, on several threads. `release_source`: the rows live in a read-only file
+  // mapping whose pages may be dropped after packing (they fault back in if read again). Off with
+  // HORIZON_PACK=0. Returns the bytes packed.
+  uint64_t pack(bool release_source);
+
+ private:
+  struct PackedBuffer;
+  std::vector<std::shared_ptr<PackedBuffer>> packed_;  // owns every Matrix::packed
 };
 
 }  // namespace hz

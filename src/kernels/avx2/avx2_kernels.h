@@ -22,6 +22,15 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
 void vec_dot(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out);
 void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
             const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+// Q4_0/Q8_0 weights against Q8_0 activations (avx2/matmul_q.cc).
+void vec_dot_q4_0(int64_t n, const void* w_row, const void* x_row, float* out);
+void vec_dot_q8_0(int64_t n, const void* w_row, const void* x_row, float* out);
+void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
+                 uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
+                 uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                   int64_t num_tokens, float* y, int64_t y_stride);
 // The k-quant halves of vec_dot/matmul (avx2/kquants.cc).
 void vec_dot_kquant(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out);
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,

@@ -1,5 +1,9 @@
 // Scalar vec_dot and matmul for every supported weight type. Float types accumulate left to right
-// in f32; block types sum each block's integer products exactly, then add d_w * d_x * isum.
+// in f32; Q8_0/Q4_0 sum each block's integer products exactly, then acc = fma(d_w * d_x, isum, acc)
+// in block order: the AVX2 kernels do exactly this, so they match the reference bit for bit.
+#include <cmath>
+#include <vector>
+
 #include "base/check.h"
 #include "kernels/ref/f16_table.h"
 #include "kernels/ref/ref_kernels.h"
@@ -12,7 +16,7 @@ float dot_q8_0(int64_t n, const BlockQ8_0* w, const BlockQ8_0* x) {
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     int32_t isum = 0;
     for (int j = 0; j < kQK8_0; ++j) isum += w[b].qs[j] * x[b].qs[j];
-    sum += static_cast<float>(isum) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+    sum = std::fma(f16_to_f32(w[b].d) * f16_to_f32(x[b].d), static_cast<float>(isum), sum);
   }
   return sum;
 }
@@ -25,7 +29,7 @@ float dot_q4_0(int64_t n, const BlockQ4_0* w, const BlockQ8_0* x) {
       isum += ((w[b].qs[j] & 0x0f) - 8) * x[b].qs[j];
       isum += ((w[b].qs[j] >> 4) - 8) * x[b].qs[j + kQK4_0 / 2];
     }
-    sum += static_cast<float>(isum) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+    sum = std::fma(f16_to_f32(w[b].d) * f16_to_f32(x[b].d), static_cast<float>(isum), sum);
   }
   return sum;
 }
@@ -86,6 +90,18 @@ void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t
     for (int64_t r = row_begin; r < row_end; ++r) {
       vec_dot(wtype, n, wb + r * w_row_bytes, xb + t * x_row_bytes, &y[t * y_stride + r]);
     }
+  }
+}
+
+void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                   int64_t num_tokens, float* y, int64_t y_stride) {
+  HZ_CHECK(row_begin % 8 == 0);
+  std::vector<uint8_t> row(row_bytes(wtype, n));
+  std::vector<BlockQ8_0> xr(static_cast<size_t>(n / kQK8_0) * num_tokens);
+  for (int64_t t = 0; t < num_tokens; ++t) unpack_activation_row(n, x, t, xr.data() + t * (n / kQK8_0));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    unpack_row(wtype, n, packed, r, row.data());
+    for (int64_t t = 0; t < num_tokens; ++t) vec_dot(wtype, n, row.data(), xr.data() + t * (n / kQK8_0), &y[t * y_stride + r]);
   }
 }
 

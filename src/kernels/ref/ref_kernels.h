@@ -31,6 +31,8 @@ void k_scale_min(int j, const uint8_t* scales, uint8_t* scale, uint8_t* min);
 void vec_dot(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out);
 void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
             const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                   int64_t num_tokens, float* y, int64_t y_stride);
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void swiglu(float* gate, const float* up, int64_t n);
