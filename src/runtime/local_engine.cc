@@ -51,9 +51,6 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   if (opts.block_size < 16 || opts.block_size > 256 || opts.block_size % 16 != 0)
     return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", opts.block_size);
   if (opts.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more");
-  if (opts.enable_prefix_caching && opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype)
-    // A cached block may be needed hot by a later sequence after its owner stored it cold.
-    return unimplemented("--enable-prefix-caching with --kv-hot-window is not supported yet");
   if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
@@ -104,12 +101,26 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
       }
     }
   }
+  // Prefix caching with a hot window keeps the hot (staging) form of recently cached blocks, so that
+  // a later sequence can attach them (KvCache::set_hot_retention): that memory comes out of the
+  // budget. Enough for every sequence slot's attach point (hot blocks + 1) four times over.
+  const bool hot_retention = opts.enable_prefix_caching && prec.hot_window > 0;
+  const int64_t hot_blocks =
+      prec.hot_window > 0 ? static_cast<int64_t>((prec.hot_window - 1 + kc.block_tokens - 1) / kc.block_tokens) : 0;
+  uint64_t retained_blocks = 0;
+  if (hot_retention) {
+    const uint64_t staging_bytes = kv_block_bytes(kc.geometry(), prec.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16, kc.block_tokens);
+    retained_blocks = std::min<uint64_t>(4 * static_cast<uint64_t>(hot_blocks + 1) * static_cast<uint64_t>(opts.max_num_seqs),
+                                         budget / 4 / staging_bytes);
+    budget -= retained_blocks * staging_bytes;
+  }
   uint64_t num_blocks = budget / block_bytes;
   if (num_blocks == 0)
     return out_of_range("--kv-budget {} bytes holds no KV block (one block of {} tokens takes {} bytes)", budget,
                         kc.block_tokens, block_bytes);
   kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
   e->kv_ = std::make_unique<KvCache>(kc);
+  if (retained_blocks > 0) e->kv_->set_hot_retention(static_cast<int32_t>(retained_blocks));
   HZ_CHECK(e->kv_->block_bytes() == block_bytes);
   HZ_LOG_DEBUG("{}", e->kv_->memory().summary());
   e->pool_ = std::make_unique<ThreadPool>(opts.threads);
@@ -126,7 +137,15 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
     std::string identity = fmt::format("{}|{}|L{}|H{}|D{}|V{}|{}|bt{}", c.name, opts.model_path, c.num_layers,
                                        c.num_kv_heads, c.head_dim, c.vocab, kv_precision_name(prec), kc.block_tokens);
     e->prefix_cache_ = std::make_unique<PrefixCache>(kv->pool(), kc.block_tokens, identity);
-    e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
+    if (hot_retention) {
+      // Full blocks are registered at once (their arena form is sealed, their hot form staged);
+      // attaching sequences copy the ones they read hot.
+      const int64_t bt = kc.block_tokens;
+      e->sched_->set_prefix_cache(e->prefix_cache_.get(), [bt](int64_t n) { return n / bt; });
+      e->sched_->set_hot_attach(static_cast<int32_t>(hot_blocks), [kv](int32_t b) { return kv->hot_form_available(b); });
+    } else {
+      e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
+    }
   }
 
   ModelInfo& info = e->info_;
