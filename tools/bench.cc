@@ -56,6 +56,8 @@ struct PeerFlags {
     app.add_option("--long-prompt", o.long_prompt, "Prompt length of the long prefill row (with --long)")->capture_default_str();
     app.add_option("--peer-cache-dir", o.cache_dir, "Where llama-bench results are cached (default $XDG_CACHE_HOME/horizon/peer)");
     app.add_flag("--no-peer-cache", no_cache, "Rerun llama-bench even when a cached result exists (and refresh it)");
+    app.add_option("--peer-cache-max-load", o.cache_max_load,
+                   "Cache a llama-bench result only if the load average stayed at most this (default 1.5 x cpus; 0 = always)");
     app.add_option("--horizon-binary", o.horizon_path, "horizon executable to run (default: this one)");
   }
 };

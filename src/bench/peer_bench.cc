@@ -1,6 +1,7 @@
 #include "bench/peer_bench.h"
 
 #include <algorithm>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -66,6 +67,13 @@ std::string format_comparison_table(const std::vector<ComparisonRow>& rows) {
   return out;
 }
 
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double l = 0;
+  in >> l;
+  return in ? l : 0;
+}
+
 json PeerBenchReport::to_json() const {
   json rs = json::array();
   for (const auto& r : rows) {
@@ -87,7 +95,8 @@ json PeerBenchReport::to_json() const {
                       {"args", r.args},
                       {"cached", r.cached},
                       {"wall_seconds", r.wall_seconds},
-                      {"peak_rss_bytes", r.peak_rss_bytes}});
+                      {"peak_rss_bytes", r.peak_rss_bytes},
+                      {"max_load", r.max_load}});
   }
   return {{"mode", "peer"}, {"conditions", conditions}, {"rows", rs}, {"runs", runs_j}};
 }
@@ -102,16 +111,25 @@ std::string PeerBenchReport::to_text() const {
                      c.value("fill", "?"));
   out += fmt::format("cpu: {} ({}), {} cpus; {}\n\n", c.value("cpu_model", "?"), c.value("cpu_features", "?"),
                      c.value("num_cpus", 0), c.value("timestamp", "?"));
+  double worst = 0;
+  for (const auto& r : runs) worst = std::max(worst, r.max_load);
+  const int cpus = c.value("num_cpus", 0);
+  if (cpus > 0 && worst > 1.5 * cpus) {
+    out += fmt::format("WARNING: load average up to {:.1f} on {} cpus during these runs: other processes competed for the "
+                       "CPUs, so the figures are not representative (busy llama.cpp results are not cached).\n\n",
+                       worst, cpus);
+  }
   out += format_comparison_table(rows);
-  out += fmt::format("\n{:<10} {:<36} {:>9} {:>11}  {}\n", "engine", "run", "seconds", "peak RSS", "arguments");
+  out += fmt::format("\n{:<10} {:<36} {:>9} {:>11} {:>5}  {}\n", "engine", "run", "seconds", "peak RSS", "load", "arguments");
   double total = 0;
   for (const auto& r : runs) {
     total += r.cached ? 0 : r.wall_seconds;
-    out += fmt::format("{:<10} {:<36} {:>9} {:>11}  {}\n", r.engine, r.label,
+    out += fmt::format("{:<10} {:<36} {:>9} {:>11} {:>5.1f}  {}\n", r.engine, r.label,
                        r.cached ? fmt::format("{:.0f}*", r.wall_seconds) : fmt::format("{:.0f}", r.wall_seconds),
-                       r.peak_rss_bytes > 0 ? format_bytes(r.peak_rss_bytes) : "-", shell_join(r.args));
+                       r.peak_rss_bytes > 0 ? format_bytes(r.peak_rss_bytes) : "-", r.max_load, shell_join(r.args));
   }
-  out += fmt::format("(* cached llama.cpp result: seconds of the original run; this run took {:.0f} s)\n", total);
+  out += fmt::format("(* cached llama.cpp result: seconds and load of the original run; this run took {:.0f} s; load: "
+                     "1-minute load average, the higher of before and after the run)\n", total);
   return out;
 }
 
@@ -192,6 +210,7 @@ Result<PeerBenchReport> run_peer_bench(const PeerBenchOptions& o, const PeerProg
   PeerBenchReport rep;
   json& c = rep.conditions;
   c = host_conditions();
+  const double max_load = o.cache_max_load >= 0 ? o.cache_max_load : 1.5 * c.value("num_cpus", 1);
   c["model_path"] = o.model_path;
   c["model_digest"] = *model_digest;
   c["peer_path"] = o.peer_path;
@@ -250,6 +269,7 @@ Result<PeerBenchReport> run_peer_bench(const PeerBenchOptions& o, const PeerProg
           r.output = (*hit)["results"];
           r.wall_seconds = hit->value("wall_seconds", 0.0);
           r.peak_rss_bytes = hit->value("peak_rss_bytes", uint64_t{0});
+          r.max_load = hit->value("max_load", 0.0);
           say(step + " (cached)");
           continue;
         }
@@ -257,7 +277,9 @@ Result<PeerBenchReport> run_peer_bench(const PeerBenchOptions& o, const PeerProg
       say(step + " ...");
       std::vector<std::string> argv = {o.peer_path, "-m", o.model_path, "-o", "json"};
       argv.insert(argv.end(), r.args.begin(), r.args.end());
+      const double load0 = load_average();
       HZ_ASSIGN_OR_RETURN(ChildResult cr, run_child(argv));
+      r.max_load = std::max(load0, load_average());
       if (cr.exit_code != 0) {
         return io_error("llama-bench failed (exit {}): {}\n{}", cr.exit_code, shell_join(argv), cr.stderr_tail);
       }
@@ -266,9 +288,15 @@ Result<PeerBenchReport> run_peer_bench(const PeerBenchOptions& o, const PeerProg
       r.output = json::parse(cr.stdout_text);
       r.wall_seconds = cr.wall_seconds;
       r.peak_rss_bytes = cr.peak_rss_bytes;
+      if (max_load > 0 && r.max_load > max_load) {
+        say(fmt::format("{} done in {:.0f} s; not cached: load average {:.1f} > {:.1f}", step, cr.wall_seconds, r.max_load,
+                        max_load));
+        continue;
+      }
       HZ_RETURN_IF_ERROR(cache.store(key, {{"results", r.output},
                                            {"wall_seconds", cr.wall_seconds},
                                            {"peak_rss_bytes", cr.peak_rss_bytes},
+                                           {"max_load", r.max_load},
                                            {"command", shell_join(argv)},
                                            {"created", c.value("timestamp", "")}}));
       say(fmt::format("{} done in {:.0f} s", step, cr.wall_seconds));
@@ -276,7 +304,9 @@ Result<PeerBenchReport> run_peer_bench(const PeerBenchOptions& o, const PeerProg
       say(step + " ...");
       std::vector<std::string> argv = {self};
       argv.insert(argv.end(), r.args.begin(), r.args.end());
+      const double load0 = load_average();
       HZ_ASSIGN_OR_RETURN(ChildResult cr, run_child(argv));
+      r.max_load = std::max(load0, load_average());
       if (cr.exit_code != 0) return io_error("horizon failed (exit {}): {}\n{}", cr.exit_code, shell_join(argv), cr.stderr_tail);
       r.output = json::parse(cr.stdout_text, nullptr, false);
       if (!r.output.is_object()) return io_error("{}: output is not JSON: '{}'", shell_join(argv), cr.stdout_text.substr(0, 200));

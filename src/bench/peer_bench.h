@@ -31,6 +31,10 @@ struct PeerBenchOptions {
   int64_t long_depth = 16384;
   int64_t long_prompt = 16384;
   std::string fill = "synthetic";  // how horizon reaches a depth (bench engine --fill)
+  // A llama-bench result is cached only when the 1-minute load average before and after its run
+  // stayed at most this (other processes competing for the CPUs make its figures worthless, and
+  // a cached figure would be reused for good). < 0: 1.5 x the CPUs; 0: cache regardless.
+  double cache_max_load = -1;
 };
 
 // One row of the comparison. Ratios are horizon / llama.cpp (for RSS too; lower is better there).
@@ -60,6 +64,7 @@ struct EngineRun {
   bool cached = false;
   double wall_seconds = 0;
   uint64_t peak_rss_bytes = 0;
+  double max_load = 0;  // 1-minute load average, the higher of before and after the run
   nlohmann::json output;  // llama-bench's record array, or horizon's bench engine report
 };
 
@@ -70,6 +75,9 @@ struct PeerBenchReport {
   nlohmann::json to_json() const;
   std::string to_text() const;  // conditions, the table, then the runs (time, RSS, cached)
 };
+
+// The 1-minute load average (/proc/loadavg), 0 when unreadable.
+double load_average();
 
 using PeerProgressFn = std::function<void(const std::string&)>;
 

@@ -66,7 +66,8 @@ struct Fixture {
     return n;
   }
   std::string base_flags() const {
-    return " --peer " + peer + " -m " + model + " -t 1 -r 2 --pp 16 --tg 4 --peer-depth 32 --peer-cache-dir " + cache;
+    return " --peer " + peer + " -m " + model + " -t 1 -r 2 --pp 16 --tg 4 --peer-depth 32 --peer-cache-dir " + cache +
+           " --peer-cache-max-load 0";  // the test machine may be busy: cache regardless
   }
 };
 
@@ -161,6 +162,19 @@ TEST(BenchPeerCliTest, LongRowsReportPeakRss) {
     EXPECT_GT((*rss)["ours"].get<double>(), 1 << 20);
     EXPECT_GT((*rss)["peer_values"][0].get<double>(), 0);  // the bash script's own RSS
   }
+}
+
+TEST(BenchPeerCliTest, BusyMachineResultsAreNotCached) {
+  Fixture f;
+  std::string flags = f.base_flags();
+  flags = flags.substr(0, flags.find(" --peer-cache-max-load")) + " --peer-cache-max-load 0.001";
+  std::string err;
+  json j = run_json(flags, &err);
+  EXPECT_EQ(f.count(), 3);
+  if (j["runs"][0]["max_load"].get<double>() <= 0.001) GTEST_SKIP() << "load average 0.00: nothing to test";
+  run_json(flags);
+  EXPECT_EQ(f.count(), 6);  // nothing was cached
+  EXPECT_FALSE(std::filesystem::exists(f.cache) && !std::filesystem::is_empty(f.cache));
 }
 
 TEST(BenchPeerCliTest, ErrorsNameTheProblem) {
