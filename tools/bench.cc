@@ -10,6 +10,7 @@
 
 #include "base/byte_size.h"
 #include "bench/engine_bench.h"
+#include "bench/peer_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/svg_plot.h"
 #include "tools/cli.h"
@@ -30,6 +31,35 @@ struct EngineBenchFlags {
   bool no_warmup = false;
   bool json = false;
   std::string svg;
+  // --peer: compare with llama.cpp instead (issue 10's table); the rest of the peer flags below.
+  std::string peer;
+};
+
+// `bench peer` flags, also accepted by `bench engine` together with --peer.
+struct PeerFlags {
+  bench::PeerBenchOptions o;
+  bool no_cache = false;
+  bool json = false;
+  void add_to(CLI::App& app, bool with_model) {
+    if (with_model) {
+      app.add_option("--peer", o.peer_path, "Path of llama.cpp's llama-bench executable")->required();
+      app.add_option("-m,--model", o.model_path, "GGUF model file both engines run")->required();
+      app.add_option("-t,--threads", o.threads, "Threads for both engines (0 = all hardware threads)")->capture_default_str();
+      app.add_option("-r,--reps", o.reps, "Repetitions per test (median reported)")->capture_default_str();
+      app.add_flag("--json", json, "Print the report as JSON");
+    }
+    app.add_flag("--long", o.long_rows, "Also the long rows: decode at --long-depth and a --long-prompt prefill (slow)");
+    app.add_option("--pp", o.prompt_tokens, "Prefill test length")->capture_default_str();
+    app.add_option("--tg", o.gen_tokens, "Tokens decoded per decode test")->capture_default_str();
+    app.add_option("--peer-depth", o.depth, "Depth of the f16 / 8-bit KV decode rows")->capture_default_str();
+    app.add_option("--long-depth", o.long_depth, "Depth of the long decode rows (with --long)")->capture_default_str();
+    app.add_option("--long-prompt", o.long_prompt, "Prompt length of the long prefill row (with --long)")->capture_default_str();
+    app.add_option("--peer-cache-dir", o.cache_dir, "Where llama-bench results are cached (default $XDG_CACHE_HOME/horizon/peer)");
+    app.add_flag("--no-peer-cache", no_cache, "Rerun llama-bench even when a cached result exists (and refresh it)");
+    app.add_option("--peer-cache-max-load", o.cache_max_load,
+                   "Cache a llama-bench result only if the load average stayed at most this (default 1.5 x cpus; 0 = always)");
+    app.add_option("--horizon-binary", o.horizon_path, "horizon executable to run (default: this one)");
+  }
 };
 
 struct ServeBenchFlags {
@@ -155,6 +185,22 @@ int run_bench_engine(const EngineBenchFlags& f) {
   return 0;
 }
 
+int run_bench_peer(const PeerFlags& f) {
+  bench::PeerBenchOptions o = f.o;
+  o.use_cache = !f.no_cache;
+  // Progress goes to stderr line by line (runs take minutes; a log is more useful than a spinner).
+  auto rep = bench::run_peer_bench(o, [&](const std::string& s) {
+    if (!f.json) std::fprintf(stderr, "%s\n", s.c_str());
+  });
+  if (!rep.ok()) return fail(rep.status().message());
+  if (f.json) {
+    std::puts(rep->to_json().dump(2).c_str());
+  } else {
+    std::fputs(rep->to_text().c_str(), stdout);
+  }
+  return 0;
+}
+
 int run_bench_serve(const ServeBenchFlags& f) {
   Progress progress(f.json);
   auto rep = bench::run_serve_bench(f.o, [&](int64_t done, int64_t errs) {
@@ -197,6 +243,7 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   app.require_subcommand(1);
   auto ef = std::make_shared<EngineBenchFlags>();
   auto sf = std::make_shared<ServeBenchFlags>();
+  auto pf = std::make_shared<PeerFlags>();
   auto which = std::make_shared<int>(0);
 
   CLI::App* eng = app.add_subcommand("engine", "Prefill (pp) and decode (tg, at depths) tokens/s of one sequence");
@@ -212,6 +259,9 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   eng->add_flag("--no-warmup", ef->no_warmup, "Skip the warm-up run before each test");
   eng->add_flag("--json", ef->json, "Print the report as JSON");
   eng->add_option("--svg", ef->svg, "Write an SVG plot of tokens/s against context length");
+  eng->add_option("--peer", ef->peer,
+                  "Compare with llama.cpp: path of its llama-bench; runs issue 10's table (see `bench peer --help`)");
+  pf->add_to(*eng, /*with_model=*/false);
   eng->callback([which] { *which = 1; });
 
   CLI::App* srv = app.add_subcommand("serve", "Load-test an OpenAI-compatible server with streaming clients");
@@ -231,7 +281,21 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   srv->add_flag("--json", sf->json, "Print the report as JSON");
   srv->callback([which] { *which = 2; });
 
-  return [ef, sf, which] {
+  CLI::App* peer = app.add_subcommand("peer", "Compare with llama.cpp's llama-bench on the same file and threads");
+  pf->add_to(*peer, /*with_model=*/true);
+  peer->callback([which] { *which = 3; });
+
+  return [ef, sf, pf, which] {
+    if (*which == 3) return run_bench_peer(*pf);
+    if (*which == 1 && !ef->peer.empty()) {
+      PeerFlags f = *pf;
+      f.o.peer_path = ef->peer;
+      f.o.model_path = ef->engine.opts.model_path;
+      f.o.threads = ef->engine.opts.threads;
+      f.o.reps = ef->reps;
+      f.json = ef->json;
+      return run_bench_peer(f);
+    }
     if (*which == 1) return run_bench_engine(*ef);
     ServeBenchFlags f = *sf;
     if (f.o.requests == 0 && f.o.duration_s == 0) f.o.requests = 100;

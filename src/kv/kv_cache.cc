@@ -67,7 +67,30 @@ KvCache::KvCache(const KvCacheConfig& cfg)
   const uintptr_t lo = (reinterpret_cast<uintptr_t>(arena_.get()) + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(arena_.get()) + total_bytes()) & ~(kHuge - 1);
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
-  pool_.set_on_unreferenced([this](int32_t b) { release_staging(b); });
+  pool_.set_on_unreferenced([this](int32_t b) { on_unreferenced(b); });
+}
+
+void KvCache::set_hot_retention(int32_t max_blocks) {
+  HZ_CHECK(max_blocks >= 0);
+  max_retained_ = max_blocks;
+  retained_.assign(cfg_.num_blocks, 0);
+  retained_pos_.resize(cfg_.num_blocks);
+  while (num_retained() > max_retained_) release_staging(retained_lru_.front());
+}
+
+void KvCache::retain(int32_t block) {
+  if (retained_[block] != 0) return;
+  retained_[block] = 1;
+  retained_pos_[block] = retained_lru_.insert(retained_lru_.end(), block);
+  while (num_retained() > max_retained_) release_staging(retained_lru_.front());
+}
+
+void KvCache::on_unreferenced(int32_t block) {
+  if (max_retained_ > 0 && pool_.cacheable(block) && hot_form_available(block)) {
+    retain(block);  // a finished sequence's newest cached blocks: the likeliest place to attach
+    return;
+  }
+  release_staging(block);
 }
 
 void KvCache::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
@@ -91,6 +114,12 @@ uint8_t* KvCache::write_row(int32_t block, int32_t layer, int32_t stream, int32_
   const uint64_t off = (static_cast<uint64_t>(head) * cfg_.block_tokens + slot) * exact_row_bytes_;
   if (!staged_) return plane_mut(block, layer, stream) + off;
   int32_t s = staging_of_[block];
+  if (s >= 0 && !retained_.empty() && retained_[block] != 0) {
+    // A retained block is never written by a sequence (cached blocks are copied on write): it
+    // was evicted and handed out again, so its old staging copy is stale.
+    release_staging(block);
+    s = -1;
+  }
   if (s < 0) {
     if (!staging_free_.empty()) {
       s = staging_free_.back();
@@ -107,6 +136,10 @@ uint8_t* KvCache::write_row(int32_t block, int32_t layer, int32_t stream, int32_
 }
 
 void KvCache::release_staging(int32_t block) {
+  if (!retained_.empty() && retained_[block] != 0) {
+    retained_[block] = 0;
+    retained_lru_.erase(retained_pos_[block]);
+  }
   const int32_t s = staging_of_[block];
   if (s < 0) return;
   staging_of_[block] = -1;
@@ -153,7 +186,8 @@ void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
   // Staged blocks form a suffix of a sequence's table: walk back from the newest finalized one.
   for (int64_t i = finalized_blocks(num_positions) - 1; i >= 0; --i) {
     const int32_t b = block_table[i];
-    if (staging_of_[b] < 0) break;
+    // Older blocks were finalized by earlier calls (released, or retained for the prefix cache).
+    if (staging_of_[b] < 0 || (!retained_.empty() && retained_[b] != 0)) break;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(cfg_.block_tokens) * cfg_.head_dim);
     const kernels::KvCodec c = kv_codec(arena_type_);
     for (int32_t l = sealed_upto_[b]; l < cfg_.num_layers; ++l) {
@@ -161,7 +195,15 @@ void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
         for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, l, st, h, tmp.data(), plane_mut(b, l, st));
       }
     }
-    release_staging(b);
+    sealed_upto_[b] = cfg_.num_layers;
+    // Not only cacheable blocks: the scheduler registers a step's blocks after this call, and a
+    // block that a large chunk both completed and finalized would otherwise lose its hot form
+    // before it is registered. Retained blocks that are never registered go when released.
+    if (max_retained_ > 0) {
+      retain(b);
+    } else {
+      release_staging(b);
+    }
   }
 }
 

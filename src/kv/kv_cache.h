@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -129,6 +130,20 @@ class KvCache {
     return static_cast<int32_t>((num_tokens + cfg_.block_tokens - 1) / cfg_.block_tokens);
   }
 
+  // Prefix caching with a hot window. A cached block's hot form exists only in its staging copy
+  // (the arena holds the cold form), and a sequence that attaches cached blocks reads the newest
+  // of them hot. So staging copies are kept ("retained") when their owner no longer needs them —
+  // every block at finalization, cacheable ones when released — at most `max_blocks` of them, the
+  // least recently retained dropped first (a released block that is not cacheable drops its own). Dropping is always safe: a sequence that
+  // needs a cached block hot attaches a private copy (copy_block), never the shared one.
+  void set_hot_retention(int32_t max_blocks);
+  int32_t max_retained() const { return max_retained_; }
+  int32_t num_retained() const { return static_cast<int32_t>(retained_lru_.size()); }
+  // Whether `block`'s exact (hence hot) form is at hand: a staging copy of a full, sealed block.
+  bool hot_form_available(int32_t block) const {
+    return staging_of_[block] >= 0 && sealed_upto_[block] == cfg_.num_layers;
+  }
+
   KvMemory memory() const;
   int32_t num_staging_slots() const { return static_cast<int32_t>(staging_.size()); }
   int32_t num_staging_in_use() const { return static_cast<int32_t>(staging_.size() - staging_free_.size()); }
@@ -141,6 +156,8 @@ class KvCache {
     return staging_[slot].get() + (2 * static_cast<uint64_t>(layer) + stream) * staging_plane_bytes_;
   }
   void release_staging(int32_t block);
+  void on_unreferenced(int32_t block);
+  void retain(int32_t block);
 
   KvCacheConfig cfg_;
   KvPrecision prec_;
@@ -162,6 +179,11 @@ class KvCache {
   std::vector<int32_t> staging_of_;  // per block: its staging slot or -1
   std::vector<int32_t> sealed_upto_;  // per staged block: layers [0, n) already encoded into the arena
   int32_t staging_high_water_ = 0;
+  // Hot retention (set_hot_retention): retained blocks, least recently retained first.
+  int32_t max_retained_ = 0;
+  std::vector<uint8_t> retained_;  // per block
+  std::list<int32_t> retained_lru_;
+  std::vector<std::list<int32_t>::iterator> retained_pos_;  // per block, valid while retained
 };
 
 }  // namespace hz

@@ -40,7 +40,29 @@ RuntimeOverhead runtime_overhead(const ModelShape& s, const PlanOptions& o, uint
   const uint64_t widest = std::max({s.hidden, ffn, q_dim});
   r.thread_buffers = o.num_threads * ((uint64_t{256} << 10) + 8 * widest);
   r.base = uint64_t{64} << 20;
+  r.kv_staging = kv_staging_bytes(s.kv_geometry(), o.kv, o.block_tokens, o.prefill_chunk_tokens, num_seqs);
   return r;
+}
+
+uint64_t kv_staging_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t prefill_chunk_tokens,
+                          uint64_t num_seqs) {
+  const bool window = p.hot_window > 0 && p.hot != p.cold;
+  const bool staged = window || !(p.hot == KvType::kF16 || p.hot == KvType::kF32);
+  if (!staged || block_tokens == 0) return 0;
+  const KvType exact = p.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16;
+  const uint64_t w = window ? p.hot_window : 0;
+  // A query reads exactly the block it is in and hot every block overlapping its window; a chunk
+  // writes (and reads exactly) every block it spans; a block not aligned to either adds one.
+  const uint64_t per_seq_blocks = (w + block_tokens - 1) / block_tokens + 1;
+  const uint64_t chunk_blocks = (prefill_chunk_tokens + block_tokens - 1) / block_tokens + 1;
+  uint64_t bytes = (std::max<uint64_t>(num_seqs, 1) * per_seq_blocks + chunk_blocks) * kv_block_bytes(g, exact, block_tokens);
+  if (window) {
+    const uint64_t cold = kv_bytes_for_tokens(g, p.cold, block_tokens, w);
+    const uint64_t hot = kv_bytes_for_tokens(g, p.hot, block_tokens, w);
+    bytes = cold >= hot ? bytes + std::max<uint64_t>(num_seqs, 1) * (cold - hot)
+                        : bytes - std::min(bytes, std::max<uint64_t>(num_seqs, 1) * (hot - cold));
+  }
+  return bytes;
 }
 
 uint64_t max_tokens_per_seq(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t kv_budget,

@@ -36,8 +36,16 @@ struct RuntimeOverhead {
   uint64_t logits = 0;          // one f32 row of vocab per sequence in a decode step
   uint64_t thread_buffers = 0;  // per-thread scratch: attention tiles, quantized activation rows
   uint64_t base = 0;            // code, tokenizer, allocator slack
-  uint64_t total() const { return activations + logits + thread_buffers + base; }
+  // Compact KV types and hot windows (KvCache): f16 (f32) staging copies of the blocks still read
+  // exactly or hot, and the cold-type arena copy of the hot window's blocks, beyond the KV figure.
+  uint64_t kv_staging = 0;
+  uint64_t total() const { return activations + logits + thread_buffers + base + kv_staging; }
 };
+// The kv_staging term: per sequence its hot window's blocks and the block being written, plus
+// the blocks one prefill chunk spans, at the exact type; with a window, the arena's cold copy of
+// the window minus the hot bytes the KV figure already counts for it. 0 for plain f16 / f32.
+uint64_t kv_staging_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t prefill_chunk_tokens,
+                          uint64_t num_seqs);
 RuntimeOverhead runtime_overhead(const ModelShape& s, const PlanOptions& o, uint64_t num_seqs);
 
 // Largest context per sequence (a whole number of blocks) for `num_seqs` sequences, given the

@@ -73,6 +73,7 @@ nlohmann::ordered_json plan_to_json(const PlanReport& r) {
                                  {"logits", r.overhead.logits},
                                  {"thread_buffers", r.overhead.thread_buffers},
                                  {"base", r.overhead.base},
+                                 {"kv_staging", r.overhead.kv_staging},
                                  {"total", r.overhead.total()}};
   j["memory_bytes"] = r.options.memory_bytes;
   j["context_limit"] = r.context_limit;
@@ -131,9 +132,10 @@ std::string plan_to_text(const PlanReport& r) {
   for (const auto& [name, b] : r.kv_bytes_per_token) kv += fmt::format(" {} {:.0f} B,", name, b);
   kv.pop_back();
   line(kv);
-  line(fmt::format("runtime overhead: {} (activations {}, logits {}, thread buffers {}, base {})", format_bytes(r.overhead.total()),
+  line(fmt::format("runtime overhead: {} (activations {}, logits {}, thread buffers {}, base {}{})", format_bytes(r.overhead.total()),
                    format_bytes(r.overhead.activations), format_bytes(r.overhead.logits),
-                   format_bytes(r.overhead.thread_buffers), format_bytes(r.overhead.base)));
+                   format_bytes(r.overhead.thread_buffers), format_bytes(r.overhead.base),
+                   r.overhead.kv_staging > 0 ? ", KV staging " + format_bytes(r.overhead.kv_staging) : std::string()));
   line(fmt::format("memory budget: {}", format_bytes(o.memory_bytes)));
   line("");
   line("largest context per sequence ('*': the model's limit):");

@@ -55,10 +55,10 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   if (opts.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more");
   // The disk tier is a tier of the prefix cache: it implies it.
   if (!opts.kv_disk_dir.empty()) e->opts_.enable_prefix_caching = true;
-  if (e->opts_.enable_prefix_caching && opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype)
-    // A cached block may be needed hot by a later sequence after its owner stored it cold.
-    return unimplemented("{} with --kv-hot-window is not supported yet",
-                         opts.kv_disk_dir.empty() ? "--enable-prefix-caching" : "--kv-disk-dir");
+  if (!opts.kv_disk_dir.empty() && opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype)
+    // Blocks come back from disk in their cold form only, and a new sequence reads the newest
+    // blocks of its prefix hot: with a window nothing could be reused from disk.
+    return unimplemented("--kv-disk-dir with --kv-hot-window is not supported yet");
   if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
@@ -109,12 +109,26 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
       }
     }
   }
+  // Prefix caching with a hot window keeps the hot (staging) form of recently cached blocks, so that
+  // a later sequence can attach them (KvCache::set_hot_retention): that memory comes out of the
+  // budget. Enough for every sequence slot's attach point (hot blocks + 1) four times over.
+  const bool hot_retention = opts.enable_prefix_caching && prec.hot_window > 0;
+  const int64_t hot_blocks =
+      prec.hot_window > 0 ? static_cast<int64_t>((prec.hot_window - 1 + kc.block_tokens - 1) / kc.block_tokens) : 0;
+  uint64_t retained_blocks = 0;
+  if (hot_retention) {
+    const uint64_t staging_bytes = kv_block_bytes(kc.geometry(), prec.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16, kc.block_tokens);
+    retained_blocks = std::min<uint64_t>(4 * static_cast<uint64_t>(hot_blocks + 1) * static_cast<uint64_t>(opts.max_num_seqs),
+                                         budget / 4 / staging_bytes);
+    budget -= retained_blocks * staging_bytes;
+  }
   uint64_t num_blocks = budget / block_bytes;
   if (num_blocks == 0)
     return out_of_range("--kv-budget {} bytes holds no KV block (one block of {} tokens takes {} bytes)", budget,
                         kc.block_tokens, block_bytes);
   kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
   e->kv_ = std::make_unique<KvCache>(kc);
+  if (retained_blocks > 0) e->kv_->set_hot_retention(static_cast<int32_t>(retained_blocks));
   HZ_CHECK(e->kv_->block_bytes() == block_bytes);
   HZ_LOG_DEBUG("{}", e->kv_->memory().summary());
   e->pool_ = std::make_unique<ThreadPool>(opts.threads);
@@ -144,7 +158,15 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
       HZ_ASSIGN_OR_RETURN(e->ram_policy_, kvstore::make_policy(opts.kv_disk_policy, "--kv-disk-policy"));
       kv->pool().set_eviction_policy(e->ram_policy_.get());
     }
-    e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
+    if (hot_retention) {
+      // Full blocks are registered at once (their arena form is sealed, their hot form staged);
+      // attaching sequences copy the ones they read hot.
+      const int64_t bt = kc.block_tokens;
+      e->sched_->set_prefix_cache(e->prefix_cache_.get(), [bt](int64_t n) { return n / bt; });
+      e->sched_->set_hot_attach(static_cast<int32_t>(hot_blocks), [kv](int32_t b) { return kv->hot_form_available(b); });
+    } else {
+      e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
+    }
     if (e->kv_store_) {
       e->disk_tier_ = std::make_unique<DiskTier>(*kv, *e->prefix_cache_, *e->kv_store_, opts.kv_disk_dtype);
       DiskTier* tier = e->disk_tier_.get();

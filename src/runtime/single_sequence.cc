@@ -60,50 +60,54 @@ Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
   while (static_cast<int32_t>(block_table_.size()) < need) block_table_.push_back(*kv_->pool().allocate());
   // One row of f32 values per (position, layer, K/V, head), from a position-keyed generator so
   // the content does not depend on the thread count.
-  auto write_position = [&](int64_t pos, std::vector<float>& row) {
-    const int32_t block = block_table_[pos / c.block_tokens];
-    const int32_t slot = static_cast<int32_t>(pos % c.block_tokens);
-    uint64_t x = (seed + 0x9E3779B97F4A7C15ull) * (static_cast<uint64_t>(pos) * 2 + 1) | 1;
-    for (int32_t layer = 0; layer < c.num_layers; ++layer) {
-      for (int half = 0; half < 2; ++half) {
-        for (int32_t h = 0; h < c.num_kv_heads; ++h) {
-          for (float& v : row) {
-            x ^= x << 13;  // xorshift64
-            x ^= x >> 7;
-            x ^= x << 17;
-            v = static_cast<float>(static_cast<int64_t>(x >> 40) - (1 << 23)) * (1.0f / (1 << 23));
-          }
-          uint8_t* dst = kv_->write_row(block, layer, half, h, slot);
-          if (kv_->exact_codec() == kernels::KvCodec::kF32) {
-            std::memcpy(dst, row.data(), row.size() * sizeof(float));
-          } else {
-            kernels::f32_to_f16_row(row.data(), reinterpret_cast<uint16_t*>(dst), c.head_dim);
+  auto fill = [&](int64_t first, int64_t count) {
+    pool_.parallel_range(count, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> row(c.head_dim);
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t pos = first + i;
+        const int32_t block = block_table_[pos / c.block_tokens];
+        const int32_t slot = static_cast<int32_t>(pos % c.block_tokens);
+        uint64_t x = (seed + 0x9E3779B97F4A7C15ull) * (static_cast<uint64_t>(pos) * 2 + 1) | 1;
+        for (int32_t layer = 0; layer < c.num_layers; ++layer) {
+          for (int half = 0; half < 2; ++half) {
+            for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+              for (float& v : row) {
+                x ^= x << 13;  // xorshift64
+                x ^= x >> 7;
+                x ^= x << 17;
+                v = static_cast<float>(static_cast<int64_t>(x >> 40) - (1 << 23)) * (1.0f / (1 << 23));
+              }
+              // The block's row storage exists already (see below): plain address arithmetic,
+              // safe from worker threads.
+              uint8_t* dst = kv_->write_row(block, layer, half, h, slot);
+              if (kv_->exact_codec() == kernels::KvCodec::kF32) {
+                std::memcpy(dst, row.data(), row.size() * sizeof(float));
+              } else {
+                kernels::f32_to_f16_row(row.data(), reinterpret_cast<uint16_t*>(dst), c.head_dim);
+              }
+            }
           }
         }
       }
-    }
+    });
   };
-  if (kv_->staged()) {
-    // Compact types: rows go through staging (engine thread only), and each completed block is
-    // sealed and committed as a prefill would leave it, so staging stays a few blocks.
-    std::vector<float> row(c.head_dim);
-    const int64_t end = num_tokens_ + n;
-    for (int64_t pos = num_tokens_; pos < end;) {
-      const int64_t stop = std::min(end, (pos / c.block_tokens + 1) * c.block_tokens);
-      const int64_t begin = pos;
-      for (; pos < stop; ++pos) write_position(pos, row);
-      for (int32_t layer = 0; layer < c.num_layers; ++layer) kv_->seal_layer(layer, block_table_.data(), begin, stop);
-      kv_->commit(block_table_.data(), stop);
-    }
-    num_tokens_ = end;
+  if (!kv_->staged()) {
+    fill(num_tokens_, n);
+    num_tokens_ += n;
     return Status();
   }
-  pool_.parallel_range(n, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> row(c.head_dim);
-    // Unstaged caches: write_row is plain address arithmetic, safe from worker threads.
-    for (int64_t i = begin; i < end; ++i) write_position(num_tokens_ + i, row);
-  });
-  num_tokens_ += n;
+  // Compact types: rows go to a block's staging copy like a forward pass writes them, one block at
+  // a time (so at most a block plus the hot window is staged), then the same commit() encodes the
+  // blocks no later query reads exactly or hot.
+  const int64_t end = num_tokens_ + n;
+  while (num_tokens_ < end) {
+    const int64_t stop = std::min<int64_t>(end, (num_tokens_ / c.block_tokens + 1) * c.block_tokens);
+    kv_->write_row(block_table_[num_tokens_ / c.block_tokens], 0, 0, 0, 0);  // creates the staging copy
+    fill(num_tokens_, stop - num_tokens_);
+    num_tokens_ = stop;
+    for (int32_t l = 0; l < c.num_layers; ++l) kv_->seal_layer(l, block_table_.data(), num_tokens_ - 1, num_tokens_);
+    kv_->commit(block_table_.data(), num_tokens_);
+  }
   return Status();
 }
 

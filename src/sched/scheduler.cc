@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "base/check.h"
 
@@ -14,6 +15,24 @@ void Scheduler::set_prefix_cache(PrefixCache* cache, std::function<int64_t(int64
   HZ_CHECK(cache == nullptr || cache->block_tokens() == cfg_.block_tokens);
   cache_ = cache;
   finalized_blocks_ = std::move(finalized_blocks);
+}
+
+void Scheduler::set_hot_attach(int32_t hot_blocks, std::function<bool(int32_t)> hot_form_available) {
+  HZ_CHECK(hot_blocks >= 0);
+  hot_blocks_ = hot_blocks;
+  hot_form_available_ = std::move(hot_form_available);
+}
+
+int32_t Scheduler::attachable_blocks(const PrefixCache::Match& m) const {
+  const int32_t n = static_cast<int32_t>(m.blocks.size());
+  if (hot_blocks_ == 0) return n;
+  // Longest k whose last hot_blocks_ blocks have their hot form (k = 0 always qualifies).
+  for (int32_t k = n; k > 0; --k) {
+    bool ok = true;
+    for (int32_t j = std::max(0, k - hot_blocks_); j < k && ok; ++j) ok = hot_form_available_(m.blocks[j]);
+    if (ok) return k;
+  }
+  return 0;
 }
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
@@ -71,15 +90,26 @@ void Scheduler::release_blocks(Sequence& s) {
   s.num_computed = 0;
 }
 
-void Scheduler::attach_prefix(Sequence& s, const PrefixCache::Match& m, int32_t max_blocks) {
-  for (int32_t b : m.blocks) {
-    pool_.acquire(b);
-    s.block_table.push_back(b);
+void Scheduler::attach_prefix(Sequence& s, const PrefixCache::Match& m, int32_t num_attach, int32_t max_blocks) {
+  const int32_t first_private = std::max(0, num_attach - hot_blocks_);
+  for (int32_t j = 0; j < first_private; ++j) {
+    pool_.acquire(m.blocks[j]);
+    s.block_table.push_back(m.blocks[j]);
   }
-  s.block_hashes = m.hashes;
-  s.num_computed = static_cast<int64_t>(m.blocks.size()) * cfg_.block_tokens;
+  // Private copies of the blocks read hot. The sources are held while the copies are allocated,
+  // so no allocation can evict one of them; admission counted these allocations.
+  for (int32_t j = first_private; j < num_attach; ++j) pool_.acquire(m.blocks[j]);
+  for (int32_t j = first_private; j < num_attach; ++j) {
+    const std::optional<int32_t> dst = pool_.allocate();
+    HZ_CHECK(dst.has_value());
+    if (copy_block_) copy_block_(m.blocks[j], *dst);
+    s.block_table.push_back(*dst);
+  }
+  for (int32_t j = first_private; j < num_attach; ++j) pool_.unref(m.blocks[j]);
+  s.block_hashes.assign(m.hashes.begin(), m.hashes.begin() + num_attach);
+  s.num_computed = static_cast<int64_t>(num_attach) * cfg_.block_tokens;
   if (s.num_preemptions == 0) s.num_cached_tokens = static_cast<int32_t>(s.num_computed);
-  cache_->record(static_cast<uint64_t>(max_blocks), m.blocks.size());
+  cache_->record(static_cast<uint64_t>(max_blocks), static_cast<uint64_t>(num_attach));
 }
 
 void Scheduler::register_blocks(Sequence& s) {
@@ -114,14 +144,22 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
       if (promote_) promote_(s.tokens.data(), max_blocks);
       m = cache_->match(s.tokens.data(), max_blocks);
     }
-    const int64_t start = static_cast<int64_t>(m.blocks.size()) * cfg_.block_tokens;
+    const int32_t num_attach = attachable_blocks(m);
+    const int32_t num_private = std::min(num_attach, hot_blocks_);
+    const int64_t start = static_cast<int64_t>(num_attach) * cfg_.block_tokens;
     int64_t first = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - start - s.num_computed, cfg_.prefill_chunk);
-    int32_t revived = 0;  // attached blocks that leave the cached list, so no longer allocatable
-    for (int32_t b : m.blocks) revived += pool_.is_cached(b) ? 1 : 0;
+    int32_t revived = 0;  // shared attached blocks that leave the cached list, so no longer allocatable
+    for (int32_t j = 0; j < num_attach - num_private; ++j) revived += pool_.is_cached(m.blocks[j]) ? 1 : 0;
     const int32_t need = static_cast<int32_t>((start + s.num_computed + first + cfg_.block_tokens - 1) / cfg_.block_tokens) -
-                         static_cast<int32_t>(m.blocks.size() + s.block_table.size());
-    if (std::max(0, need) + revived > pool_.num_allocatable()) break;
-    if (cache_ != nullptr && max_blocks >= 0 && s.block_table.empty() && s.num_computed == 0) attach_prefix(s, m, max_blocks);
+                         static_cast<int32_t>(num_attach + s.block_table.size());
+    // Private copies are allocations too; their sources may be cached blocks the copies would
+    // otherwise be allocated over, which the acquire in attach_prefix prevents.
+    int32_t held_sources = 0;
+    for (int32_t j = num_attach - num_private; j < num_attach; ++j) held_sources += pool_.is_cached(m.blocks[j]) ? 1 : 0;
+    if (std::max(0, need) + num_private + revived + held_sources > pool_.num_allocatable()) break;
+    if (cache_ != nullptr && max_blocks >= 0 && s.block_table.empty() && s.num_computed == 0) {
+      attach_prefix(s, m, num_attach, max_blocks);
+    }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }

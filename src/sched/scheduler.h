@@ -39,6 +39,13 @@ class Scheduler {
   // registered once finalized — `finalized_blocks(n)` says how many leading blocks of a sequence
   // with n computed positions are final (KvCache::finalized_blocks).
   void set_prefix_cache(PrefixCache* cache, std::function<int64_t(int64_t)> finalized_blocks);
+  // With a hot window, a sequence that attaches k cached blocks reads the last `hot_blocks` of them
+  // hot (its first query, at k * block_tokens, has them in its window), and a cached block's hot
+  // form exists only while `hot_form_available(block)`. Such sequences attach the longest matched
+  // prefix whose last hot_blocks blocks have their hot form, share the blocks before those (read
+  // cold only, from the arena), and get private copies of those hot_blocks (copy_block), so no
+  // shared block ever has to stay hot for another sequence; the rest of the match is recomputed.
+  void set_hot_attach(int32_t hot_blocks, std::function<bool(int32_t)> hot_form_available);
   // Copy-on-write: copies a block's contents (the KV cache's copy_block). Without it only the
   // bookkeeping is copied (tests with a bare pool).
   void set_copy_block(std::function<void(int32_t, int32_t)> copy) { copy_block_ = std::move(copy); }
@@ -69,7 +76,9 @@ class Scheduler {
   // when it is shared (copy-on-write).
   bool grow(Sequence& s, int64_t num_tokens);
   bool make_writable(Sequence& s);
-  void attach_prefix(Sequence& s, const PrefixCache::Match& m, int32_t max_blocks);
+  // How many leading blocks of a match a sequence can attach (see set_hot_attach).
+  int32_t attachable_blocks(const PrefixCache::Match& m) const;
+  void attach_prefix(Sequence& s, const PrefixCache::Match& m, int32_t num_attach, int32_t max_blocks);
   void register_blocks(Sequence& s);
   void release_blocks(Sequence& s);
   void preempt_last();
@@ -83,6 +92,8 @@ class Scheduler {
   std::function<int64_t(int64_t)> finalized_blocks_;
   std::function<void(int32_t, int32_t)> copy_block_;
   std::function<void(const int32_t*, int32_t)> promote_;
+  int32_t hot_blocks_ = 0;
+  std::function<bool(int32_t)> hot_form_available_;
 };
 
 }  // namespace hz

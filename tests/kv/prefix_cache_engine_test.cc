@@ -45,7 +45,8 @@ class CollectSink : public GenerationSink {
   std::condition_variable cv_;
 };
 
-std::unique_ptr<LocalEngine> make_engine(bool caching, KvType type) {
+std::unique_ptr<LocalEngine> make_engine(bool caching, KvType type, int32_t hot_window = 0,
+                                         KvType cold = KvType::kInt8) {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
@@ -55,6 +56,8 @@ std::unique_ptr<LocalEngine> make_engine(bool caching, KvType type) {
   o.max_num_batched_tokens = 512;
   o.kv_dtype = type;
   o.enable_prefix_caching = caching;
+  o.kv_hot_window = hot_window;
+  o.kv_cold_dtype = cold;
   o.kv_budget_bytes = 16u << 20;
   auto e = LocalEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();
@@ -122,16 +125,89 @@ TEST_P(PrefixCacheEngineTest, SecondGenerationPrefillsOnlyTheSuffixWithIdentical
 INSTANTIATE_TEST_SUITE_P(Types, PrefixCacheEngineTest, ::testing::Values(KvType::kF16, KvType::kInt8),
                          [](const auto& info) { return std::string(kv_type_name(info.param)); });
 
-TEST(PrefixCacheEngineOptionsTest, HotWindowWithPrefixCachingIsRefusedClearly) {
-  EngineOptions o;
-  o.model_path = test::model_path("synth-tiny-f16.gguf");
-  o.enable_prefix_caching = true;
-  o.kv_hot_window = 64;
-  o.kv_cold_dtype = KvType::kInt4;
-  auto e = LocalEngine::create(o);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("--kv-hot-window"), std::string::npos);
+void expect_same_logits(const CollectSink& got, const CollectSink& want) {
+  ASSERT_EQ(got.ids, want.ids);
+  ASSERT_EQ(got.chosen.size(), want.chosen.size());
+  ASSERT_EQ(got.top.size(), want.top.size());
+  EXPECT_EQ(0, std::memcmp(got.chosen.data(), want.chosen.data(), got.chosen.size() * sizeof(float)));
+  for (size_t i = 0; i < got.top.size(); ++i) {
+    EXPECT_EQ(got.top[i].first, want.top[i].first) << i;
+    EXPECT_EQ(0, std::memcmp(&got.top[i].second, &want.top[i].second, sizeof(float))) << i;
+  }
 }
+
+// Prefix caching with a 64-token hot window (f16) over a cold int4 / int8 arena: the second
+// generation attaches the whole 2,000-token prefix — the blocks its first queries read hot as
+// private copies of their retained hot form — and its logits are bit-identical to a run without
+// caching under the same position rule. A third request that continues the first conversation
+// (its prompt, output and more) attaches that too.
+class PrefixCacheHotWindowTest : public ::testing::TestWithParam<KvType> {};
+
+TEST_P(PrefixCacheHotWindowTest, AttachedPrefixGivesIdenticalLogits) {
+  std::mt19937 rng(7);
+  std::vector<int32_t> prefix(2000);
+  for (auto& t : prefix) t = 3 + static_cast<int32_t>(rng() % 509);
+  std::vector<int32_t> a = prefix, b = prefix;
+  for (int i = 0; i < 30; ++i) a.push_back(3 + static_cast<int32_t>(rng() % 509));
+  for (int i = 0; i < 37; ++i) b.push_back(3 + static_cast<int32_t>(rng() % 509));
+
+  auto cached = make_engine(true, KvType::kF16, 64, GetParam());
+  ASSERT_NE(cached, nullptr);
+  auto first = generate(*cached, a);
+  EXPECT_EQ(first->final_event.cached_tokens, 0);
+  EngineStats s1 = cached->stats();
+  EXPECT_EQ(s1.prefix_cache_hits, 0u);
+
+  auto second = generate(*cached, b);
+  EngineStats s2 = cached->stats();
+  EXPECT_EQ(second->final_event.cached_tokens, 2000);
+  EXPECT_EQ(s2.prefix_cache_hits - s1.prefix_cache_hits, 125u);
+  EXPECT_EQ(s2.prefix_cache_queries - s1.prefix_cache_queries, (2037u - 1) / 16);
+
+  // The first conversation continued: its 2,030 prompt tokens, the 4 generated, 20 more.
+  std::vector<int32_t> c = a;
+  c.insert(c.end(), first->ids.begin(), first->ids.end());
+  for (int i = 0; i < 20; ++i) c.push_back(3 + static_cast<int32_t>(rng() % 509));
+  auto third = generate(*cached, c);
+  EngineStats s3 = cached->stats();
+  // Full blocks of the first sequence's 2,033 computed positions: 127, all attachable.
+  EXPECT_EQ(third->final_event.cached_tokens, 127 * 16);
+  EXPECT_EQ(s3.prefix_cache_hits - s2.prefix_cache_hits, 127u);
+
+  auto plain = make_engine(false, KvType::kF16, 64, GetParam());
+  ASSERT_NE(plain, nullptr);
+  auto ref_b = generate(*plain, b);
+  EXPECT_EQ(ref_b->final_event.cached_tokens, 0);
+  expect_same_logits(*second, *ref_b);
+  auto ref_c = generate(*plain, c);
+  expect_same_logits(*third, *ref_c);
+  EXPECT_EQ(plain->stats().prefix_cache_queries, 0u);
+}
+
+// When the hot form of the blocks at the end of a match is gone (not retained), a sequence
+// attaches a shorter prefix or none, and still computes the same logits.
+TEST(PrefixCacheHotWindowOptionsTest, WithoutRetainedHotFormsFallsBackCorrectly) {
+  std::mt19937 rng(9);
+  std::vector<int32_t> prefix(1000);
+  for (auto& t : prefix) t = 3 + static_cast<int32_t>(rng() % 509);
+  std::vector<int32_t> a = prefix, b(prefix.begin(), prefix.begin() + 500);
+  for (int i = 0; i < 1500; ++i) a.push_back(3 + static_cast<int32_t>(rng() % 509));  // pushes b's blocks out
+  for (int i = 0; i < 21; ++i) b.push_back(3 + static_cast<int32_t>(rng() % 509));
+  auto cached = make_engine(true, KvType::kF16, 64, KvType::kInt4);
+  ASSERT_NE(cached, nullptr);
+  generate(*cached, a);
+  EngineStats s1 = cached->stats();
+  auto got = generate(*cached, b);
+  EngineStats s2 = cached->stats();
+  EXPECT_LT(got->final_event.cached_tokens, 496);  // 31 blocks matched, not all attachable
+  EXPECT_EQ(s2.prefix_cache_hits - s1.prefix_cache_hits, static_cast<uint64_t>(got->final_event.cached_tokens / 16));
+  auto plain = make_engine(false, KvType::kF16, 64, KvType::kInt4);
+  ASSERT_NE(plain, nullptr);
+  expect_same_logits(*got, *generate(*plain, b));
+}
+
+INSTANTIATE_TEST_SUITE_P(ColdTypes, PrefixCacheHotWindowTest, ::testing::Values(KvType::kInt4, KvType::kInt8),
+                         [](const auto& info) { return std::string(kv_type_name(info.param)); });
 
 }  // namespace
 }  // namespace hz

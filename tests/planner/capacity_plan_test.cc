@@ -328,3 +328,54 @@ TEST(CapacityPlanTest, StartupCheckNamesTheShortfall) {
 
 }  // namespace
 }  // namespace hz
+
+namespace hz {
+namespace {
+
+// Compact KV types write through f16 staging copies (KvCache); the plan's runtime overhead counts
+// them so that RSS stays within the plan (measured in tests/e2e/depth_128k_slow_test.cc).
+TEST(CapacityPlanTest, KvStagingCountsExactBlocksOfWindowAndChunk) {
+  KvGeometry g;
+  g.num_layers = 2;
+  g.num_heads = 2;
+  g.head_dim = 32;
+  const uint64_t f16_block = 2 * 2 * 2 * 16 * 32 * 2;  // layers x K/V x heads x tokens x dims x 2 B
+  KvPrecision f16{KvType::kF16, 0, KvType::kF16};
+  EXPECT_EQ(kv_staging_bytes(g, f16, 16, 512, 4), 0u);  // written in place, never staged
+  KvPrecision int8{KvType::kInt8, 0, KvType::kInt8};
+  // One sequence: its current block, plus a 512-token chunk's 32 blocks and one unaligned.
+  EXPECT_EQ(kv_staging_bytes(g, int8, 16, 512, 1), (1 + 33) * f16_block);
+  EXPECT_EQ(kv_staging_bytes(g, int8, 16, 512, 3), (3 + 33) * f16_block);
+  // f16 hot window of 64 over int4: 4 window blocks + 1 per sequence, the chunk's 33, and the
+  // arena's int4 copy of the window while the KV figure counts it at f16 (hot - cold subtracted).
+  KvPrecision mixed{KvType::kF16, 64, KvType::kInt4};
+  const uint64_t int4_64 = kv_bytes_for_tokens(g, KvType::kInt4, 16, 64);
+  const uint64_t f16_64 = kv_bytes_for_tokens(g, KvType::kF16, 16, 64);
+  ASSERT_EQ(f16_64, 4 * f16_block);
+  ASSERT_LT(int4_64, f16_64);
+  EXPECT_EQ(kv_staging_bytes(g, mixed, 16, 512, 1), (5 + 33) * f16_block - (f16_64 - int4_64));
+  // In the plan: part of the runtime overhead, zero for the default f16.
+  ModelShape s;
+  s.num_layers = 2;
+  s.hidden = 128;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_dim = 32;
+  s.ffn = 384;
+  s.vocab = 512;
+  PlanOptions o;
+  o.memory_bytes = uint64_t{1} << 30;
+  o.max_model_len = 4096;
+  o.kv = int8;
+  auto r = make_plan(s, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->overhead.kv_staging, (1 + 33) * f16_block);
+  o.kv = f16;
+  auto plain = make_plan(s, o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->overhead.kv_staging, 0u);
+  EXPECT_EQ(r->overhead.total() - r->overhead.kv_staging, plain->overhead.total());
+}
+
+}  // namespace
+}  // namespace hz

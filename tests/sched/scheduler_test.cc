@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace hz {
 namespace {
 
@@ -87,6 +89,80 @@ TEST(SchedulerTest, PreemptsNewestWhenPoolRunsDryAndFreesEverything) {
   s.remove(1);
   s.remove(2);
   EXPECT_EQ(pool.num_free(), 4);
+  pool.check_invariants();
+}
+
+}  // namespace
+}  // namespace hz
+
+namespace hz {
+namespace {
+
+// With a hot window, an admitted sequence shares the matched blocks it reads cold only and gets
+// private copies of the last `hot_blocks` it reads hot; it attaches only as far as those have
+// their hot form.
+TEST(SchedulerHotAttachTest, SharesColdBlocksAndCopiesHotOnes) {
+  BlockPool pool(32);
+  PrefixCache cache(pool, 16, "m");
+  Scheduler s({.max_num_seqs = 2, .max_num_batched_tokens = 128, .prefill_chunk = 128, .block_tokens = 16}, pool);
+  s.set_prefix_cache(&cache, [](int64_t n) { return n / 16; });
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  s.set_copy_block([&](int32_t src, int32_t dst) { copies.emplace_back(src, dst); });
+  std::vector<int32_t> hot;  // blocks whose hot form is "available"
+  s.set_hot_attach(2, [&](int32_t b) { return std::find(hot.begin(), hot.end(), b) != hot.end(); });
+
+  auto a = make_seq(1, 70);  // 4 full blocks + 6 tokens
+  for (int i = 0; i < 70; ++i) a->tokens[i] = 10 + i;
+  s.add(std::move(a));
+  step(s);
+  const std::vector<int32_t> a_blocks = s.running()[0]->block_table;
+  ASSERT_EQ(a_blocks.size(), 5u);
+  s.remove(1);
+  EXPECT_EQ(cache.size(), 4u);
+
+  auto admit = [&](uint64_t id) {
+    auto b = make_seq(id, 80);
+    for (int i = 0; i < 80; ++i) b->tokens[i] = i < 64 ? 10 + i : 500 + i;
+    s.add(std::move(b));
+    s.schedule();
+    return s.running().back().get();
+  };
+  // Hot forms of blocks 2 and 3: all 4 matched blocks attach, 0-1 shared, 2-3 copied.
+  hot = {a_blocks[2], a_blocks[3]};
+  Sequence* b = admit(2);
+  EXPECT_EQ(b->num_computed, 64);
+  EXPECT_EQ(b->num_cached_tokens, 64);
+  ASSERT_GE(b->block_table.size(), 4u);
+  EXPECT_EQ(b->block_table[0], a_blocks[0]);
+  EXPECT_EQ(b->block_table[1], a_blocks[1]);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0], std::make_pair(a_blocks[2], b->block_table[2]));
+  EXPECT_EQ(copies[1], std::make_pair(a_blocks[3], b->block_table[3]));
+  EXPECT_NE(b->block_table[2], a_blocks[2]);
+  EXPECT_EQ(pool.ref_count(b->block_table[2]), 1);
+  EXPECT_FALSE(pool.cacheable(b->block_table[2]));
+  EXPECT_EQ(cache.hits(), 4u);
+  s.remove(2);
+  pool.check_invariants();
+
+  // Only block 1 and 2 hot: the longest prefix ending in hot blocks is 3 blocks (0 shared).
+  copies.clear();
+  hot = {a_blocks[1], a_blocks[2]};
+  Sequence* c = admit(3);
+  EXPECT_EQ(c->num_computed, 48);
+  EXPECT_EQ(c->block_table[0], a_blocks[0]);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].first, a_blocks[1]);
+  EXPECT_EQ(copies[1].first, a_blocks[2]);
+  s.remove(3);
+
+  // No hot form at all: nothing attaches, the whole prompt is computed.
+  copies.clear();
+  hot.clear();
+  Sequence* d = admit(4);
+  EXPECT_EQ(d->num_computed, 0);
+  EXPECT_TRUE(copies.empty());
+  s.remove(4);
   pool.check_invariants();
 }
 
