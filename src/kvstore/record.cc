@@ -3,9 +3,11 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 
-#include <fmt/format.h>
+#include "kvstore/byte_io.h"
 
 namespace hz::kvstore {
 
@@ -18,17 +20,6 @@ namespace {
 // Header layout (little-endian): magic u32, version u16, codec u8, kv_type u8, fp.lo u64, fp.hi u64,
 // block_hash u64, parent_hash u64, token_count u32, payload_len u32, raw_len u64, checksum u64.
 constexpr size_t kChecksumOffset = 56;
-
-template <typename T>
-void put(uint8_t* p, size_t off, T v) {
-  std::memcpy(p + off, &v, sizeof(T));
-}
-template <typename T>
-T get(const uint8_t* p, size_t off) {
-  T v;
-  std::memcpy(&v, p + off, sizeof(T));
-  return v;
-}
 
 uint64_t record_checksum(const uint8_t* rec, size_t len) {
   XXH3_state_t st;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "kvstore/byte_io.h"
 
 namespace hz::kvstore {
 
@@ -20,17 +21,6 @@ constexpr uint8_t kOpPut = 1, kOpDel = 2;
 constexpr size_t kPutBody = 38, kDelBody = 8;
 // Record framing: body_len u32, op u8, body, checksum u64 = XXH3-64 of (body_len, op, body).
 constexpr size_t kFrame = 4 + 1 + 8;
-
-template <typename T>
-void put(uint8_t* p, size_t off, T v) {
-  std::memcpy(p + off, &v, sizeof(T));
-}
-template <typename T>
-T get(const uint8_t* p, size_t off) {
-  T v;
-  std::memcpy(&v, p + off, sizeof(T));
-  return v;
-}
 
 std::vector<uint8_t> frame(uint8_t op, const uint8_t* body, size_t len) {
   std::vector<uint8_t> r(kFrame + len);

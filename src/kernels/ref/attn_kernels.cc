@@ -5,21 +5,12 @@
 #include <cstring>
 
 #include "kernels/attn_kernels.h"
+#include "kernels/ref/unaligned.h"
 #include "tensor/dtype.h"
 
 namespace hz::kernels::ref {
 namespace {
 
-float load_f32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, 4);
-  return f;
-}
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 
 // Element i of a row as the codec stores it, before any scale: the value for f32/f16/bf16, the
 // E4M3 value for fp8, the signed integer code for int8/int4.

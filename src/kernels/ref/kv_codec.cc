@@ -6,6 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kv_codec.h"
+#include "kernels/ref/unaligned.h"
 #include "tensor/dtype.h"
 
 namespace hz::kernels {
@@ -51,17 +52,6 @@ float e4m3_to_f32(uint8_t v) {
 namespace ref {
 namespace {
 
-float load_f32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, 4);
-  return f;
-}
-uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-void store_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
 }  // namespace
 
