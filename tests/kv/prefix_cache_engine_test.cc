@@ -9,41 +9,13 @@
 #include <random>
 
 #include "runtime/local_engine.h"
+#include "support/collect_sink.h"
 #include "support/test_support.h"
 
 namespace hz {
 namespace {
 
-class CollectSink : public GenerationSink {
- public:
-  void on_event(GenerationEvent ev) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (ev.kind == GenerationEvent::Kind::kTokens) {
-      ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-      for (auto& c : ev.chosen) chosen.push_back(c.logprob);
-      for (auto& t : ev.top) {
-        for (auto& x : t) top.emplace_back(x.token, x.logprob);
-      }
-      return;
-    }
-    final_event = std::move(ev);
-    done = true;
-    cv_.notify_all();
-  }
-  bool wait() {
-    std::unique_lock<std::mutex> lk(mu_);
-    return cv_.wait_for(lk, std::chrono::seconds(300), [&] { return done; });
-  }
-  std::vector<int32_t> ids;
-  std::vector<float> chosen;
-  std::vector<std::pair<int32_t, float>> top;
-  GenerationEvent final_event;
-  bool done = false;
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
+using test::CollectSink;
 
 std::unique_ptr<LocalEngine> make_engine(bool caching, KvType type, int32_t hot_window = 0,
                                          KvType cold = KvType::kInt8) {

@@ -6,38 +6,13 @@
 #include <mutex>
 
 #include "support/golden.h"
+#include "support/collect_sink.h"
 #include "support/test_support.h"
 
 namespace hz {
 namespace {
 
-// Collects a request's events; wait() returns once the final event arrived.
-class CollectSink : public GenerationSink {
- public:
-  void on_event(GenerationEvent ev) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (ev.kind == GenerationEvent::Kind::kTokens) {
-      ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-      text += ev.text;
-      return;
-    }
-    final_event = std::move(ev);
-    done = true;
-    cv_.notify_all();
-  }
-  bool wait(std::chrono::seconds timeout = std::chrono::seconds(60)) {
-    std::unique_lock<std::mutex> lk(mu_);
-    return cv_.wait_for(lk, timeout, [&] { return done; });
-  }
-  std::vector<int32_t> ids;
-  std::string text;
-  GenerationEvent final_event;
-  bool done = false;
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
+using test::CollectSink;
 
 std::unique_ptr<LocalEngine> make_engine(int max_seqs = 8, int max_queue = 64) {
   EngineOptions o;

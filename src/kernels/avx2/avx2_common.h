@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/unaligned.h"
+
 namespace hz::kernels::avx2 {
 
 // Horizontal sum in one fixed order: (lo128 + hi128), then pairs, then the last two lanes.
@@ -55,16 +57,7 @@ inline __m256 load_f32_partial(const float* p, int64_t count) {
 inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
 
 // Field reads through byte pointers: rows may sit at any byte address (no alignment assumed).
-inline float load_f16_scalar(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-inline float load_f32_scalar(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, 4);
-  return f;
-}
+inline float load_f16_scalar(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 
 // expf to about 2 ulp (Cephes-style: 2^round(x log2 e) times a degree-6 polynomial of the rest).
 // exp(x) = 0 below -87.33 (no subnormal results), +inf above 88.72, NaN stays NaN.

@@ -28,7 +28,7 @@ struct Q8KX {
 inline Q8KX load_q8_k(const uint8_t* row, int64_t s) {
   const uint8_t* b = row + s * sizeof(BlockQ8_K);
   return {b + offsetof(BlockQ8_K, qs), b + offsetof(BlockQ8_K, bsums),
-          _mm256_set1_ps(load_f32_scalar(b + offsetof(BlockQ8_K, d)))};
+          _mm256_set1_ps(load_f32(b + offsetof(BlockQ8_K, d)))};
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }

@@ -19,16 +19,6 @@ namespace {
 constexpr int kGroup = 8;        // weight rows per group (one f32 lane each)
 constexpr int kTokenChunk = 32;  // tokens per pass over a group's weights (activations stay in L2)
 
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline int32_t load_i32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -231,7 +221,7 @@ struct XChunks {
     return x + ((c * nb + b) * kPackedTokenChunk + j) * kPackedActivationEntryBytes;
   }
   const uint8_t* qs(int64_t t, int64_t b) const { return entry(t, b) + 8; }
-  float d(int64_t t, int64_t b) const { return load_f32_scalar(entry(t, b)); }
+  float d(int64_t t, int64_t b) const { return load_f32(entry(t, b)); }
   int32_t sum8(int64_t t, int64_t b) const { return load_i32(entry(t, b) + 4); }
 };
 

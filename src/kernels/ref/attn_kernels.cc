@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/attn_kernels.h"
-#include "kernels/ref/unaligned.h"
+#include "kernels/unaligned.h"
 #include "tensor/dtype.h"
 
 namespace hz::kernels::ref {

@@ -6,7 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kv_codec.h"
-#include "kernels/ref/unaligned.h"
+#include "kernels/unaligned.h"
 #include "tensor/dtype.h"
 
 namespace hz::kernels {

@@ -1,0 +1,52 @@
+// A GenerationSink for engine tests: collects token ids, text, chosen and top log-probabilities,
+// keeps the final event and lets the test wait for it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/engine_api.h"
+
+namespace hz::test {
+
+class CollectSink : public GenerationSink {
+ public:
+  void on_event(GenerationEvent ev) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (ev.kind == GenerationEvent::Kind::kTokens) {
+      ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+      text += ev.text;
+      for (auto& c : ev.chosen) chosen.push_back(c.logprob);
+      for (auto& t : ev.top) {
+        for (auto& x : t) top.emplace_back(x.token, x.logprob);
+      }
+      return;
+    }
+    final_event = std::move(ev);
+    done = true;
+    cv_.notify_all();
+  }
+  // True once the final event arrived within `timeout`.
+  bool wait(std::chrono::seconds timeout = std::chrono::seconds(300)) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, timeout, [&] { return done; });
+  }
+
+  std::vector<int32_t> ids;
+  std::string text;
+  std::vector<float> chosen;
+  std::vector<std::pair<int32_t, float>> top;
+  GenerationEvent final_event;
+  bool done = false;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace hz::test
