@@ -80,7 +80,23 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   so.max_tokens = static_cast<int32_t>(capacity);
   so.block_tokens = o.block_size;
   so.kv_precision = o.kv;
+  if (o.kv_budget_bytes > 0) {
+    const KvType arena = o.kv.hot_window > 0 && o.kv.hot != o.kv.cold ? o.kv.cold : o.kv.hot;
+    KvGeometry g;
+    g.num_layers = static_cast<uint64_t>(c.num_layers);
+    g.num_streams = 2;
+    g.num_heads = static_cast<uint64_t>(c.num_kv_heads);
+    g.head_dim = static_cast<uint64_t>(c.head_dim);
+    const uint64_t blocks = o.kv_budget_bytes / kv_block_bytes(g, arena, static_cast<uint64_t>(o.block_size));
+    if (blocks == 0) return invalid_argument("--kv-budget {} bytes holds no KV block", o.kv_budget_bytes);
+    so.ram_tokens = static_cast<int32_t>(std::min<uint64_t>(blocks * o.block_size, INT32_MAX));
+    if (so.ram_tokens < capacity && o.kv_disk_dir.empty()) {
+      return invalid_argument("--kv-budget holds {} tokens but the tests need {}: raise it or add --kv-disk-dir",
+                              so.ram_tokens, capacity);
+    }
+  }
   SingleSequence seq(*model, pool, so);
+  if (!o.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(seq.enable_far(o.kv_disk_dir, o.kv_disk_budget_bytes));
 
   EngineBenchReport rep;
   nlohmann::json& cond = rep.conditions;
@@ -95,6 +111,8 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   cond["hidden"] = c.hidden;
   cond["kv_cache_dtype"] = kv_precision_name(o.kv);
   cond["kv_bytes_per_token"] = seq.kv().block_bytes() / static_cast<uint64_t>(o.block_size);
+  cond["kv_ram_tokens"] = static_cast<int64_t>(seq.kv().config().num_blocks) * o.block_size;
+  cond["kv_disk_dir"] = o.kv_disk_dir;
   cond["threads"] = pool.num_threads();
   cond["block_size"] = o.block_size;
   cond["prefill_chunk"] = o.prefill_chunk;

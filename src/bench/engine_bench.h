@@ -33,6 +33,10 @@ struct EngineBenchOptions {
   FillMode fill = FillMode::kSynthetic;
   bool warmup = true;
   uint64_t seed = 1;
+  // RAM for the sequence's KV (0: all of it), and a far tier for the rest (kv/far_tier.h).
+  uint64_t kv_budget_bytes = 0;
+  std::string kv_disk_dir;
+  uint64_t kv_disk_budget_bytes = uint64_t{64} << 30;
 };
 
 struct EngineBenchResult {

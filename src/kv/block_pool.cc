@@ -82,6 +82,14 @@ void BlockPool::set_cacheable(int32_t block_idx) {
   if (policy_ != nullptr) policy_->touch(static_cast<uint64_t>(block_idx));
 }
 
+void BlockPool::uncache(int32_t block_idx) {
+  HZ_CHECK(block_idx >= 0 && block_idx < num_blocks());
+  HZ_CHECK(ref_counts_[block_idx] > 0);
+  if (cacheable_[block_idx] == 0) return;
+  cacheable_[block_idx] = 0;
+  if (policy_ != nullptr) policy_->erase(static_cast<uint64_t>(block_idx));
+}
+
 void BlockPool::check_invariants() const {
   std::vector<int32_t> seen(ref_counts_.size(), 0);
   for (int32_t neg : free_) {

@@ -45,6 +45,9 @@ class BlockPool {
   // evicted. Eviction clears the mark.
   void set_cacheable(int32_t block_idx);
   bool cacheable(int32_t block_idx) const { return cacheable_[block_idx] != 0; }
+  // Clears a referenced block's cacheable mark (its contents are moving elsewhere: the prefix
+  // cache must forget it first, PrefixCache::forget).
+  void uncache(int32_t block_idx);
   bool is_cached(int32_t block_idx) const { return ref_counts_[block_idx] == 0 && cacheable_[block_idx] != 0; }
 
   // Called when a cached block is evicted for reuse (the prefix cache drops its key).

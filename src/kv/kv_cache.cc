@@ -111,6 +111,7 @@ uint64_t KvCache::plane_bytes_for(kernels::KvCodec c) const {
 }
 
 uint8_t* KvCache::write_row(int32_t block, int32_t layer, int32_t stream, int32_t head, int32_t slot) {
+  HZ_DCHECK(!is_far(block));
   const uint64_t off = (static_cast<uint64_t>(head) * cfg_.block_tokens + slot) * exact_row_bytes_;
   if (!staged_) return plane_mut(block, layer, stream) + off;
   int32_t s = staging_of_[block];
@@ -155,6 +156,7 @@ KvRead KvCache::read_form(int64_t query_pos, int64_t block_index) const {
 
 const uint8_t* KvCache::exact_plane(int32_t block, int32_t layer, int32_t stream) const {
   if (!staged_) return plane(block, layer, stream);
+  if (is_far(block)) return nullptr;
   const int32_t s = staging_of_[block];
   return s < 0 ? nullptr : staging_plane(s, layer, stream);
 }
@@ -187,7 +189,7 @@ void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
   for (int64_t i = finalized_blocks(num_positions) - 1; i >= 0; --i) {
     const int32_t b = block_table[i];
     // Older blocks were finalized by earlier calls (released, or retained for the prefix cache).
-    if (staging_of_[b] < 0 || (!retained_.empty() && retained_[b] != 0)) break;
+    if (is_far(b) || staging_of_[b] < 0 || (!retained_.empty() && retained_[b] != 0)) break;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(cfg_.block_tokens) * cfg_.head_dim);
     const kernels::KvCodec c = kv_codec(arena_type_);
     for (int32_t l = sealed_upto_[b]; l < cfg_.num_layers; ++l) {
@@ -216,7 +218,7 @@ void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begi
   for (int64_t i = begin / bt; (i + 1) * bt <= end; ++i) {
     if ((i + 1) * bt - 1 < begin) continue;
     const int32_t b = block_table[i];
-    if (staging_of_[b] < 0 || sealed_upto_[b] != layer) continue;
+    if (is_far(b) || staging_of_[b] < 0 || sealed_upto_[b] != layer) continue;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(bt) * cfg_.head_dim);
     for (int32_t st = 0; st < 2; ++st) {
       for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, layer, st, h, tmp.data(), plane_mut(b, layer, st));
@@ -226,13 +228,48 @@ void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begi
 }
 
 bool KvCache::reopen_block(int32_t block) {
+  if (is_far(block)) return false;
   if (!staged_) return true;
   if (staging_of_[block] < 0) return false;
   sealed_upto_[block] = 0;
   return true;
 }
 
+std::vector<FarSegment> KvCache::far_segments() const {
+  const kernels::KvCodec c = kv_codec(arena_type_);
+  const uint64_t elems = static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_elem_bytes(c, cfg_.head_dim);
+  const uint64_t scales = c == kernels::KvCodec::kFp8
+                              ? 4
+                              : static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
+  std::vector<FarSegment> out;
+  for (int32_t st = 0; st < 2; ++st) {
+    for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) {
+      FarSegment g;
+      g.offset = st * plane_bytes_ + head_elem_offset(c, h);
+      g.bytes = elems;
+      g.offset2 = st * plane_bytes_ + head_scale_offset(c, h);
+      g.bytes2 = scales;
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
+bool KvCache::spillable(int32_t block) const {
+  if (far_ == nullptr || is_far(block) || far_->num_free() == 0) return false;
+  return staging_of_[block] < 0 || (!retained_.empty() && retained_[block] != 0);
+}
+
+std::optional<int32_t> KvCache::spill(int32_t block) {
+  if (!spillable(block)) return std::nullopt;
+  release_staging(block);  // a retained hot copy: the far block is only ever read cold
+  auto slot = far_->put([&](int32_t layer) { return plane(block, layer, 0); });
+  if (!slot) return std::nullopt;
+  return cfg_.num_blocks + *slot;
+}
+
 void KvCache::copy_block(int32_t src, int32_t dst) {
+  HZ_DCHECK(!is_far(src) && !is_far(dst));
   std::memcpy(plane_mut(dst, 0, 0), plane(src, 0, 0), block_bytes());
   release_staging(dst);
   if (staging_of_[src] >= 0) {

@@ -20,6 +20,7 @@
 
 #include "kernels/kv_codec.h"
 #include "kv/block_pool.h"
+#include "kv/far_tier.h"
 #include "kv/kv_memory.h"
 #include "planner/kv_layout.h"
 #include "tensor/dtype.h"
@@ -77,10 +78,38 @@ class KvCache {
   // The exact plane [num_kv_heads][block_tokens][head_dim] in exact_codec(): the staging copy, or
   // the arena for unstaged caches. Null when a staged cache has no staging copy of the block.
   const uint8_t* exact_plane(int32_t block, int32_t layer, int32_t stream) const;
-  bool has_staging(int32_t block) const { return staging_of_[block] >= 0; }
+  bool has_staging(int32_t block) const { return !is_far(block) && staging_of_[block] >= 0; }
   // Arena plane of `block`: elements [num_kv_heads][block_tokens][row elem bytes], then scales.
+  // For a far block (is_far), the same bytes through the far tier's mapping.
   const uint8_t* plane(int32_t block, int32_t layer, int32_t stream) const {
+    if (is_far(block)) return far_->layer_data(block - cfg_.num_blocks, layer) + stream * plane_bytes_;
     return arena_.get() + static_cast<uint64_t>(block) * block_bytes() + (2 * static_cast<uint64_t>(layer) + stream) * plane_bytes_;
+  }
+
+  // Far blocks: a running sequence's finalized blocks moved to disk (kv/far_tier.h) to make room
+  // in the pool. Their ids follow the pool's (num_blocks + far slot) in block tables; they have no
+  // staging copy and are read cold, exactly as before the move. Not owned; set once, before use.
+  void attach_far(FarTier* far) { far_ = far; }
+  FarTier* far() const { return far_; }
+  bool is_far(int32_t block) const { return block >= cfg_.num_blocks; }
+  // Whether `block` (a pool block) can move to the far tier: finalized — fully encoded, no staging
+  // copy other than a retained one — and the far tier has room.
+  bool spillable(int32_t block) const;
+  // Writes pool block `block` to the far tier and returns its far id; its pool reference is the
+  // caller's to drop. nullopt when not spillable or the far tier cannot take it.
+  std::optional<int32_t> spill(int32_t block);
+  // The far tier's checksum segments: per stream (K, V) and KV head, that head's rows and scales
+  // in a layer's two planes (segment stream * num_kv_heads + head), as attention reads them.
+  std::vector<FarSegment> far_segments() const;
+  // A far block no sequence holds any more.
+  void release_far(int32_t block) { far_->release(block - cfg_.num_blocks); }
+  // Drops a block reference of a sequence: the pool's, or the far tier's slot.
+  void release_block(int32_t block) {
+    if (is_far(block)) {
+      release_far(block);
+    } else {
+      pool_.unref(block);
+    }
   }
   // All of `block`'s arena bytes (block_bytes(): every layer's K and V planes), contiguous: what the
   // disk tier stores and restores. Valid for finalized blocks (no staging copy left).
@@ -110,7 +139,9 @@ class KvCache {
   // exactly or hot). Cold reads of a full block then come from the arena, never encoded per query.
   void seal_layer(int32_t layer, const int32_t* block_table, int64_t begin, int64_t end);
   // Whether the arena holds `layer` of `block` in the arena type (finalized, or sealed).
-  bool arena_valid(int32_t block, int32_t layer) const { return staging_of_[block] < 0 || sealed_upto_[block] > layer; }
+  bool arena_valid(int32_t block, int32_t layer) const {
+    return is_far(block) || staging_of_[block] < 0 || sealed_upto_[block] > layer;
+  }
 
   // Blocks [0, n) of a sequence with `num_positions` computed positions that no query at a later
   // position reads exactly or hot.
@@ -141,7 +172,7 @@ class KvCache {
   int32_t num_retained() const { return static_cast<int32_t>(retained_lru_.size()); }
   // Whether `block`'s exact (hence hot) form is at hand: a staging copy of a full, sealed block.
   bool hot_form_available(int32_t block) const {
-    return staging_of_[block] >= 0 && sealed_upto_[block] == cfg_.num_layers;
+    return !is_far(block) && staging_of_[block] >= 0 && sealed_upto_[block] == cfg_.num_layers;
   }
 
   KvMemory memory() const;
@@ -183,6 +214,7 @@ class KvCache {
   int32_t max_retained_ = 0;
   std::vector<uint8_t> retained_;  // per block
   std::list<int32_t> retained_lru_;
+  FarTier* far_ = nullptr;
   std::vector<std::list<int32_t>::iterator> retained_pos_;  // per block, valid while retained
 };
 

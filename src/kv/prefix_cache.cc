@@ -78,6 +78,12 @@ void PrefixCache::insert(uint64_t hash, int32_t block, const int32_t* tokens, ui
   pool_.set_cacheable(block);
 }
 
+void PrefixCache::forget(int32_t block) {
+  if (has_key_[block] == 0) return;
+  on_evict(block);
+  pool_.uncache(block);
+}
+
 void PrefixCache::on_evict(int32_t block) {
   if (has_key_[block] == 0) return;
   if (on_demote_) on_demote_(block, key_of_[block], parent_of_[block], &tokens_of_[static_cast<size_t>(block) * block_tokens_]);

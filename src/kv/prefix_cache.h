@@ -47,6 +47,10 @@ class PrefixCache {
   // `parent` is the key of the block before it (0 for a first block), kept for the disk tier.
   void insert(uint64_t hash, int32_t block, const int32_t* tokens, uint64_t parent = 0);
   bool contains(int32_t block) const { return has_key_[block] != 0; }
+  // Forgets a registered block that is leaving RAM while referenced (a running sequence's block
+  // moving to the far tier): hands it to on_demote like an eviction, then drops its key and its
+  // cacheable mark. No-op for an unregistered block.
+  void forget(int32_t block);
   // The block registered under `hash` whose token ids equal `tokens`, or -1.
   int32_t lookup(uint64_t hash, const int32_t* tokens) const;
   // Called with (block, key, parent key, token ids) when a cached block is evicted, before it is

@@ -41,6 +41,7 @@ struct TileSrc {
   bool encode = false;          // read through KvCache::encode_head (k, v unset)
   int32_t block = 0;
   int32_t slot = 0;
+  int32_t far_slot = -1;        // the far tier's slot of a far block (kv/far_tier.h)
 };
 
 TileSrc locate(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, int64_t query_pos,
@@ -50,6 +51,7 @@ TileSrc locate(const KvCache& kv, const int32_t* block_table, int32_t layer, int
   TileSrc t;
   t.block = block_table[bi];
   t.slot = static_cast<int32_t>(t0 % c.block_tokens);
+  if (kv.is_far(t.block)) t.far_slot = t.block - c.num_blocks;
   const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
   const KvPrecision& pr = kv.precision();
   if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(pr.hot) == kv.exact_codec())) {
@@ -110,6 +112,7 @@ void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, 
   float* acc = part + 2 * heads;
   float* scores = sc->scores.data();
   sc->enc_block = -1;
+  int32_t far_checked = -1;
   bool first = true;
   // Tiles are aligned to absolute multiples of kTileTokens (a window's first tile may be partial),
   // so a tile never crosses a block boundary and its bounds depend on positions only.
@@ -122,6 +125,13 @@ void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, 
       next_n = tile_len(t0 + n, key_end);
       next = locate(kv, block_table, layer, kv_head, query_pos, t0 + n, next_n);
       prefetch(next);
+    }
+    if (cur.far_slot >= 0 && cur.block != far_checked) {
+      // A block read from disk: this head's K and V rows are checked against their checksums
+      // before use (once per pass; a mismatch is reported and the sequence recomputed).
+      kv.far()->verify(cur.far_slot, layer, kv_head);
+      kv.far()->verify(cur.far_slot, layer, kv.config().num_kv_heads + kv_head);
+      far_checked = cur.block;
     }
     if (cur.encode) {
       // A staged block read in a compact form: encoded on the fly from its staging copy by the

@@ -16,6 +16,19 @@ void scaled_queries(const AttnJob& job, int64_t tok, int32_t kvh, int32_t hd, fl
 }  // namespace
 
 void AttentionRunner::run(const AttnJob& job, ThreadPool& pool) {
+  FarTier* far = job.kv->far();
+  if (far != nullptr && far->num_used() > 0) {
+    // Far blocks: each (block, K/V, head) is checked by the first task that reads it in this pass
+    // (attend_super); their pages are unmapped once this layer is done with them.
+    far->begin_pass();
+    run_local(job, pool);
+    far->drop(job.layer);
+    return;
+  }
+  run_local(job, pool);
+}
+
+void AttentionRunner::run_local(const AttnJob& job, ThreadPool& pool) {
   const int32_t group = job.num_heads / job.num_kv_heads;
   if (scratch_.size() < static_cast<size_t>(pool.num_threads())) scratch_.resize(pool.num_threads());
   for (auto& s : scratch_) s.prepare(*job.kv, group);

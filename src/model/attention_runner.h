@@ -42,11 +42,14 @@ class AttentionRunner {
  public:
   void set_split(AttnSplit s) { split_ = s; }
   AttnSplit split() const { return split_; }
+  // With far blocks (KvCache::far()) in the job's block tables: one far-tier pass (each segment
+  // checked once, by the task that first reads it), then unmaps what was read (kv/far_tier.h).
   void run(const AttnJob& job, ThreadPool& pool);
   // Whether the last run() split key ranges (tests).
   bool last_split() const { return last_split_; }
 
  private:
+  void run_local(const AttnJob& job, ThreadPool& pool);
   void run_unsplit(const AttnJob& job, ThreadPool& pool);
   void run_split(const AttnJob& job, ThreadPool& pool, int64_t chunk);
 

@@ -44,6 +44,14 @@ RuntimeOverhead runtime_overhead(const ModelShape& s, const PlanOptions& o, uint
   return r;
 }
 
+uint64_t kv_far_window_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t context_tokens,
+                             uint64_t ram_tokens) {
+  if (block_tokens == 0 || g.num_layers == 0 || context_tokens <= ram_tokens) return 0;
+  const uint64_t far_blocks = (context_tokens - ram_tokens + block_tokens - 1) / block_tokens;
+  const KvType arena = p.hot_window > 0 && p.hot != p.cold ? p.cold : p.hot;
+  return sat_mul(far_blocks, kv_block_bytes(g, arena, block_tokens) / g.num_layers);
+}
+
 uint64_t kv_staging_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t prefill_chunk_tokens,
                           uint64_t num_seqs) {
   const bool window = p.hot_window > 0 && p.hot != p.cold;
@@ -167,17 +175,19 @@ std::vector<Remedy> find_remedies(const Ctx& c, uint64_t ctx, const std::string&
     }
     out.push_back(r);
   }
-  {  // 4. cold tier: KV that does not fit in RAM is demoted to disk
+  {  // 4. disk tier: the far blocks of running sequences live on disk (kv/far_tier.h)
     Remedy r{"cold_tier"};
     uint64_t ram_kv = c.kv_budget(seqs, c.weights);
     uint64_t want = sat_mul(seqs, kv_bytes_for_tokens(c.g, o.kv, o.block_tokens, ctx));
-    // RAM must hold at least one block per sequence being decoded.
-    r.fits = ram_kv >= sat_mul(seqs, kv_block_bytes(c.g, o.kv.hot, o.block_tokens));
+    // RAM must hold what a step writes and reads exactly: one prefill chunk per sequence, plus the
+    // hot window and the block being written.
+    const uint64_t min_tokens = o.prefill_chunk_tokens + o.kv.hot_window + 2 * o.block_tokens;
+    r.fits = ram_kv >= sat_mul(seqs, kv_bytes_for_tokens(c.g, o.kv, o.block_tokens, min_tokens));
     r.value = sat_sub(want, ram_kv);
-    r.flags = "--kv-cold-tier DIR";
-    r.text = r.fits ? fmt::format("cold tier: keep {} of KV in RAM and {} on disk (slower at depth)", format_bytes(ram_kv),
+    r.flags = fmt::format("--kv-disk-dir DIR --kv-budget {}", format_bytes(ram_kv));
+    r.text = r.fits ? fmt::format("disk tier: keep {} of KV in RAM and {} on disk (slower at depth)", format_bytes(ram_kv),
                                   format_bytes(r.value))
-                    : "cold tier: not enough RAM left for even one KV block per sequence";
+                    : "disk tier: not enough RAM left for one prefill chunk of KV per sequence";
     out.push_back(r);
   }
   if (seqs > 1) {  // 5. fewer sequences

@@ -46,6 +46,11 @@ struct RuntimeOverhead {
 // the window minus the hot bytes the KV figure already counts for it. 0 for plain f16 / f32.
 uint64_t kv_staging_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t prefill_chunk_tokens,
                           uint64_t num_seqs);
+// RAM the disk tier's far blocks (kv/far_tier.h) take while attention reads them: one layer's K and
+// V planes of every block of `context_tokens` that is not in the `ram_tokens` of RAM KV, resident
+// during that layer's attention and unmapped after. Zero when everything fits in RAM.
+uint64_t kv_far_window_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t context_tokens,
+                             uint64_t ram_tokens);
 RuntimeOverhead runtime_overhead(const ModelShape& s, const PlanOptions& o, uint64_t num_seqs);
 
 // Largest context per sequence (a whole number of blocks) for `num_seqs` sequences, given the

@@ -125,6 +125,18 @@ struct EngineStats {
   uint64_t kv_disk_write_bytes = 0;
   double kv_disk_read_seconds = 0;
   double kv_disk_write_seconds = 0;
+  // The far tier: running sequences' far blocks on disk (kv/far_tier.h), with --kv-disk-dir.
+  bool kv_far_enabled = false;
+  bool kv_far_degraded = false;        // an I/O error stopped further spills
+  uint64_t kv_far_blocks = 0;
+  uint64_t kv_far_bytes_used = 0;
+  uint64_t kv_far_bytes_total = 0;
+  uint64_t kv_far_spills = 0;          // blocks moved out of RAM
+  uint64_t kv_far_read_bytes = 0;      // checked and read by attention
+  uint64_t kv_far_write_bytes = 0;
+  uint64_t kv_far_checksum_failures = 0;
+  uint64_t kv_far_io_errors = 0;
+  uint64_t kv_far_recomputes = 0;      // sequences recomputed after a checksum failure
   bool draining = false;
   // Engine loop liveness: time of the last completed step or idle tick.
   std::chrono::steady_clock::time_point last_progress{};

@@ -100,7 +100,8 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
       po.num_threads = static_cast<uint64_t>(std::max(1, opts.threads));
       auto plan = make_plan(*shape, po);
       if (plan.ok()) {
-        HZ_RETURN_IF_ERROR(check_startup_fits(*plan));
+        // With a disk tier a sequence's far blocks need not fit in RAM: only the KV budget must.
+        if (opts.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(check_startup_fits(*plan));
         const uint64_t need = plan->weights_bytes + plan->overhead.total() + budget;
         if (host.available_ram_bytes > 0 && need > host.available_ram_bytes)
           return out_of_range("weights ({} MiB) + runtime ({} MiB) + KV budget ({} MiB) exceed the {} MiB of memory available; lower --kv-budget or --max-model-len, or use a quantized --kv-cache-dtype",
@@ -141,6 +142,19 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   KvCache* kv = e->kv_.get();
   e->sched_->set_copy_block([kv](int32_t src, int32_t dst) { kv->copy_block(src, dst); });
   if (!opts.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(e->open_disk_tier(kv_precision_name(prec)));
+  if (!opts.kv_disk_dir.empty()) {
+    // What one running sequence must keep in RAM: the blocks a prefill chunk writes, those its
+    // queries read hot or exactly, and one partly written block. A smaller pool gains nothing
+    // from the far tier (prompts must fit in it anyway).
+    const int64_t min_blocks = kv->blocks_for(opts.prefill_chunk) + hot_blocks + 2;
+    if (kc.num_blocks < min_blocks) {
+      HZ_LOG_WARN("KV far tier off: --kv-budget holds {} KV blocks, and a running sequence with its far blocks on disk "
+                  "needs {} in RAM (a --prefill-chunk of {} tokens plus the hot window); contexts are limited to the RAM pool",
+                  kc.num_blocks, min_blocks, opts.prefill_chunk);
+    } else {
+      e->open_far_tier();
+    }
+  }
   if (e->opts_.enable_prefix_caching) {
     // Everything the cached K/V depend on: the model, its shape and the cache's layout and types.
     std::string identity = fmt::format("{}|{}|L{}|H{}|D{}|V{}|{}|bt{}", c.name, opts.model_path, c.num_layers,
@@ -254,6 +268,53 @@ Status LocalEngine::open_disk_tier(const std::string& prec_name) {
   return Status();
 }
 
+void LocalEngine::open_far_tier() {
+  FarTierOptions fo;
+  fo.dir = opts_.kv_disk_dir;
+  fo.budget_bytes = opts_.kv_disk_budget_bytes;
+  fo.num_layers = kv_->config().num_layers;
+  fo.plane_bytes = kv_->plane_bytes();
+  fo.segments = kv_->far_segments();
+  auto far = FarTier::open(fo);
+  if (!far.ok()) {
+    HZ_LOG_WARN("KV far tier off: {}; a sequence's context is limited to the RAM pool", far.status().message());
+    return;
+  }
+  far_ = std::move(*far);
+  kv_->attach_far(far_.get());
+  KvCache* kv = kv_.get();
+  LocalEngine* self = this;
+  sched_->set_far_tier(
+      [kv, self](int32_t b) -> int32_t {
+        auto id = kv->spill(b);
+        if (!id) return -1;
+        // A registered block leaves the prefix cache (to the disk store, when there is one).
+        if (self->prefix_cache_) self->prefix_cache_->forget(b);
+        kv->pool().unref(b);
+        return *id;
+      },
+      [kv](int32_t b) { kv->release_far(b); }, [kv](int64_t n) { return kv->finalized_blocks(n); });
+}
+
+std::vector<bool> LocalEngine::redo_corrupt(const std::vector<ScheduledSlice>& slices) {
+  std::vector<bool> redo(slices.size(), false);
+  if (!far_) return redo;
+  const std::vector<int32_t> bad = far_->take_corrupt();
+  if (bad.empty()) return redo;
+  const int32_t base = kv_->config().num_blocks;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    for (int32_t b : slices[i].seq->block_table) {
+      if (b >= base && std::find(bad.begin(), bad.end(), b - base) != bad.end()) redo[i] = true;
+    }
+    if (redo[i]) {
+      ++far_recomputes_;
+      HZ_LOG_WARN("request {}: a far KV block failed its checksum; recomputing the sequence", slices[i].seq->id);
+      sched_->restart(slices[i].seq);
+    }
+  }
+  return redo;
+}
+
 Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   const int32_t max_len = opts_.max_model_len;
   if (req.prompt.empty()) return invalid_argument("the prompt is empty (it must have at least one token)");
@@ -266,9 +327,12 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
                         max_len, max_len - 1);
   if (req.sampling.max_tokens < 1) return invalid_argument("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
   const int64_t total = std::min<int64_t>(max_len, static_cast<int64_t>(req.prompt.size()) + req.sampling.max_tokens);
-  if (kv_->blocks_for(total) > kv_->config().num_blocks)
-    return out_of_range("the prompt and max_tokens need {} tokens of KV cache; the pool holds {} tokens (raise --kv-budget)",
-                        total, static_cast<int64_t>(kv_->config().num_blocks) * kv_->config().block_tokens);
+  const int64_t far_blocks = far_ ? far_->capacity() : 0;
+  if (kv_->blocks_for(total) > kv_->config().num_blocks + far_blocks)
+    return out_of_range("the prompt and max_tokens need {} tokens of KV cache; the pool holds {} tokens{} (raise --kv-budget{})",
+                        total, static_cast<int64_t>(kv_->config().num_blocks) * kv_->config().block_tokens,
+                        far_ ? fmt::format(" in RAM and {} on disk", far_blocks * kv_->config().block_tokens) : "",
+                        far_ ? " or --kv-disk-budget" : " or add a disk tier, --kv-disk-dir");
   if (!req.sink) return invalid_argument("no event sink");
   std::lock_guard<std::mutex> lk(mu_);
   if (draining_ || stop_) return Status(StatusCode::kCancelled, "the server is shutting down");
@@ -391,7 +455,17 @@ void LocalEngine::step() {
   for (uint64_t id : expired) finish(id, FinishReason::kTimeout);
 
   std::vector<ScheduledSlice> slices = sched_->schedule();
-  if (slices.empty()) return;
+  if (slices.empty()) {
+    // Nothing could run although sequences are running: the lone one cannot grow (its far blocks
+    // found no room on disk: the disk tier is full or failed). It cannot continue.
+    if (sched_->num_running() > 0 && sched_->num_waiting() == 0) {
+      const uint64_t id = sched_->running().front()->id;
+      finish(id, FinishReason::kError,
+             Status(StatusCode::kResourceExhausted,
+                    "the KV cache is full: the RAM pool and the disk tier hold no more of this sequence's context"));
+    }
+    return;
+  }
   std::vector<SeqSlice> batch;
   std::vector<bool> samples;
   batch.reserve(slices.size());
@@ -405,13 +479,25 @@ void LocalEngine::step() {
     samples.push_back(s.samples());
   }
   model_->forward(batch, *kv_, *pool_, &logits_);
-  sched_->commit(slices);
+  // A far block that failed its checksum was read this step: those sequences are recomputed (and
+  // left out of the commit and the sampling); everything else stands.
+  const std::vector<bool> redo = redo_corrupt(slices);
+  if (std::find(redo.begin(), redo.end(), true) != redo.end()) {
+    std::vector<ScheduledSlice> kept;
+    for (size_t i = 0; i < slices.size(); ++i) {
+      if (!redo[i]) kept.push_back(slices[i]);
+    }
+    sched_->commit(kept);
+  } else {
+    sched_->commit(slices);
+  }
+  if (step_hook_) step_hook_(far_.get());
 
   const int32_t vocab = info_.vocab_size;
   uint64_t new_tokens = 0;
   std::vector<std::pair<uint64_t, FinishReason>> done;
   for (size_t i = 0; i < slices.size(); ++i) {
-    if (!samples[i]) continue;
+    if (!samples[i] || redo[i]) continue;
     Sequence* seq = slices[i].seq;
     Request& r = *requests_.at(seq->id);
     float* row = &logits_[i * static_cast<size_t>(vocab)];
@@ -489,6 +575,20 @@ void LocalEngine::publish_stats() {
     stats_.kv_disk_write_bytes = d.write_bytes;
     stats_.kv_disk_read_seconds = d.read_seconds;
     stats_.kv_disk_write_seconds = d.write_seconds;
+  }
+  if (far_) {
+    const FarTierStats f = far_->stats();
+    stats_.kv_far_enabled = true;
+    stats_.kv_far_degraded = f.degraded;
+    stats_.kv_far_blocks = f.blocks;
+    stats_.kv_far_bytes_used = f.blocks * kv_->block_bytes();
+    stats_.kv_far_bytes_total = f.capacity * kv_->block_bytes();
+    stats_.kv_far_spills = f.spills;
+    stats_.kv_far_read_bytes = f.read_bytes;
+    stats_.kv_far_write_bytes = f.write_bytes;
+    stats_.kv_far_checksum_failures = f.checksum_failures;
+    stats_.kv_far_io_errors = f.io_errors;
+    stats_.kv_far_recomputes = far_recomputes_;
   }
   stats_.last_progress = std::chrono::steady_clock::now();
   if (inbox_.empty() && requests_.empty()) idle_cv_.notify_all();

@@ -47,8 +47,11 @@ class LocalEngine : public Engine {
   const kvstore::Fingerprint& kv_fingerprint() const { return fingerprint_; }
   // Tests: injects I/O faults into the disk tier's writes. Call before the first request.
   void set_kv_disk_io_fault(kvstore::IoFault f) {
+    if (far_) far_->set_io_fault(f);
     if (kv_store_) kv_store_->set_io_fault(std::move(f));
   }
+  // Tests: runs on the engine thread after every step (e.g. to corrupt a far block on disk).
+  void set_step_hook(std::function<void(FarTier*)> f) { step_hook_ = std::move(f); }
 
  private:
   struct Request;  // per-request runtime state (sampler, detokenizer, sink), engine thread only
@@ -60,6 +63,9 @@ class LocalEngine : public Engine {
   void finish(uint64_t id, FinishReason reason, Status error = Status());
   void publish_stats();
   Status open_disk_tier(const std::string& prec_name);
+  void open_far_tier();
+  // Sequences of this step whose far blocks failed their checksum: recomputed, not sampled.
+  std::vector<bool> redo_corrupt(const std::vector<ScheduledSlice>& slices);
 
   EngineOptions opts_;
   ModelInfo info_;
@@ -67,6 +73,7 @@ class LocalEngine : public Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<kvstore::KvStore> kv_store_;  // with --kv-disk-dir
+  std::unique_ptr<FarTier> far_;                // with --kv-disk-dir: running sequences' far blocks
   std::unique_ptr<PrefixCache> prefix_cache_;   // with --enable-prefix-caching or --kv-disk-dir
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Scheduler> sched_;
@@ -76,6 +83,8 @@ class LocalEngine : public Engine {
   uint64_t persisted_inserts_ = 0;  // prefix cache inserts already written behind to disk
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
   std::vector<float> logits_;
+  std::function<void(FarTier*)> step_hook_;
+  uint64_t far_recomputes_ = 0;
 
   // Inbox: written by any thread under mu_.
   mutable std::mutex mu_;

@@ -19,12 +19,57 @@ SingleSequence::SingleSequence(Model& model, ThreadPool& pool, const SingleSeque
   kc.dtype = opts.kv_dtype;
   kc.precision = opts.kv_precision;
   prefill_chunk_ = opts.prefill_chunk;
-  kc.num_blocks = (opts.max_tokens + opts.block_tokens - 1) / opts.block_tokens;
+  max_tokens_ = opts.max_tokens;
+  const int32_t ram = opts.ram_tokens > 0 ? std::min(opts.ram_tokens, opts.max_tokens) : opts.max_tokens;
+  kc.num_blocks = (ram + opts.block_tokens - 1) / opts.block_tokens;
   kv_ = std::make_unique<KvCache>(kc);
 }
 
+Status SingleSequence::enable_far(const std::string& dir, uint64_t budget_bytes) {
+  HZ_CHECK(num_tokens_ == 0 && far_ == nullptr);
+  FarTierOptions fo;
+  fo.dir = dir;
+  fo.budget_bytes = budget_bytes;
+  fo.num_layers = kv_->config().num_layers;
+  fo.plane_bytes = kv_->plane_bytes();
+  fo.segments = kv_->far_segments();
+  HZ_ASSIGN_OR_RETURN(far_, FarTier::open(fo));
+  kv_->attach_far(far_.get());
+  return Status();
+}
+
+int64_t SingleSequence::capacity() const {
+  const int64_t blocks = kv_->config().num_blocks + (far_ ? far_->capacity() : 0);
+  return std::min<int64_t>(max_tokens_, blocks * kv_->config().block_tokens);
+}
+
+void SingleSequence::ensure_blocks(int64_t n) {
+  const int32_t need = kv_->blocks_for(n);
+  BlockPool& pool = kv_->pool();
+  while (static_cast<int32_t>(block_table_.size()) < need) {
+    if (pool.num_allocatable() == 0) {
+      // The oldest finalized block still in RAM goes to disk.
+      bool moved = false;
+      const int64_t fin = std::min<int64_t>(kv_->finalized_blocks(num_tokens_), static_cast<int64_t>(block_table_.size()));
+      for (int64_t j = far_cursor_; j < fin && !moved; ++j) {
+        const int32_t b = block_table_[j];
+        if (kv_->is_far(b)) continue;
+        auto id = kv_->spill(b);
+        HZ_CHECK_MSG(id.has_value(), "SingleSequence: the far tier cannot take more blocks");
+        pool.unref(b);
+        block_table_[j] = *id;
+        far_cursor_ = j + 1;
+        moved = true;
+      }
+      HZ_CHECK_MSG(moved, "SingleSequence capacity exceeded: the RAM pool is too small for one step");
+    }
+    block_table_.push_back(*pool.allocate());
+  }
+}
+
 void SingleSequence::reset() {
-  for (int32_t b : block_table_) kv_->pool().unref(b);
+  for (int32_t b : block_table_) kv_->release_block(b);
+  far_cursor_ = 0;
   block_table_.clear();
   num_tokens_ = 0;
 }
@@ -32,9 +77,14 @@ void SingleSequence::reset() {
 Status SingleSequence::truncate(int64_t n) {
   HZ_CHECK(n >= 0 && n <= num_tokens_);
   const int32_t keep = kv_->blocks_for(n);
-  if (kv_->staged() && n < num_tokens_) {
+  if (n < num_tokens_) {
     for (int32_t bi = 0; bi < keep; ++bi) {
-      if (kv_->read_form(n, bi) != KvRead::kCold && !kv_->has_staging(block_table_[bi])) {
+      const int32_t b = block_table_[bi];
+      // A far block is final (read cold only); so must be every kept block a later query reads
+      // otherwise — and the partly kept block is written again.
+      const bool rewritten = bi == keep - 1 && n % kv_->config().block_tokens != 0;
+      const bool needs_exact = kv_->staged() && kv_->read_form(n, bi) != KvRead::kCold && !kv_->has_staging(b);
+      if ((kv_->is_far(b) && (rewritten || kv_->read_form(n, bi) != KvRead::kCold)) || needs_exact) {
         return make_error(StatusCode::kUnimplemented, "cannot truncate to {} positions: block {} was already finalized", n, bi);
       }
     }
@@ -42,9 +92,10 @@ Status SingleSequence::truncate(int64_t n) {
     if (n % kv_->config().block_tokens != 0) HZ_CHECK(kv_->reopen_block(block_table_[keep - 1]));
   }
   while (static_cast<int32_t>(block_table_.size()) > keep) {
-    kv_->pool().unref(block_table_.back());
+    kv_->release_block(block_table_.back());
     block_table_.pop_back();
   }
+  far_cursor_ = std::min<int64_t>(far_cursor_, keep);
   num_tokens_ = n;
   return Status::ok_status();
 }
@@ -52,12 +103,9 @@ Status SingleSequence::truncate(int64_t n) {
 Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
   const KvCacheConfig& c = kv_->config();
   if (n < 0) return invalid_argument("synthetic KV fill of {} positions", n);
-  const int32_t need = kv_->blocks_for(num_tokens_ + n);
-  if (need > c.num_blocks) {
-    return invalid_argument("synthetic KV fill to {} positions exceeds the capacity of {}", num_tokens_ + n,
-                            static_cast<int64_t>(c.num_blocks) * c.block_tokens);
+  if (num_tokens_ + n > capacity()) {
+    return invalid_argument("synthetic KV fill to {} positions exceeds the capacity of {}", num_tokens_ + n, capacity());
   }
-  while (static_cast<int32_t>(block_table_.size()) < need) block_table_.push_back(*kv_->pool().allocate());
   // One row of f32 values per (position, layer, K/V, head), from a position-keyed generator so
   // the content does not depend on the thread count.
   auto fill = [&](int64_t first, int64_t count) {
@@ -91,17 +139,25 @@ Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
       }
     });
   };
+  const int64_t end = num_tokens_ + n;
   if (!kv_->staged()) {
-    fill(num_tokens_, n);
-    num_tokens_ += n;
+    // A few blocks at a time (at most half the pool), so a far tier can take the finished ones as
+    // the pool fills.
+    const int64_t step = std::clamp<int64_t>(c.num_blocks / 2, 1, 64);
+    while (num_tokens_ < end) {
+      const int64_t stop = std::min<int64_t>(end, (num_tokens_ / c.block_tokens + step) * c.block_tokens);
+      ensure_blocks(stop);
+      fill(num_tokens_, stop - num_tokens_);
+      num_tokens_ = stop;
+    }
     return Status();
   }
   // Compact types: rows go to a block's staging copy like a forward pass writes them, one block at
   // a time (so at most a block plus the hot window is staged), then the same commit() encodes the
   // blocks no later query reads exactly or hot.
-  const int64_t end = num_tokens_ + n;
   while (num_tokens_ < end) {
     const int64_t stop = std::min<int64_t>(end, (num_tokens_ / c.block_tokens + 1) * c.block_tokens);
+    ensure_blocks(stop);
     kv_->write_row(block_table_[num_tokens_ / c.block_tokens], 0, 0, 0, 0);  // creates the staging copy
     fill(num_tokens_, stop - num_tokens_);
     num_tokens_ = stop;
@@ -112,9 +168,7 @@ Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
 }
 
 const std::vector<float>& SingleSequence::append(const std::vector<int32_t>& tokens, bool all_logits) {
-  const int32_t need = kv_->blocks_for(num_tokens_ + static_cast<int64_t>(tokens.size()));
-  HZ_CHECK_MSG(need <= kv_->config().num_blocks, "SingleSequence capacity exceeded");
-  while (static_cast<int32_t>(block_table_.size()) < need) block_table_.push_back(*kv_->pool().allocate());
+  HZ_CHECK_MSG(num_tokens_ + static_cast<int64_t>(tokens.size()) <= capacity(), "SingleSequence capacity exceeded");
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t chunk = prefill_chunk_ > 0 ? prefill_chunk_ : std::max<int64_t>(n, 1);
   if (n <= chunk) {
@@ -132,6 +186,7 @@ const std::vector<float>& SingleSequence::append(const std::vector<int32_t>& tok
 }
 
 void SingleSequence::run(const int32_t* tokens, int32_t n, bool all_logits, std::vector<float>* logits) {
+  ensure_blocks(num_tokens_ + n);
   SeqSlice s;
   s.tokens = tokens;
   s.num_tokens = n;
@@ -139,6 +194,8 @@ void SingleSequence::run(const int32_t* tokens, int32_t n, bool all_logits, std:
   s.block_table = block_table_.data();
   s.all_logits = all_logits;
   model_.forward({s}, *kv_, pool_, logits);
+  // Never served: a far block that failed its checksum (a disk fault) stops the tool here.
+  if (far_) HZ_CHECK_MSG(far_->take_corrupt().empty(), "KV far tier: a block read back from disk failed its checksum");
   num_tokens_ += n;
 }
 

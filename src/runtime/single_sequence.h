@@ -21,6 +21,9 @@ struct SingleSequenceOptions {
   DType kv_dtype = DType::kF16;               // plain f16 / f32 cache, unless kv_precision is set
   std::optional<KvPrecision> kv_precision;    // compact types and hot window
   int32_t prefill_chunk = 0;                  // tokens per forward call at most (0: no limit)
+  // RAM pool in positions (0: max_tokens). With a far tier (enable_far) the context may exceed
+  // it: finalized blocks move to disk as the pool fills.
+  int32_t ram_tokens = 0;
 };
 
 class SingleSequence {
@@ -33,6 +36,8 @@ class SingleSequence {
   // Appends `tokens` in forward calls of at most `chunk` tokens; returns the last token's logits.
   const std::vector<float>& append_chunked(const std::vector<int32_t>& tokens, int32_t chunk);
   int64_t num_tokens() const { return num_tokens_; }
+  // Positions this sequence can hold: max_tokens, or less when RAM pool + far tier are smaller.
+  int64_t capacity() const;
   void reset();
   // Drops positions from `n` on (n <= num_tokens()); their blocks go back to the pool. Lets a
   // benchmark decode from the same depth again without refilling. Fails, changing nothing, when a
@@ -44,13 +49,23 @@ class SingleSequence {
   // Logits are not updated. Fails on a KV element type it cannot write.
   Status fill_synthetic(int64_t n, uint64_t seed = 1);
   KvCache& kv() { return *kv_; }
+  // Far tier in `dir` of up to `budget_bytes` (kv/far_tier.h): lets the context grow past the RAM
+  // pool (options.ram_tokens) up to max_tokens. Call before the first token.
+  Status enable_far(const std::string& dir, uint64_t budget_bytes);
+  const FarTier* far() const { return far_.get(); }
 
  private:
   void run(const int32_t* tokens, int32_t n, bool all_logits, std::vector<float>* logits);
+  // Blocks for positions [0, n): allocated, moving finalized blocks to the far tier when the pool
+  // is empty. Aborts when neither has room (capacity is checked by the callers).
+  void ensure_blocks(int64_t n);
 
   Model& model_;
   ThreadPool& pool_;
+  std::unique_ptr<FarTier> far_;
   std::unique_ptr<KvCache> kv_;
+  int64_t max_tokens_ = 0;
+  int64_t far_cursor_ = 0;  // blocks before it are all far
   std::vector<int32_t> block_table_;
   int64_t num_tokens_ = 0;
   int32_t prefill_chunk_ = 0;

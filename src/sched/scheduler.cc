@@ -35,6 +35,54 @@ int32_t Scheduler::attachable_blocks(const PrefixCache::Match& m) const {
   return 0;
 }
 
+void Scheduler::set_far_tier(std::function<int32_t(int32_t)> spill, std::function<void(int32_t)> release_far,
+                             std::function<int64_t(int64_t)> final_blocks) {
+  spill_ = std::move(spill);
+  release_far_ = std::move(release_far);
+  far_final_ = std::move(final_blocks);
+}
+
+int32_t Scheduler::spill_from(Sequence& s, int32_t n, bool* tier_full) {
+  const int64_t fin = std::min<int64_t>(far_final_(s.num_computed), static_cast<int64_t>(s.block_table.size()));
+  int32_t moved = 0;
+  for (int64_t j = 0; j < fin && moved < n; ++j) {
+    const int32_t b = s.block_table[j];
+    if (b >= pool_.num_blocks() || pool_.ref_count(b) != 1) continue;  // far already, or shared
+    const int32_t f = spill_(b);
+    if (f < 0) {
+      *tier_full = true;
+      break;
+    }
+    s.block_table[j] = f;
+    ++moved;
+  }
+  return moved;
+}
+
+int32_t Scheduler::spill_for(Sequence* first, int32_t n) {
+  if (!spill_ || n <= 0) return 0;
+  bool full = false;
+  int32_t moved = first != nullptr ? spill_from(*first, n, &full) : 0;
+  for (size_t i = 0; i < running_.size() && moved < n && !full; ++i) {
+    if (running_[i].get() != first) moved += spill_from(*running_[i], n - moved, &full);
+  }
+  num_spills_ += static_cast<uint64_t>(moved);
+  return moved;
+}
+
+void Scheduler::restart(Sequence* seq) {
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if (it->get() != seq) continue;
+    std::unique_ptr<Sequence> s = std::move(*it);
+    running_.erase(it);
+    release_blocks(*s);
+    ++s->num_preemptions;
+    ++num_preemptions_;
+    waiting_.push_front(std::move(s));
+    return;
+  }
+}
+
 void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
 std::unique_ptr<Sequence> Scheduler::remove(uint64_t id) {
@@ -67,6 +115,7 @@ bool Scheduler::make_writable(Sequence& s) {
   if (idx >= static_cast<int64_t>(s.block_table.size())) return true;
   const int32_t b = s.block_table[idx];
   if (pool_.ref_count(b) == 1 && !pool_.cacheable(b)) return true;
+  if (pool_.num_allocatable() == 0) spill_for(&s, 1);
   auto fresh = pool_.allocate();
   if (!fresh) return false;
   if (copy_block_) copy_block_(b, *fresh);
@@ -80,11 +129,18 @@ bool Scheduler::grow(Sequence& s, int64_t num_tokens) {
   if (!make_writable(s)) return false;
   int32_t need = blocks_needed(s, num_tokens);
   if (need == 0) return true;
+  if (need > pool_.num_allocatable()) spill_for(&s, need - pool_.num_allocatable());
   return pool_.allocate_n(need, &s.block_table);
 }
 
 void Scheduler::release_blocks(Sequence& s) {
-  for (int32_t b : s.block_table) pool_.unref(b);
+  for (int32_t b : s.block_table) {
+    if (b >= pool_.num_blocks()) {
+      release_far_(b);
+    } else {
+      pool_.unref(b);
+    }
+  }
   s.block_table.clear();
   s.block_hashes.clear();
   s.num_computed = 0;
@@ -120,7 +176,7 @@ void Scheduler::register_blocks(Sequence& s) {
     const uint64_t parent = j == 0 ? 0 : s.block_hashes[j - 1];
     const uint64_t h = cache_->chain_hash(parent, t);
     s.block_hashes.push_back(h);
-    cache_->insert(h, s.block_table[j], t, parent);
+    if (s.block_table[j] < pool_.num_blocks()) cache_->insert(h, s.block_table[j], t, parent);  // not a far block
   }
 }
 
@@ -144,19 +200,32 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
       if (promote_) promote_(s.tokens.data(), max_blocks);
       m = cache_->match(s.tokens.data(), max_blocks);
     }
-    const int32_t num_attach = attachable_blocks(m);
-    const int32_t num_private = std::min(num_attach, hot_blocks_);
-    const int64_t start = static_cast<int64_t>(num_attach) * cfg_.block_tokens;
-    int64_t first = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - start - s.num_computed, cfg_.prefill_chunk);
-    int32_t revived = 0;  // shared attached blocks that leave the cached list, so no longer allocatable
-    for (int32_t j = 0; j < num_attach - num_private; ++j) revived += pool_.is_cached(m.blocks[j]) ? 1 : 0;
-    const int32_t need = static_cast<int32_t>((start + s.num_computed + first + cfg_.block_tokens - 1) / cfg_.block_tokens) -
-                         static_cast<int32_t>(num_attach + s.block_table.size());
-    // Private copies are allocations too; their sources may be cached blocks the copies would
-    // otherwise be allocated over, which the acquire in attach_prefix prevents.
-    int32_t held_sources = 0;
-    for (int32_t j = num_attach - num_private; j < num_attach; ++j) held_sources += pool_.is_cached(m.blocks[j]) ? 1 : 0;
-    if (std::max(0, need) + num_private + revived + held_sources > pool_.num_allocatable()) break;
+    // Blocks the admission takes out of the allocatable ones when `k` matched blocks are attached.
+    auto takes = [&](int32_t k) {
+      const int32_t num_private = std::min(k, hot_blocks_);
+      const int64_t start = static_cast<int64_t>(k) * cfg_.block_tokens;
+      const int64_t first = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - start - s.num_computed, cfg_.prefill_chunk);
+      int32_t revived = 0;  // shared attached blocks that leave the cached list, so no longer allocatable
+      for (int32_t j = 0; j < k - num_private; ++j) revived += pool_.is_cached(m.blocks[j]) ? 1 : 0;
+      const int32_t need = static_cast<int32_t>((start + s.num_computed + first + cfg_.block_tokens - 1) / cfg_.block_tokens) -
+                           static_cast<int32_t>(k + s.block_table.size());
+      // Private copies are allocations too; their sources may be cached blocks the copies would
+      // otherwise be allocated over, which the acquire in attach_prefix prevents.
+      int32_t held_sources = 0;
+      for (int32_t j = k - num_private; j < k; ++j) held_sources += pool_.is_cached(m.blocks[j]) ? 1 : 0;
+      return std::max(0, need) + num_private + revived + held_sources;
+    };
+    // The longest attachable prefix that leaves room for the first chunk: a prompt longer than the
+    // pool (a far tier holds the rest) attaches what fits and recomputes or promotes the rest later.
+    int32_t num_attach = attachable_blocks(m);
+    while (num_attach > 0 && takes(num_attach) > pool_.num_allocatable()) {
+      --num_attach;
+      while (num_attach > 0 && attachable_blocks(PrefixCache::Match{{m.blocks.begin(), m.blocks.begin() + num_attach}, {}}) != num_attach)
+        --num_attach;
+    }
+    // Admission never moves running sequences' blocks to the far tier: a burst of requests waits
+    // for RAM rather than pushing the running ones to disk.
+    if (takes(num_attach) > pool_.num_allocatable()) break;
     if (cache_ != nullptr && max_blocks >= 0 && s.block_table.empty() && s.num_computed == 0) {
       attach_prefix(s, m, num_attach, max_blocks);
     }

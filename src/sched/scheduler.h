@@ -52,6 +52,18 @@ class Scheduler {
   // Lower tiers: before a fresh sequence's prompt is matched against the prefix cache, `promote`
   // (tokens, max_blocks) may bring more of its chain into the cache (kv/disk_tier.h).
   void set_promoter(std::function<void(const int32_t*, int32_t)> promote) { promote_ = std::move(promote); }
+  // Far tier (kv/far_tier.h): when the pool cannot give a step or an admission its blocks (after
+  // evicting cached ones), finalized blocks of running sequences move out of RAM instead of a
+  // sequence being preempted — the growing sequence's own oldest blocks first, then the others'.
+  // `spill(block)` moves one exclusively held block and returns its far id (>= the pool's size),
+  // dropping the pool reference, or -1 (cannot: the far tier is full or failed); `release_far`
+  // drops a far id; `final_blocks(n)` is KvCache::finalized_blocks.
+  void set_far_tier(std::function<int32_t(int32_t)> spill, std::function<void(int32_t)> release_far,
+                    std::function<int64_t(int64_t)> final_blocks);
+  // A sequence whose step must be redone from scratch (its far KV failed a checksum): its blocks
+  // are freed and it goes back to the front of the waiting queue, to be recomputed.
+  void restart(Sequence* seq);
+  uint64_t num_spills() const { return num_spills_; }
 
   void add(std::unique_ptr<Sequence> seq);  // joins the waiting queue (FCFS)
   // Removes a sequence wherever it is and frees its blocks; returns it (null if unknown).
@@ -82,6 +94,9 @@ class Scheduler {
   void register_blocks(Sequence& s);
   void release_blocks(Sequence& s);
   void preempt_last();
+  // Moves up to `n` blocks of running sequences (`first` first) to the far tier; returns how many.
+  int32_t spill_for(Sequence* first, int32_t n);
+  int32_t spill_from(Sequence& s, int32_t n, bool* tier_full);
 
   SchedulerConfig cfg_;
   BlockPool& pool_;
@@ -94,6 +109,10 @@ class Scheduler {
   std::function<void(const int32_t*, int32_t)> promote_;
   int32_t hot_blocks_ = 0;
   std::function<bool(int32_t)> hot_form_available_;
+  std::function<int32_t(int32_t)> spill_;
+  std::function<void(int32_t)> release_far_;
+  std::function<int64_t(int64_t)> far_final_;
+  uint64_t num_spills_ = 0;
 };
 
 }  // namespace hz

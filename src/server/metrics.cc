@@ -110,6 +110,20 @@ std::string ServerMetrics::render(const EngineStats& s) const {
     counter("horizon_kv_disk_write_seconds_total", "Time encoding and writing disk tier records.", s.kv_disk_write_seconds);
     gauge("horizon_kv_disk_degraded", "1 after an I/O error turned the disk tier off.", s.kv_disk_degraded ? 1 : 0);
   }
+  if (s.kv_far_enabled) {
+    gauge("horizon_kv_far_blocks", "Far KV blocks of running sequences on disk.", s.kv_far_blocks);
+    gauge("horizon_kv_far_bytes_used", "Bytes of far KV blocks on disk.", s.kv_far_bytes_used);
+    gauge("horizon_kv_far_bytes_total", "Capacity of the far tier.", s.kv_far_bytes_total);
+    counter("horizon_kv_far_spills_total", "KV blocks of running sequences moved from RAM to disk.", s.kv_far_spills);
+    counter("horizon_kv_far_read_bytes_total", "Far KV bytes checked and read by attention.", s.kv_far_read_bytes);
+    counter("horizon_kv_far_write_bytes_total", "Far KV bytes written.", s.kv_far_write_bytes);
+    counter("horizon_kv_far_checksum_failures_total", "Far KV reads that failed their checksum (recomputed).",
+            s.kv_far_checksum_failures);
+    counter("horizon_kv_far_io_errors_total", "Far tier write errors (spills then stop).", s.kv_far_io_errors);
+    counter("horizon_kv_far_recomputes_total", "Sequences recomputed after a far KV checksum failure.",
+            s.kv_far_recomputes);
+    gauge("horizon_kv_far_degraded", "1 after an I/O error stopped the far tier.", s.kv_far_degraded ? 1 : 0);
+  }
   gauge("horizon_draining", "1 while the server drains for shutdown.", s.draining ? 1 : 0);
 
   ttft_.render(out, "horizon_time_to_first_token_seconds", "Time from request arrival to the first token.");

@@ -92,6 +92,53 @@ TEST(SchedulerTest, PreemptsNewestWhenPoolRunsDryAndFreesEverything) {
   pool.check_invariants();
 }
 
+// With a far tier the same situation spills seq 1's finalized blocks (its own first, oldest
+// first) instead of preempting seq 2; far ids follow the pool's; removal releases them.
+TEST(SchedulerTest, SpillsFinalizedBlocksToTheFarTierInsteadOfPreempting) {
+  BlockPool pool(4);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 100, .prefill_chunk = 100, .block_tokens = 16}, pool);
+  std::vector<int32_t> spilled, released;
+  int32_t next_far = 100;
+  int32_t room = 2;  // far slots
+  s.set_far_tier(
+      [&](int32_t b) {
+        if (room == 0) return -1;
+        --room;
+        spilled.push_back(b);
+        pool.unref(b);
+        return next_far++;
+      },
+      [&](int32_t f) {
+        released.push_back(f);
+        ++room;
+      },
+      [](int64_t n) { return n / 16; });
+  s.add(make_seq(1, 30));
+  s.add(make_seq(2, 20));
+  step(s);  // both prefilled: 2 blocks each, pool full
+  step(s);
+  step(s);  // seq 1 at 32 positions: blocks 0 and 1 final
+  step(s);  // it needs a third block
+  EXPECT_EQ(s.num_preemptions(), 0u);
+  EXPECT_EQ(s.num_spills(), 1u);
+  ASSERT_EQ(spilled.size(), 1u);
+  const Sequence& s1 = *s.running()[0];
+  EXPECT_EQ(s1.id, 1u);
+  EXPECT_EQ(s1.block_table[0], 100) << "its oldest block went far";
+  EXPECT_EQ(spilled[0], 0);
+  EXPECT_EQ(s1.block_table.size(), 3u);
+  EXPECT_EQ(s1.block_table[2], 0) << "the freed block";
+  // Far tier full: the next shortage preempts as before.
+  room = 0;
+  for (int i = 0; i < 40 && s.num_preemptions() == 0; ++i) step(s);
+  EXPECT_EQ(s.num_preemptions(), 1u);
+  s.remove(1);
+  s.remove(2);
+  EXPECT_EQ(released, std::vector<int32_t>{100});
+  EXPECT_EQ(pool.num_free(), 4);
+  pool.check_invariants();
+}
+
 }  // namespace
 }  // namespace hz
 

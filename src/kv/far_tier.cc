@@ -1,0 +1,193 @@
+#include "kv/far_tier.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/log.h"
+
+namespace hz {
+namespace {
+
+uint64_t segment_sum(const uint8_t* layer, const FarSegment& g) {
+  const uint64_t h = XXH3_64bits(layer + g.offset, g.bytes);
+  return g.bytes2 == 0 ? h : XXH3_64bits_withSeed(layer + g.offset2, g.bytes2, h);
+}
+
+uint64_t page_size() {
+  static const uint64_t p = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+Status write_all(int fd, const uint8_t* p, uint64_t n, uint64_t off) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return io_error("KV far tier write: {}", std::strerror(errno));
+    }
+    if (w == 0) return io_error("KV far tier write: no progress");
+    p += w;
+    n -= static_cast<uint64_t>(w);
+    off += static_cast<uint64_t>(w);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FarTier>> FarTier::open(const FarTierOptions& o) {
+  if (o.num_layers < 1 || o.plane_bytes == 0) return invalid_argument("KV far tier: empty block geometry");
+  const uint64_t block_bytes = 2 * o.plane_bytes * static_cast<uint64_t>(o.num_layers);
+  const uint64_t slots = std::clamp<uint64_t>(o.budget_bytes / block_bytes, 1, INT32_MAX / 2);
+  std::unique_ptr<FarTier> t(new FarTier());
+  t->capacity_ = static_cast<int32_t>(slots);
+  t->num_layers_ = o.num_layers;
+  t->plane_bytes_ = o.plane_bytes;
+  t->map_bytes_ = slots * block_bytes;
+  // Unlinked from the start: private to this process, gone with it whatever way it ends.
+  t->fd_ = ::open(o.dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (t->fd_ < 0) {
+    std::string path = o.dir + "/far-XXXXXX";
+    t->fd_ = ::mkostemp(path.data(), O_CLOEXEC);
+    if (t->fd_ < 0) return io_error("KV far tier: cannot create a file in {}: {}", o.dir, std::strerror(errno));
+    ::unlink(path.c_str());
+  }
+  // Sparse: disk space is taken as blocks are written (a full disk shows up as a write error).
+  if (::ftruncate(t->fd_, static_cast<off_t>(t->map_bytes_)) != 0) {
+    return io_error("KV far tier: cannot size a {} byte file in {}: {}", t->map_bytes_, o.dir, std::strerror(errno));
+  }
+  void* m = ::mmap(nullptr, t->map_bytes_, PROT_READ, MAP_SHARED, t->fd_, 0);
+  if (m == MAP_FAILED) return io_error("KV far tier: cannot map {} bytes: {}", t->map_bytes_, std::strerror(errno));
+  t->base_ = static_cast<uint8_t*>(m);
+  ::madvise(m, t->map_bytes_, MADV_RANDOM);  // attention reads whole planes; no read-ahead past them
+  t->segments_ = o.segments;
+  if (t->segments_.empty()) t->segments_.push_back({0, 2 * o.plane_bytes, 0, 0});
+  for (const FarSegment& g : t->segments_) {
+    if (g.offset + g.bytes > 2 * o.plane_bytes || g.offset2 + g.bytes2 > 2 * o.plane_bytes)
+      return invalid_argument("KV far tier: a checksum segment lies outside the layer");
+  }
+  return t;
+}
+
+FarTier::~FarTier() {
+  if (base_ != nullptr) ::munmap(base_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<int32_t> FarTier::put(const std::function<const uint8_t*(int32_t)>& layer_planes) {
+  if (degraded_) return std::nullopt;
+  int32_t slot;
+  if (!free_.empty()) {
+    std::pop_heap(free_.begin(), free_.end());
+    slot = -free_.back();
+    free_.pop_back();
+  } else if (next_fresh_ < capacity_) {
+    slot = next_fresh_++;
+  } else {
+    return std::nullopt;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t n = 2 * plane_bytes_;
+  const size_t segs = segments_.size();
+  if (sums_.size() < static_cast<size_t>(slot + 1) * num_layers_ * segs) {
+    sums_.resize(static_cast<size_t>(slot + 1) * num_layers_ * segs);
+    checked_.resize(sums_.size());
+    corrupt_.resize(static_cast<size_t>(slot) + 1);
+  }
+  Status st = fault_ ? fault_("write") : Status();
+  for (int32_t l = 0; l < num_layers_ && st.ok(); ++l) {
+    const uint8_t* src = layer_planes(l);
+    const size_t base = (static_cast<size_t>(slot) * num_layers_ + l) * segs;
+    for (size_t g = 0; g < segs; ++g) {
+      sums_[base + g] = segment_sum(src, segments_[g]);
+      checked_[base + g] = 0;
+    }
+    st = write_all(fd_, src, n, layer_offset(slot, l));
+  }
+  write_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!st.ok()) {
+    ++io_errors_;
+    degraded_ = true;
+    HZ_LOG_WARN("KV far tier off ({}): running sequences keep their blocks in RAM", st.message());
+    free_.push_back(-slot);
+    std::push_heap(free_.begin(), free_.end());
+    return std::nullopt;
+  }
+  corrupt_[slot] = 0;
+  ++num_used_;
+  high_water_ = std::max(high_water_, slot + 1);
+  ++spills_;
+  write_bytes_ += n * num_layers_;
+  return slot;
+}
+
+void FarTier::release(int32_t slot) {
+  HZ_CHECK(slot >= 0 && slot < next_fresh_ && num_used_ > 0);
+  --num_used_;
+  free_.push_back(-slot);
+  std::push_heap(free_.begin(), free_.end());
+}
+
+bool FarTier::verify(int32_t slot, int32_t layer, int32_t seg) const {
+  const size_t i = (static_cast<size_t>(slot) * num_layers_ + layer) * segments_.size() + seg;
+  std::atomic_ref<uint32_t> checked(checked_[i]);
+  if (checked.load(std::memory_order_relaxed) == epoch_) return true;
+  const FarSegment& g = segments_[seg];
+  read_bytes_.fetch_add(g.bytes + g.bytes2, std::memory_order_relaxed);
+  if (segment_sum(layer_data(slot, layer), g) == sums_[i]) {
+    checked.store(epoch_, std::memory_order_relaxed);
+    return true;
+  }
+  checksum_failures_.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_ref<uint8_t>(corrupt_[slot]).store(1, std::memory_order_relaxed);
+  return false;
+}
+
+std::vector<int32_t> FarTier::take_corrupt() {
+  std::vector<int32_t> out;
+  if (checksum_failures_.load(std::memory_order_relaxed) == 0) return out;
+  for (int32_t s = 0; s < high_water_; ++s) {
+    if (corrupt_[s] != 0) out.push_back(s);
+    corrupt_[s] = 0;
+  }
+  return out;
+}
+
+void FarTier::drop(int32_t layer) const {
+  if (high_water_ == 0) return;
+  const uint64_t p = page_size();
+  const uint64_t b = layer_offset(0, layer) & ~(p - 1);
+  const uint64_t e = std::min(map_bytes_, (layer_offset(high_water_, layer) + p - 1) & ~(p - 1));
+  if (e > b) ::madvise(base_ + b, e - b, MADV_DONTNEED);
+}
+
+FarTierStats FarTier::stats() const {
+  FarTierStats s;
+  s.capacity = static_cast<uint64_t>(capacity_);
+  s.blocks = static_cast<uint64_t>(num_used_);
+  s.high_water = static_cast<uint64_t>(high_water_);
+  s.spills = spills_;
+  s.write_bytes = write_bytes_;
+  s.read_bytes = read_bytes_.load(std::memory_order_relaxed);
+  s.checksum_failures = checksum_failures_.load(std::memory_order_relaxed);
+  s.io_errors = io_errors_;
+  s.write_seconds = write_seconds_;
+  s.degraded = degraded_;
+  return s;
+}
+
+Status FarTier::corrupt_for_test(int32_t slot, int32_t layer, uint64_t offset) {
+  HZ_CHECK(offset < 2 * plane_bytes_);
+  uint8_t b = static_cast<uint8_t>(layer_data(slot, layer)[offset] ^ 0x5a);
+  return write_all(fd_, &b, 1, layer_offset(slot, layer) + offset);
+}
+
+}  // namespace hz

@@ -1,0 +1,131 @@
+// FarTier: disk room for the far (old, finalized) blocks of running sequences, so one sequence's
+// context is not bounded by the RAM pool. A spilled block's bytes are exactly its arena bytes, so
+// attention reads them as it would read RAM and the logits do not change.
+//
+// One unlinked temporary file in the KV disk folder (private to this process; nothing to clean up
+// after a crash), laid out layer-major: layer l of slot s — its K and V planes, contiguous as in
+// the arena — sits at ((l * capacity + s) * 2) * plane_bytes. The file is mapped read-only and
+// written with pwrite. Attention reads layer l of every far block through the mapping, so the
+// pages of one layer of the far blocks are resident while that layer's attention runs; drop()
+// unmaps them afterwards (they stay in the kernel's page cache, outside the process's RSS). The
+// layer-major layout keeps the kernel's fault-around from mapping the other layers' planes.
+//
+// Every segment of a layer (by default the whole layer; the KV cache uses one per K/V stream and
+// KV head: that head's rows and scales) has an XXH3 checksum kept in RAM. Attention checks a
+// segment right before it reads it, once per pass (begin_pass(): one layer's attention), so the
+// check costs no extra trip to memory; a mismatch is counted and reported (take_corrupt()) and the
+// engine recomputes the sequence instead of serving it. A write error (ENOSPC, EIO) logs one warning, counts an I/O error and
+// stops further spills ("degraded"): the engine continues with what fits in RAM.
+//
+// put() / release() / drop() belong to the engine thread; verify() may run on worker threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace hz {
+
+// Bytes of one layer of a block (K plane, then V plane) covered by one checksum: one or two ranges.
+struct FarSegment {
+  uint64_t offset = 0, bytes = 0;
+  uint64_t offset2 = 0, bytes2 = 0;
+};
+
+struct FarTierOptions {
+  std::string dir;            // where the (unlinked) file lives
+  uint64_t budget_bytes = 0;  // capacity = budget / block bytes, at least 1 slot
+  int32_t num_layers = 0;
+  uint64_t plane_bytes = 0;   // one K or V plane of one layer of one block
+  std::vector<FarSegment> segments;  // per layer; empty: one segment, the whole layer
+};
+
+struct FarTierStats {
+  uint64_t capacity = 0;           // slots
+  uint64_t blocks = 0;             // slots in use
+  uint64_t high_water = 0;         // most slots in use at once
+  uint64_t spills = 0;             // blocks written
+  uint64_t write_bytes = 0;
+  uint64_t read_bytes = 0;         // plane bytes read (checked) by attention
+  uint64_t checksum_failures = 0;
+  uint64_t io_errors = 0;
+  double write_seconds = 0;
+  bool degraded = false;
+};
+
+class FarTier {
+ public:
+  static Result<std::unique_ptr<FarTier>> open(const FarTierOptions& o);
+  ~FarTier();
+  FarTier(const FarTier&) = delete;
+  FarTier& operator=(const FarTier&) = delete;
+
+  int32_t capacity() const { return capacity_; }
+  int32_t num_used() const { return num_used_; }
+  int32_t num_free() const { return degraded_ ? 0 : capacity_ - num_used_; }
+  bool degraded() const { return degraded_; }
+
+  // Writes a block — `layer_planes(l)` gives the 2 * plane_bytes of layer l (K then V) — into a
+  // free slot and returns it; nullopt when full or degraded (an I/O error degrades the tier).
+  std::optional<int32_t> put(const std::function<const uint8_t*(int32_t layer)>& layer_planes);
+  void release(int32_t slot);
+
+  // Layer `layer` of `slot`: K plane, then V plane (through the mapping).
+  const uint8_t* layer_data(int32_t slot, int32_t layer) const {
+    return base_ + ((static_cast<uint64_t>(layer) * capacity_ + slot) * 2) * plane_bytes_;
+  }
+  int32_t num_segments() const { return static_cast<int32_t>(segments_.size()); }
+  // Starts a pass (one layer's attention): verify() checks each segment once per pass.
+  void begin_pass() { ++epoch_; }
+  // Checks segment `seg` of layer `layer` of `slot` against its checksum, unless it was checked in
+  // this pass; on mismatch counts it, marks the slot corrupt and returns false. Thread-safe.
+  bool verify(int32_t slot, int32_t layer, int32_t seg = 0) const;
+  // Slots found corrupt since the last call (each once).
+  std::vector<int32_t> take_corrupt();
+  // Unmaps what attention has read of `layer` (every slot in use): the RSS bound.
+  void drop(int32_t layer) const;
+
+  FarTierStats stats() const;
+
+  // Tests: called before each write-side operation ("write"); an error fails it. And flips one
+  // byte of layer `layer` of `slot` in the file (a corrupt disk).
+  void set_io_fault(std::function<Status(const char*)> f) { fault_ = std::move(f); }
+  Status corrupt_for_test(int32_t slot, int32_t layer, uint64_t offset);
+
+ private:
+  FarTier() = default;
+  uint64_t layer_offset(int32_t slot, int32_t layer) const {
+    return ((static_cast<uint64_t>(layer) * capacity_ + slot) * 2) * plane_bytes_;
+  }
+
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  uint64_t map_bytes_ = 0;
+  int32_t capacity_ = 0;
+  int32_t num_layers_ = 0;
+  uint64_t plane_bytes_ = 0;
+  std::vector<int32_t> free_;         // min-heap of negated slots: lowest first, so runs stay contiguous
+  int32_t next_fresh_ = 0;            // slots [next_fresh_, capacity_) never used
+  int32_t num_used_ = 0;
+  int32_t high_water_ = 0;            // slots [0, high_water_) ever used
+  std::vector<FarSegment> segments_;
+  std::vector<uint64_t> sums_;        // [slot][layer][segment]
+  // Per [slot][layer][segment]: the pass that last checked it (std::atomic_ref: worker threads
+  // write it during a pass; it only grows between passes, in put()).
+  mutable std::vector<uint32_t> checked_;
+  uint32_t epoch_ = 1;
+  mutable std::vector<uint8_t> corrupt_;  // per slot (std::atomic_ref, as checked_)
+  bool degraded_ = false;
+  std::function<Status(const char*)> fault_;
+  uint64_t spills_ = 0, write_bytes_ = 0, io_errors_ = 0;
+  double write_seconds_ = 0;
+  mutable std::atomic<uint64_t> read_bytes_{0}, checksum_failures_{0};
+};
+
+}  // namespace hz
