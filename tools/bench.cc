@@ -122,6 +122,9 @@ int run_bench_engine(const EngineBenchFlags& f) {
   o.depths = f.depths.empty() ? std::vector<int64_t>{0} : f.depths;
   o.reps = f.reps;
   o.warmup = !f.no_warmup;
+  o.kv_budget_bytes = eo->kv_budget_bytes;
+  o.kv_disk_dir = eo->kv_disk_dir;
+  o.kv_disk_budget_bytes = eo->kv_disk_budget_bytes;
   if (f.fill == "synthetic") {
     o.fill = bench::FillMode::kSynthetic;
   } else if (f.fill == "prefill") {
