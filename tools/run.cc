@@ -146,6 +146,14 @@ int run_prompt(const RunOptions& o) {
                  static_cast<unsigned long long>(st.kv_disk_checksum_failures),
                  static_cast<unsigned long long>(st.kv_disk_io_errors), st.kv_disk_read_bytes / 1048576.0,
                  st.kv_disk_read_seconds * 1e3, st.kv_disk_write_bytes / 1048576.0, st.kv_disk_write_seconds * 1e3);
+    if (st.kv_far_enabled) {
+      std::fprintf(stderr,
+                   "kv far tier (context beyond the RAM pool): %llu blocks moved to disk, %.2f MiB written, %.2f MiB read "
+                   "back by attention, %llu checksum failures, %llu I/O errors%s\n",
+                   static_cast<unsigned long long>(st.kv_far_spills), st.kv_far_write_bytes / 1048576.0,
+                   st.kv_far_read_bytes / 1048576.0, static_cast<unsigned long long>(st.kv_far_checksum_failures),
+                   static_cast<unsigned long long>(st.kv_far_io_errors), st.kv_far_degraded ? " (off after an error)" : "");
+    }
   }
   return 0;
 }

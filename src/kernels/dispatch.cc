@@ -110,6 +110,7 @@ void quantize_activation_row(DType wtype, const float* x, void* y, int64_t n) {
     return ::hz::kernels::ref::name(__VA_ARGS__);               \
   } while (0)
 
+uint64_t checksum64(const void* p, size_t n, uint64_t seed) { HZ_DISPATCH(checksum64, p, n, seed); }
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) { HZ_DISPATCH(f16_to_f32_row, x, y, n); }
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) { HZ_DISPATCH(f32_to_f16_row, x, y, n); }
 void bf16_to_f32_row(const uint16_t* x, float* y, int64_t n) { HZ_DISPATCH(bf16_to_f32_row, x, y, n); }

@@ -25,6 +25,11 @@ const char* isa_name(Isa isa);
 // CPU features relevant to the kernels, e.g. "avx2 fma f16c" (for doctor and bench reports).
 const char* cpu_features();
 
+// ---- checksums ----
+// XXH3-64 of n bytes with `seed` (the same value everywhere: the AVX2 variant vectorizes the same
+// function). For checking KV blocks read back from disk.
+uint64_t checksum64(const void* p, size_t n, uint64_t seed);
+
 // ---- element conversions ----
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,13 +11,14 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/kernels.h"
 
 namespace hz {
 namespace {
 
 uint64_t segment_sum(const uint8_t* layer, const FarSegment& g) {
-  const uint64_t h = XXH3_64bits(layer + g.offset, g.bytes);
-  return g.bytes2 == 0 ? h : XXH3_64bits_withSeed(layer + g.offset2, g.bytes2, h);
+  const uint64_t h = kernels::checksum64(layer + g.offset, g.bytes, 0);
+  return g.bytes2 == 0 ? h : kernels::checksum64(layer + g.offset2, g.bytes2, h);
 }
 
 uint64_t page_size() {

@@ -320,3 +320,32 @@ TEST(Avx2ElementwiseTest, SwigluMatchesReference) {
 
 }  // namespace
 }  // namespace hz::kernels
+
+namespace hz::kernels {
+namespace {
+
+// The AVX2 build of XXH3 gives the library's values: every length class of the algorithm (0,
+// 1-3, 4-8, 9-16, 17-128, 129-240, and the long path with partial stripes and blocks), seeds,
+// unaligned starts.
+TEST(Avx2ChecksumTest, MatchesTheLibrary) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "CPU lacks avx2/fma/f16c";
+  std::mt19937 rng(3);
+  std::vector<uint8_t> buf(70000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t n : {0, 1, 3, 4, 8, 9, 16, 17, 100, 128, 129, 240, 241, 1023, 1024, 2048, 4099, 65536, 69999}) {
+    for (size_t off : {0, 1, 7}) {
+      if (off + n > buf.size()) continue;
+      for (uint64_t seed : {uint64_t{0}, uint64_t{0x9e3779b97f4a7c15ull}}) {
+        EXPECT_EQ(avx2::checksum64(buf.data() + off, n, seed), ref::checksum64(buf.data() + off, n, seed))
+            << "n " << n << " off " << off << " seed " << seed;
+      }
+    }
+  }
+  // And it is a checksum: one flipped bit changes it.
+  const uint64_t a = avx2::checksum64(buf.data(), 4096, 0);
+  buf[1000] ^= 0x10;
+  EXPECT_NE(avx2::checksum64(buf.data(), 4096, 0), a);
+}
+
+}  // namespace
+}  // namespace hz::kernels

@@ -10,6 +10,8 @@
 
 namespace hz::kernels::avx2 {
 
+uint64_t checksum64(const void* p, size_t n, uint64_t seed);
+
 using namespace ::hz::kernels::ref;  // NOLINT: fallback for kernels not (yet) vectorized
 
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);

@@ -8,6 +8,8 @@
 
 namespace hz::kernels::ref {
 
+uint64_t checksum64(const void* p, size_t n, uint64_t seed);
+
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 void bf16_to_f32_row(const uint16_t* x, float* y, int64_t n);
