@@ -53,12 +53,16 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   if (opts.block_size < 16 || opts.block_size > 256 || opts.block_size % 16 != 0)
     return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", opts.block_size);
   if (opts.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more");
-  // The disk tier is a tier of the prefix cache: it implies it.
-  if (!opts.kv_disk_dir.empty()) e->opts_.enable_prefix_caching = true;
-  if (!opts.kv_disk_dir.empty() && opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype)
-    // Blocks come back from disk in their cold form only, and a new sequence reads the newest
-    // blocks of its prefix hot: with a window nothing could be reused from disk.
-    return unimplemented("--kv-disk-dir with --kv-hot-window is not supported yet");
+  // The disk tier's prefix store is a tier of the prefix cache: it implies it. Not with a hot
+  // window: blocks come back from disk in their cold form only, and a new sequence reads the
+  // newest blocks of its prefix hot, so nothing could be reused from disk. The far tier (running
+  // sequences' far blocks, read cold) works with any KV types.
+  const bool hot_window = opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype;
+  const bool prefix_store = !opts.kv_disk_dir.empty() && !hot_window;
+  if (prefix_store) e->opts_.enable_prefix_caching = true;
+  if (!opts.kv_disk_dir.empty() && hot_window)
+    HZ_LOG_WARN("--kv-disk-dir with --kv-hot-window: the prefix store is off (blocks would come back from disk in their "
+                "cold form only); long contexts still keep their far blocks on disk");
   if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
@@ -141,7 +145,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   e->sched_ = std::make_unique<Scheduler>(sc, e->kv_->pool());
   KvCache* kv = e->kv_.get();
   e->sched_->set_copy_block([kv](int32_t src, int32_t dst) { kv->copy_block(src, dst); });
-  if (!opts.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(e->open_disk_tier(kv_precision_name(prec)));
+  if (prefix_store) HZ_RETURN_IF_ERROR(e->open_disk_tier(kv_precision_name(prec)));
   if (!opts.kv_disk_dir.empty()) {
     // What one running sequence must keep in RAM: the blocks a prefill chunk writes, those its
     // queries read hot or exactly, and one partly written block. A smaller pool gains nothing

@@ -22,7 +22,7 @@ using test::CollectSink;
 constexpr uint64_t kBlockBytes = 16 * 1024;  // synth-tiny-f16: 4 layers x K,V x 2 heads x 32 x f16, 16 positions
 constexpr int32_t kRamBlocks = 12;
 
-std::unique_ptr<LocalEngine> make_engine(const std::string& far_dir, int32_t max_seqs = 1) {
+std::unique_ptr<LocalEngine> make_engine(const std::string& far_dir, int32_t max_seqs = 1, int32_t hot_window = 0) {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
@@ -31,6 +31,10 @@ std::unique_ptr<LocalEngine> make_engine(const std::string& far_dir, int32_t max
   o.prefill_chunk = 64;
   o.max_num_batched_tokens = 128;
   o.kv_dtype = KvType::kF16;
+  if (hot_window > 0) {
+    o.kv_hot_window = hot_window;
+    o.kv_cold_dtype = KvType::kInt4;
+  }
   o.kv_budget_bytes = far_dir.empty() ? (uint64_t{16} << 20) : kRamBlocks * kBlockBytes * static_cast<uint64_t>(max_seqs);
   o.kv_disk_dir = far_dir;
   o.kv_disk_budget_bytes = 32u << 20;
@@ -98,6 +102,25 @@ TEST(FarEngineTest, LongerThanRamGivesTheSameOutputAsAllInRam) {
   EXPECT_EQ(st.preemptions_total, 0u) << "far blocks go to disk instead of the sequence being preempted";
   EXPECT_EQ(st.kv_far_blocks, 0u) << "a finished sequence's far blocks are freed";
   EXPECT_EQ(st.kv_blocks_total, kRamBlocks);
+  far.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// A hot window over int4 (arena blocks of about a quarter of f16's): the far tier works (far
+// blocks are read cold); only the prefix store is off.
+TEST(FarEngineTest, HotWindowOverInt4) {
+  const std::string dir = test::make_temp_dir("far_engine");
+  const auto p = prompt(9, 900);
+  auto ram = make_engine("", 1, 64);
+  ASSERT_NE(ram, nullptr);
+  auto want = generate(*ram, p);
+  ram.reset();
+  auto far = make_engine(dir, 1, 64);
+  ASSERT_NE(far, nullptr);
+  auto got = generate(*far, p);
+  expect_same(*want, *got);
+  EXPECT_GT(far->stats().kv_far_spills, 0u);
+  EXPECT_FALSE(far->stats().kv_disk_enabled);
   far.reset();
   std::filesystem::remove_all(dir);
 }
