@@ -4,7 +4,9 @@
 // then times it. Weights rotate over enough copies to exceed the L3 cache, so decode figures are
 // memory-bound figures. Reports GB/s of weights and GOP/s (2 * rows * cols * tokens), mean and best
 // iteration (the machine is shared: the best is the least disturbed).
-// Run: build/bench/matmul_lab_bench --benchmark_filter='Q4_0/2048x2048' --benchmark_min_time=0.3
+// Variants: AVX2 and AVX-512 VNNI kernels on GGUF rows and on the packed layout, the scalar reference.
+// Run: build/bench/matmul_lab_bench --benchmark_filter='BM_Matmul/type:0/shape:0/tokens:64/threads:1'
+//      --benchmark_min_time=0.3   (filters match the argument names; the label names type and shape)
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
@@ -20,6 +22,7 @@
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/vnni_dispatch.h"
 
 namespace hz::kernels {
 namespace {
@@ -129,19 +132,34 @@ std::string check_against_reference(ThreadPool& pool, bool packed, DType type, S
   return "";
 }
 
+// Restores the VNNI switch on scope exit (a variant forces it on or off).
+struct VnniScope {
+  bool before = vnni_enabled();
+  explicit VnniScope(bool on) { force_vnni(on); }
+  ~VnniScope() { force_vnni(before); }
+};
+
 // args: type index, shape index, tokens, threads, variant (0: AVX2 on GGUF rows, 1: AVX2 on packed
-// weights and activations, 2: the scalar reference on GGUF rows, only for 2048x2048 and <= 8 tokens)
+// weights and activations, 2: the scalar reference on GGUF rows, only for 2048x2048 and <= 8 tokens,
+// 3: AVX-512 VNNI on GGUF rows, 4: AVX-512 VNNI packed; 3 and 4 need a CPU with avx512vl/vnni)
 void BM_Matmul(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
   const Shape s = kShapes[state.range(1)];
   const int64_t num_tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
-  const bool packed = state.range(4) == 1;
-  const bool scalar = state.range(4) == 2;
+  const int64_t variant = state.range(4);
+  const bool packed = variant == 1 || variant == 4;
+  const bool scalar = variant == 2;
+  const bool vnni = variant >= 3;
   if (scalar && (state.range(1) != 0 || num_tokens > 8)) {
     state.SkipWithError("scalar reference timed on 2048x2048, <= 8 tokens only");
     return;
   }
+  if (vnni && !vnni_supported()) {
+    state.SkipWithError("CPU lacks avx512f/bw/vl/vnni");
+    return;
+  }
+  const VnniScope vnni_scope(vnni);
   Weights& w = weights_for(type, s);
   const auto x = make_activations(type, s.cols, num_tokens);
   const uint64_t xrb = activation_row_bytes(type, s.cols);
@@ -181,11 +199,11 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["best_GOP/s"] = 2.0 * s.rows * s.cols * num_tokens / best / 1e9;
   state.SetLabel(std::string(dtype_name(type)) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" +
                  std::to_string(num_tokens) + "/thr" + std::to_string(threads) +
-                 (packed ? "/packed" : scalar ? "/scalar-ref" : "/rows"));
+                 (packed ? "/packed" : scalar ? "/scalar-ref" : "/rows") + (vnni ? "/vnni" : ""));
 }
 
 BENCHMARK(BM_Matmul)
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 2, 4, 8, 16, 64, 512}, {1, 2}, {0, 1, 2}})
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 2, 4, 8, 16, 64, 512}, {1, 2}, {0, 1, 2, 3, 4}})
     ->ArgNames({"type", "shape", "tokens", "threads", "variant"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

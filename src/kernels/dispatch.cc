@@ -1,13 +1,16 @@
-// The hz::kernels entry points: pick the implementation once (CPU detection, HORIZON_ISA, force_isa)
-// and forward each call to it. Also the ISA-independent helpers (activation types and sizes).
+// The hz::kernels entry points: pick the implementation once (CPU detection, HORIZON_ISA, force_isa;
+// HORIZON_VNNI, force_vnni for the VNNI matmuls) and forward each call to it. Also the
+// ISA-independent helpers (activation types and sizes).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "base/check.h"
 #include "kernels/avx2/avx2_kernels.h"
+#include "kernels/avx512/vnni_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/vnni_dispatch.h"
 
 namespace hz::kernels {
 namespace {
@@ -31,6 +34,27 @@ std::atomic<Isa>& isa_state() {
 
 inline bool use_avx2() { return isa_state().load(std::memory_order_relaxed) == Isa::kAvx2; }
 
+// libgcc's checks include the OS's XCR0 (AVX-512 register state enabled), not only CPUID.
+bool cpu_has_vnni() {
+  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+bool initial_vnni() {
+  const char* env = std::getenv("HORIZON_VNNI");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  return cpu_has_vnni();
+}
+
+std::atomic<bool>& vnni_state() {
+  static std::atomic<bool> on{initial_vnni()};
+  return on;
+}
+
+// The VNNI matmuls run only under the AVX2 ISA (a forced scalar ISA wins).
+inline bool use_vnni() { return use_avx2() && vnni_state().load(std::memory_order_relaxed); }
+
 }  // namespace
 
 Isa active_isa() { return isa_state().load(std::memory_order_relaxed); }
@@ -40,6 +64,15 @@ bool isa_supported(Isa isa) { return isa == Isa::kScalar || cpu_has_avx2(); }
 void force_isa(Isa isa) {
   HZ_CHECK_MSG(isa_supported(isa), "force_isa: this CPU lacks the ISA");
   isa_state().store(isa, std::memory_order_relaxed);
+}
+
+bool vnni_supported() { return cpu_has_vnni(); }
+
+bool vnni_enabled() { return vnni_state().load(std::memory_order_relaxed); }
+
+void force_vnni(bool on) {
+  HZ_CHECK_MSG(!on || cpu_has_vnni(), "force_vnni: this CPU lacks avx512f/bw/vl/vnni");
+  vnni_state().store(on, std::memory_order_relaxed);
 }
 
 const char* isa_name(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "scalar"; }
@@ -126,11 +159,20 @@ void vec_dot(DType wtype, int64_t n, const void* w_row, const void* x_row, float
 
 void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
             const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  if (use_vnni()) {
+    if (wtype == DType::kQ4_0) {
+      return vnni::matmul_q4_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+    }
+    if (wtype == DType::kQ8_0) {
+      return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+    }
+  }
   HZ_DISPATCH(matmul, wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                    int64_t num_tokens, float* y, int64_t y_stride) {
+  if (use_vnni()) return vnni::matmul_packed(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
   HZ_DISPATCH(matmul_packed, wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
 }
 
