@@ -102,15 +102,70 @@ int32_t tile_len(int64_t t0, int64_t key_end) {
 
 }  // namespace
 
-void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
-                  int32_t heads, int64_t query_pos, int64_t key_begin, int64_t key_end, float* part, AttnScratch* sc) {
-  HZ_DCHECK(key_begin < key_end);
-  HZ_DCHECK(key_begin / kSuperTokens == (key_end - 1) / kSuperTokens);
+namespace {
+
+// One tile of the online softmax: the scores of `heads` queries against the tile's `n` keys, then
+// the running state in `part` (max, sum, weighted values) updated — the one sequence of operations
+// every path applies, so a query's result depends on positions only.
+void tile_update(const KvCache& kv, int32_t layer, int32_t kv_head, const float* q, int32_t heads, TileSrc& cur,
+                 int32_t n, float* part, bool first, AttnScratch* sc, int32_t* far_checked) {
   const int32_t hd = kv.config().head_dim;
   float* mx = part;
   float* sum = part + heads;
   float* acc = part + 2 * heads;
   float* scores = sc->scores.data();
+  if (cur.far_slot >= 0 && cur.block != *far_checked) {
+    // A block read from disk: this head's K and V rows are checked against their checksums
+    // before use (once per pass; a mismatch is reported and the sequence recomputed).
+    kv.far()->verify(cur.far_slot, layer, kv_head);
+    kv.far()->verify(cur.far_slot, layer, kv.config().num_kv_heads + kv_head);
+    *far_checked = cur.block;
+  }
+  if (cur.encode) {
+    // A staged block read in a compact form: encoded on the fly from its staging copy by the
+    // same encoder commit() uses (the same bytes the arena will hold).
+    if (sc->enc_block != cur.block || sc->enc_codec != static_cast<int32_t>(cur.codec)) {
+      kv.encode_head(cur.codec, cur.block, layer, 0, kv_head, sc->src.data(), sc->enc_k.data());
+      kv.encode_head(cur.codec, cur.block, layer, 1, kv_head, sc->src.data(), sc->enc_v.data());
+      sc->enc_block = cur.block;
+      sc->enc_codec = static_cast<int32_t>(cur.codec);
+    }
+    const uint64_t reb = kernels::kv_row_elem_bytes(cur.codec, hd);
+    const uint64_t eoff = kv.head_elem_offset(cur.codec, kv_head) + cur.slot * reb;
+    const uint64_t soff = kv.head_scale_offset(cur.codec, kv_head) + cur.slot * kernels::kv_row_scale_bytes(cur.codec, hd);
+    cur.k = sc->enc_k.data() + eoff;
+    cur.v = sc->enc_v.data() + eoff;
+    cur.ks = sc->enc_k.data() + soff;
+    cur.vs = sc->enc_v.data() + soff;
+  }
+  kernels::kv_scores(cur.codec, q, heads, cur.k, cur.ks, n, hd, scores);
+  for (int32_t h = 0; h < heads; ++h) {
+    float* s = scores + h * n;
+    float tile_max = s[0];
+    for (int32_t j = 1; j < n; ++j) tile_max = std::max(tile_max, s[j]);
+    float* ah = acc + static_cast<size_t>(h) * hd;
+    if (first) {
+      mx[h] = tile_max;
+      sum[h] = 0;
+      std::memset(ah, 0, sizeof(float) * hd);
+    } else if (mx[h] < tile_max) {
+      // A new maximum rescales the running state; an unchanged one would scale by exp(0) = 1.
+      const float corr = std::exp(mx[h] - tile_max);
+      sum[h] *= corr;
+      kernels::scale(ah, corr, hd);
+      mx[h] = tile_max;
+    }
+    sum[h] += kernels::exp_shift_sum(s, n, mx[h]);  // scores become probabilities
+  }
+  kernels::kv_accumulate(cur.codec, scores, heads, cur.v, cur.vs, n, hd, acc);
+}
+
+}  // namespace
+
+void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                  int32_t heads, int64_t query_pos, int64_t key_begin, int64_t key_end, float* part, AttnScratch* sc) {
+  HZ_DCHECK(key_begin < key_end);
+  HZ_DCHECK(key_begin / kSuperTokens == (key_end - 1) / kSuperTokens);
   sc->enc_block = -1;
   int32_t far_checked = -1;
   bool first = true;
@@ -126,55 +181,66 @@ void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, 
       next = locate(kv, block_table, layer, kv_head, query_pos, t0 + n, next_n);
       prefetch(next);
     }
-    if (cur.far_slot >= 0 && cur.block != far_checked) {
-      // A block read from disk: this head's K and V rows are checked against their checksums
-      // before use (once per pass; a mismatch is reported and the sequence recomputed).
-      kv.far()->verify(cur.far_slot, layer, kv_head);
-      kv.far()->verify(cur.far_slot, layer, kv.config().num_kv_heads + kv_head);
-      far_checked = cur.block;
-    }
-    if (cur.encode) {
-      // A staged block read in a compact form: encoded on the fly from its staging copy by the
-      // same encoder commit() uses (the same bytes the arena will hold).
-      if (sc->enc_block != cur.block || sc->enc_codec != static_cast<int32_t>(cur.codec)) {
-        kv.encode_head(cur.codec, cur.block, layer, 0, kv_head, sc->src.data(), sc->enc_k.data());
-        kv.encode_head(cur.codec, cur.block, layer, 1, kv_head, sc->src.data(), sc->enc_v.data());
-        sc->enc_block = cur.block;
-        sc->enc_codec = static_cast<int32_t>(cur.codec);
-      }
-      const uint64_t reb = kernels::kv_row_elem_bytes(cur.codec, hd);
-      const uint64_t eoff = kv.head_elem_offset(cur.codec, kv_head) + cur.slot * reb;
-      const uint64_t soff = kv.head_scale_offset(cur.codec, kv_head) + cur.slot * kernels::kv_row_scale_bytes(cur.codec, hd);
-      cur.k = sc->enc_k.data() + eoff;
-      cur.v = sc->enc_v.data() + eoff;
-      cur.ks = sc->enc_k.data() + soff;
-      cur.vs = sc->enc_v.data() + soff;
-    }
-    kernels::kv_scores(cur.codec, q, heads, cur.k, cur.ks, n, hd, scores);
-    for (int32_t h = 0; h < heads; ++h) {
-      float* s = scores + h * n;
-      float tile_max = s[0];
-      for (int32_t j = 1; j < n; ++j) tile_max = std::max(tile_max, s[j]);
-      float* ah = acc + static_cast<size_t>(h) * hd;
-      if (first) {
-        mx[h] = tile_max;
-        sum[h] = 0;
-        std::memset(ah, 0, sizeof(float) * hd);
-      } else if (mx[h] < tile_max) {
-        // A new maximum rescales the running state; an unchanged one would scale by exp(0) = 1.
-        const float corr = std::exp(mx[h] - tile_max);
-        sum[h] *= corr;
-        kernels::scale(ah, corr, hd);
-        mx[h] = tile_max;
-      }
-      sum[h] += kernels::exp_shift_sum(s, n, mx[h]);  // scores become probabilities
-    }
-    kernels::kv_accumulate(cur.codec, scores, heads, cur.v, cur.vs, n, hd, acc);
+    tile_update(kv, layer, kv_head, q, heads, cur, n, part, first, sc, &far_checked);
     first = false;
     t0 += n;
     n = next_n;
     cur = next;
   }
+}
+
+void attend_super_block(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                        int32_t heads, int32_t nq, const int64_t* pos, int64_t key_begin, float* parts, AttnScratch* sc) {
+  HZ_DCHECK(key_begin % kSuperTokens == 0);
+  const int64_t qf = static_cast<int64_t>(heads) * kv.config().head_dim;
+  const int64_t pf = attn_partial_floats(heads, kv.config().head_dim);
+  const int64_t seg_end = key_begin + kSuperTokens;
+  const int64_t last = std::min(seg_end, pos[nq - 1] + 1);
+  if (sc->first.size() < static_cast<size_t>(nq)) sc->first.resize(nq);
+  std::fill(sc->first.begin(), sc->first.begin() + nq, uint8_t{1});
+  sc->enc_block = -1;
+  int32_t far_checked = -1;
+  // Tile by tile, every query of the block that reaches it: the tile's K/V rows are read from
+  // memory once and stay in L1 for the others. Per query the tiles, their lengths and the
+  // operations are those of attend_super.
+  for (int64_t t0 = key_begin; t0 < last; t0 += kTileTokens - t0 % kTileTokens) {
+    for (int32_t i = 0; i < nq; ++i) {
+      const int64_t end = std::min(seg_end, pos[i] + 1);
+      if (t0 >= end) continue;
+      const int32_t n = tile_len(t0, end);
+      TileSrc cur = locate(kv, block_table, layer, kv_head, pos[i], t0, n);
+      tile_update(kv, layer, kv_head, q + i * qf, heads, cur, n, parts + i * pf, sc->first[i] != 0, sc, &far_checked);
+      sc->first[i] = 0;
+    }
+  }
+}
+
+void attend_group_block(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                        int32_t heads, int32_t nq, const int64_t* pos, float* out, int64_t out_stride,
+                        AttnScratch* scratch) {
+  const int32_t hd = kv.config().head_dim;
+  const int64_t pf = attn_partial_floats(heads, hd);
+  scratch->prepare(kv, heads);
+  if (scratch->block_total.size() < static_cast<size_t>(nq * pf)) {
+    scratch->block_total.resize(nq * pf);
+    scratch->block_part.resize(nq * pf);
+  }
+  float* totals = scratch->block_total.data();
+  float* parts = scratch->block_part.data();
+  // As attend_group for each query: super-segment 0 into its total, later ones merged in order.
+  for (int64_t s = 0; s * kSuperTokens <= pos[nq - 1]; ++s) {
+    const int64_t k0 = s * kSuperTokens;
+    int32_t i0 = 0;  // queries before the segment do not read it
+    while (pos[i0] < k0) ++i0;
+    if (s == 0) {
+      attend_super_block(kv, block_table, layer, kv_head, q, heads, nq, pos, 0, totals, scratch);
+      continue;
+    }
+    attend_super_block(kv, block_table, layer, kv_head, q + i0 * static_cast<int64_t>(heads) * hd, heads, nq - i0, pos + i0,
+                       k0, parts + i0 * pf, scratch);
+    for (int32_t i = i0; i < nq; ++i) merge_attn_partial(totals + i * pf, parts + i * pf, heads, hd);
+  }
+  for (int32_t i = 0; i < nq; ++i) finish_attn_partial(totals + i * pf, heads, hd, out + i * out_stride);
 }
 
 void merge_attn_partial(float* total, const float* part, int32_t heads, int32_t hd) {

@@ -38,6 +38,12 @@ struct AttnScratch {
   // Which (block, codec) enc_k / enc_v hold for the current (layer, kv head); reset per super-segment.
   int64_t enc_block = -1;
   int32_t enc_codec = -1;
+  // Query blocks (attend_group_block): per query its total and its partial, and a first-tile flag.
+  std::vector<float> block_total;
+  std::vector<float> block_part;
+  std::vector<uint8_t> first;
+  std::vector<float> qblock;    // [queries][heads][head_dim] scaled queries of a block
+  std::vector<int64_t> pos;     // their positions
   void prepare(const KvCache& kv, int32_t heads);
 };
 
@@ -62,6 +68,17 @@ void finish_attn_partial(const float* total, int32_t heads, int32_t head_dim, fl
 // Walks the super-segments in order (the unsplit path).
 void attend_group(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
                   int32_t heads, int64_t pos, float* out, AttnScratch* scratch, int64_t window = 0);
+
+// attend_group for `nq` queries of one sequence at ascending positions `pos` (full causal, no
+// window), q[nq][heads][head_dim]: each key tile is read once for all of them (prefill). Bit-
+// identical to attend_group per query; query i's output goes to out + i * out_stride.
+void attend_group_block(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                        int32_t heads, int32_t nq, const int64_t* pos, float* out, int64_t out_stride,
+                        AttnScratch* scratch);
+// One super-segment [key_begin, key_begin + kSuperTokens) of attend_group_block; `parts` holds one
+// partial per query, written for each query that reaches the segment.
+void attend_super_block(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
+                        int32_t heads, int32_t nq, const int64_t* pos, int64_t key_begin, float* parts, AttnScratch* sc);
 
 // One query head: attend_group with heads = 1.
 void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q, int64_t pos,

@@ -57,6 +57,37 @@ void AttentionRunner::run_local(const AttnJob& job, ThreadPool& pool) {
 void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
   const int32_t hd = job.kv->config().head_dim;
   const int32_t group = job.num_heads / job.num_kv_heads;
+  if (job.window == 0) {
+    // Prefill: runs of up to kQueryBlock consecutive queries of one sequence share each key tile
+    // (attend_group_block), so the K/V rows come from memory once per run instead of per query.
+    constexpr int64_t kQueryBlock = 16;
+    blocks_.clear();
+    for (int64_t t = 0; t < job.num_tokens;) {
+      int64_t e = t + 1;
+      while (e < job.num_tokens && e - t < kQueryBlock && job.rows[e].block_table == job.rows[t].block_table &&
+             job.rows[e].pos == job.rows[e - 1].pos + 1)
+        ++e;
+      blocks_.push_back({t, e});
+      t = e;
+    }
+    pool.parallel_for(static_cast<int64_t>(blocks_.size()) * job.num_kv_heads, [&](int64_t task, int thread_idx) {
+      const auto [t0, t1] = blocks_[task / job.num_kv_heads];
+      const int32_t kvh = static_cast<int32_t>(task % job.num_kv_heads);
+      AttnScratch& sc = scratch_[thread_idx];
+      const int64_t nq = t1 - t0;
+      const int64_t qf = static_cast<int64_t>(group) * hd;
+      if (sc.qblock.size() < static_cast<size_t>(nq * qf)) sc.qblock.resize(nq * qf);
+      if (sc.pos.size() < static_cast<size_t>(nq)) sc.pos.resize(nq);
+      for (int64_t i = 0; i < nq; ++i) {
+        scaled_queries(job, t0 + i, kvh, hd, sc.qblock.data() + i * qf);
+        sc.pos[i] = job.rows[t0 + i].pos;
+      }
+      float* out = job.out + (t0 * job.num_heads + static_cast<int64_t>(kvh) * group) * hd;
+      attend_group_block(*job.kv, job.rows[t0].block_table, job.layer, kvh, sc.qblock.data(), group,
+                         static_cast<int32_t>(nq), sc.pos.data(), out, static_cast<int64_t>(job.num_heads) * hd, &sc);
+    });
+    return;
+  }
   pool.parallel_for(job.num_tokens * job.num_kv_heads, [&](int64_t unit, int thread_idx) {
     const int64_t tok = unit / job.num_kv_heads;
     const int32_t kvh = static_cast<int32_t>(unit % job.num_kv_heads);

@@ -65,6 +65,7 @@ class AttentionRunner {
   std::vector<int64_t> unit_first_;   // per unit: its first super-segment index
   std::vector<int64_t> unit_offset_;  // per unit: index of its first partial in partials_
   std::vector<float> partials_;       // O(depth / kSuperTokens) partials per unit
+  std::vector<std::pair<int64_t, int64_t>> blocks_;  // query blocks [first, last) of the unsplit path
 };
 
 }  // namespace hz
