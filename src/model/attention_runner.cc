@@ -57,11 +57,11 @@ void AttentionRunner::run_local(const AttnJob& job, ThreadPool& pool) {
 void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
   const int32_t hd = job.kv->config().head_dim;
   const int32_t group = job.num_heads / job.num_kv_heads;
+  blocks_.clear();
   if (job.window == 0) {
     // Prefill: runs of up to kQueryBlock consecutive queries of one sequence share each key tile
     // (attend_group_block), so the K/V rows come from memory once per run instead of per query.
     constexpr int64_t kQueryBlock = 16;
-    blocks_.clear();
     for (int64_t t = 0; t < job.num_tokens;) {
       int64_t e = t + 1;
       while (e < job.num_tokens && e - t < kQueryBlock && job.rows[e].block_table == job.rows[t].block_table &&
@@ -70,6 +70,10 @@ void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
       blocks_.push_back({t, e});
       t = e;
     }
+  }
+  // When every block holds one query (decode steps) the per-query path below serves better: it
+  // prefetches the next tile.
+  if (!blocks_.empty() && static_cast<int64_t>(blocks_.size()) < job.num_tokens) {
     pool.parallel_for(static_cast<int64_t>(blocks_.size()) * job.num_kv_heads, [&](int64_t task, int thread_idx) {
       const auto [t0, t1] = blocks_[task / job.num_kv_heads];
       const int32_t kvh = static_cast<int32_t>(task % job.num_kv_heads);
