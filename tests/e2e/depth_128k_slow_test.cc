@@ -20,6 +20,7 @@
 #include "planner/capacity_plan.h"
 #include "planner/model_shape.h"
 #include "runtime/single_sequence.h"
+#include "support/forked_run.h"
 #include "support/test_support.h"
 
 namespace hz {
@@ -68,27 +69,6 @@ int scenario(const KvPrecision& prec) {
   return seq.num_tokens() == kContext ? 0 : 5;
 }
 
-struct Measured {
-  int exit_code = -1;
-  uint64_t peak_rss = 0;
-  double seconds = 0;
-};
-
-Measured run_forked(const KvPrecision& prec) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) _exit(scenario(prec));
-  Measured r;
-  int status = 0;
-  struct rusage ru {};
-  wait4(pid, &status, 0, &ru);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.peak_rss = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
-
 class Depth128kTest : public ::testing::TestWithParam<KvPrecision> {};
 
 TEST_P(Depth128kTest, PeakRssWithinPlannerKvPlusWeightsPlusFixedOverhead) {
@@ -108,7 +88,7 @@ TEST_P(Depth128kTest, PeakRssWithinPlannerKvPlusWeightsPlusFixedOverhead) {
   ASSERT_EQ(plan->requested_context, static_cast<uint64_t>(kContext));
   const uint64_t bound = plan->requested_kv_bytes + plan->overhead.kv_staging + plan->weights_bytes + kFixedOverhead;
 
-  Measured m = run_forked(prec);
+  const test::ChildRun m = test::run_in_child([&] { return scenario(prec); });
   ASSERT_EQ(m.exit_code, 0);
   std::printf("depth 128K, KV %s: peak RSS %s; planner KV %s + KV staging %s + weights %s + fixed %s = %s; %.1f s\n",
               kv_precision_name(prec).c_str(), format_bytes(m.peak_rss).c_str(), format_bytes(plan->requested_kv_bytes).c_str(),
@@ -119,21 +99,8 @@ TEST_P(Depth128kTest, PeakRssWithinPlannerKvPlusWeightsPlusFixedOverhead) {
   EXPECT_GT(plan->requested_kv_bytes, kFixedOverhead);
 }
 
-KvPrecision one(KvType t) {
-  KvPrecision p;
-  p.hot = p.cold = t;
-  return p;
-}
-
-KvPrecision mixed() {
-  KvPrecision p;
-  p.hot = KvType::kF16;
-  p.cold = KvType::kInt4;
-  p.hot_window = 4096;
-  return p;
-}
-
-INSTANTIATE_TEST_SUITE_P(Types, Depth128kTest, ::testing::Values(one(KvType::kF16), one(KvType::kInt8), mixed()),
+INSTANTIATE_TEST_SUITE_P(Types, Depth128kTest, ::testing::Values(test::uniform_kv(KvType::kF16), test::uniform_kv(KvType::kInt8),
+                                                                   test::windowed_kv(4096, KvType::kInt4)),
                          [](const auto& info) {
                            std::string n = kv_precision_name(info.param);
                            for (auto& c : n) {

@@ -25,6 +25,7 @@
 #include "planner/capacity_plan.h"
 #include "planner/model_shape.h"
 #include "runtime/single_sequence.h"
+#include "support/forked_run.h"
 #include "support/test_support.h"
 
 namespace hz {
@@ -70,27 +71,6 @@ int scenario(const KvPrecision& prec, const std::string& far_dir, const std::str
   return seq.num_tokens() == kContext ? 0 : 7;
 }
 
-struct Measured {
-  int exit_code = -1;
-  uint64_t peak_rss = 0;
-  double seconds = 0;
-};
-
-Measured run_forked(const KvPrecision& prec, const std::string& far_dir, const std::string& out) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) _exit(scenario(prec, far_dir, out));
-  Measured r;
-  int status = 0;
-  struct rusage ru {};
-  wait4(pid, &status, 0, &ru);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.peak_rss = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
-
 std::vector<char> slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -118,9 +98,9 @@ TEST_P(FarTierDepthTest, BitIdenticalToAllInRamWithinThePlannersFigure) {
   const uint64_t bound = ram_kv + far_window + staging + plan->weights_bytes + kFixedOverhead;
 
   const std::string dir = test::make_temp_dir("far_depth");
-  Measured ram = run_forked(prec, "", dir + "/ram.bin");
+  const test::ChildRun ram = test::run_in_child([&] { return scenario(prec, "", dir + "/ram.bin"); });
   ASSERT_EQ(ram.exit_code, 0);
-  Measured far = run_forked(prec, dir, dir + "/far.bin");
+  const test::ChildRun far = test::run_in_child([&] { return scenario(prec, dir, dir + "/far.bin"); });
   ASSERT_EQ(far.exit_code, 0);
   std::printf("depth 64K, KV %s: all in RAM: peak RSS %s (KV %s), %.1f s; RAM pool %d tokens + far tier: peak RSS %s, "
               "%.1f s; bound: RAM KV %s + far window %s + staging %s + weights %s + fixed %s = %s\n",
@@ -138,13 +118,7 @@ TEST_P(FarTierDepthTest, BitIdenticalToAllInRamWithinThePlannersFigure) {
   std::filesystem::remove_all(dir);
 }
 
-KvPrecision one(KvType t) {
-  KvPrecision p;
-  p.hot = p.cold = t;
-  return p;
-}
-
-INSTANTIATE_TEST_SUITE_P(Types, FarTierDepthTest, ::testing::Values(one(KvType::kF16), one(KvType::kInt8)),
+INSTANTIATE_TEST_SUITE_P(Types, FarTierDepthTest, ::testing::Values(test::uniform_kv(KvType::kF16), test::uniform_kv(KvType::kInt8)),
                          [](const auto& info) { return std::string(kv_type_name(info.param.hot)); });
 
 }  // namespace

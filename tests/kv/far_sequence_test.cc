@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "model/model.h"
 #include "runtime/single_sequence.h"
+#include "support/forked_run.h"
 #include "support/test_support.h"
 
 namespace hz {
@@ -20,20 +21,6 @@ constexpr int64_t kDepth = 1500;
 constexpr int32_t kPrompt = 150;
 constexpr int32_t kGen = 6;
 constexpr int32_t kRamTokens = 256;  // 16 blocks
-
-KvPrecision one(KvType t) {
-  KvPrecision p;
-  p.hot = p.cold = t;
-  return p;
-}
-
-KvPrecision window() {
-  KvPrecision p;
-  p.hot = KvType::kF16;
-  p.cold = KvType::kInt4;
-  p.hot_window = 64;
-  return p;
-}
 
 // Every step's logits, concatenated.
 std::vector<float> run(Model& m, ThreadPool& pool, const KvPrecision& prec, const std::string& far_dir,
@@ -88,7 +75,8 @@ TEST_P(FarSequenceTest, LogitsBitIdenticalToAllInRam) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, FarSequenceTest,
-                         ::testing::Values(one(KvType::kF16), one(KvType::kInt8), one(KvType::kFp8), window()),
+                         ::testing::Values(test::uniform_kv(KvType::kF16), test::uniform_kv(KvType::kInt8), test::uniform_kv(KvType::kFp8),
+                                           test::windowed_kv(64, KvType::kInt4)),
                          [](const auto& info) {
                            std::string n = kv_precision_name(info.param);
                            for (auto& c : n) {
