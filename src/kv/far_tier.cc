@@ -153,7 +153,10 @@ bool FarTier::verify(int32_t slot, int32_t layer, int32_t seg) const {
 
 std::vector<int32_t> FarTier::take_corrupt() {
   std::vector<int32_t> out;
-  if (checksum_failures_.load(std::memory_order_relaxed) == 0) return out;
+  // Only a failure since the last call costs a scan (this runs after every engine step).
+  const uint64_t failures = checksum_failures_.load(std::memory_order_relaxed);
+  if (failures == reported_failures_) return out;
+  reported_failures_ = failures;
   for (int32_t s = 0; s < high_water_; ++s) {
     if (corrupt_[s] != 0) out.push_back(s);
     corrupt_[s] = 0;

@@ -49,7 +49,7 @@ struct FarTierOptions {
 struct FarTierStats {
   uint64_t capacity = 0;           // slots
   uint64_t blocks = 0;             // slots in use
-  uint64_t high_water = 0;         // most slots in use at once
+  uint64_t high_water = 0;         // slots [0, high_water) ever written
   uint64_t spills = 0;             // blocks written
   uint64_t write_bytes = 0;
   uint64_t read_bytes = 0;         // plane bytes read (checked) by attention
@@ -126,6 +126,7 @@ class FarTier {
   uint64_t spills_ = 0, write_bytes_ = 0, io_errors_ = 0;
   double write_seconds_ = 0;
   mutable std::atomic<uint64_t> read_bytes_{0}, checksum_failures_{0};
+  uint64_t reported_failures_ = 0;  // checksum_failures_ at the last take_corrupt()
 };
 
 }  // namespace hz

@@ -23,16 +23,19 @@ void Scheduler::set_hot_attach(int32_t hot_blocks, std::function<bool(int32_t)> 
   hot_form_available_ = std::move(hot_form_available);
 }
 
-int32_t Scheduler::attachable_blocks(const PrefixCache::Match& m) const {
-  const int32_t n = static_cast<int32_t>(m.blocks.size());
-  if (hot_blocks_ == 0) return n;
-  // Longest k whose last hot_blocks_ blocks have their hot form (k = 0 always qualifies).
-  for (int32_t k = n; k > 0; --k) {
-    bool ok = true;
-    for (int32_t j = std::max(0, k - hot_blocks_); j < k && ok; ++j) ok = hot_form_available_(m.blocks[j]);
-    if (ok) return k;
+bool Scheduler::hot_attachable(const PrefixCache::Match& m, int32_t k) const {
+  for (int32_t j = std::max(0, k - hot_blocks_); j < k; ++j) {
+    if (!hot_form_available_(m.blocks[j])) return false;
   }
-  return 0;
+  return true;
+}
+
+int32_t Scheduler::attachable_blocks(const PrefixCache::Match& m) const {
+  int32_t k = static_cast<int32_t>(m.blocks.size());
+  if (hot_blocks_ == 0) return k;
+  // Longest k whose last hot_blocks_ blocks have their hot form (k = 0 always qualifies).
+  while (k > 0 && !hot_attachable(m, k)) --k;
+  return k;
 }
 
 void Scheduler::set_far_tier(std::function<int32_t(int32_t)> spill, std::function<void(int32_t)> release_far,
@@ -218,11 +221,7 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
     // The longest attachable prefix that leaves room for the first chunk: a prompt longer than the
     // pool (a far tier holds the rest) attaches what fits and recomputes or promotes the rest later.
     int32_t num_attach = attachable_blocks(m);
-    while (num_attach > 0 && takes(num_attach) > pool_.num_allocatable()) {
-      --num_attach;
-      while (num_attach > 0 && attachable_blocks(PrefixCache::Match{{m.blocks.begin(), m.blocks.begin() + num_attach}, {}}) != num_attach)
-        --num_attach;
-    }
+    while (num_attach > 0 && (takes(num_attach) > pool_.num_allocatable() || !hot_attachable(m, num_attach))) --num_attach;
     // Admission never moves running sequences' blocks to the far tier: a burst of requests waits
     // for RAM rather than pushing the running ones to disk.
     if (takes(num_attach) > pool_.num_allocatable()) break;

@@ -90,6 +90,8 @@ class Scheduler {
   bool make_writable(Sequence& s);
   // How many leading blocks of a match a sequence can attach (see set_hot_attach).
   int32_t attachable_blocks(const PrefixCache::Match& m) const;
+  // Whether the last hot_blocks_ of the first k matched blocks have their hot form.
+  bool hot_attachable(const PrefixCache::Match& m, int32_t k) const;
   void attach_prefix(Sequence& s, const PrefixCache::Match& m, int32_t num_attach, int32_t max_blocks);
   void register_blocks(Sequence& s);
   void release_blocks(Sequence& s);

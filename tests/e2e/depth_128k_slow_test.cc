@@ -101,13 +101,7 @@ TEST_P(Depth128kTest, PeakRssWithinPlannerKvPlusWeightsPlusFixedOverhead) {
 
 INSTANTIATE_TEST_SUITE_P(Types, Depth128kTest, ::testing::Values(test::uniform_kv(KvType::kF16), test::uniform_kv(KvType::kInt8),
                                                                    test::windowed_kv(4096, KvType::kInt4)),
-                         [](const auto& info) {
-                           std::string n = kv_precision_name(info.param);
-                           for (auto& c : n) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return n;
-                         });
+                         [](const auto& info) { return test::kv_param_name(info.param); });
 
 }  // namespace
 }  // namespace hz

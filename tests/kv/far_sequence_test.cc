@@ -77,13 +77,7 @@ TEST_P(FarSequenceTest, LogitsBitIdenticalToAllInRam) {
 INSTANTIATE_TEST_SUITE_P(Types, FarSequenceTest,
                          ::testing::Values(test::uniform_kv(KvType::kF16), test::uniform_kv(KvType::kInt8), test::uniform_kv(KvType::kFp8),
                                            test::windowed_kv(64, KvType::kInt4)),
-                         [](const auto& info) {
-                           std::string n = kv_precision_name(info.param);
-                           for (auto& c : n) {
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return n;
-                         });
+                         [](const auto& info) { return test::kv_param_name(info.param); });
 
 }  // namespace
 }  // namespace hz

@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <string>
 
 #include "planner/kv_layout.h"
 
@@ -50,6 +52,15 @@ inline KvPrecision windowed_kv(uint64_t window, KvType cold) {
   p.cold = cold;
   p.hot_window = window;
   return p;
+}
+
+// A gtest parameter name for a KV precision: its name with every non-alphanumeric character as '_'.
+inline std::string kv_param_name(const KvPrecision& p) {
+  std::string n = kv_precision_name(p);
+  for (auto& c : n) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return n;
 }
 
 }  // namespace hz::test
