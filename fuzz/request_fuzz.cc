@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       HZ_CHECK(m.content.find('\0') == std::string::npos);
     }
     auto prompt = render_chat_prompt(ModelInfo(), request.messages);
-    HZ_CHECK(prompt.ok() && is_valid_utf8(*prompt));
+    HZ_CHECK(prompt.ok() && is_valid_utf8(prompt->text));
   } else if (!request.prompt_is_tokens) {
     HZ_CHECK(is_valid_utf8(request.prompt_text));
   }

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/local_engine.h"
-#include "chat/chat_template.h"
+#include "chat/chat_formatter.h"
 #include "tools/cli.h"
 #include "tools/engine_flags.h"
 
@@ -102,12 +102,10 @@ int run_chat(const ChatOptions& o) {
   LocalEngine& e = **engine;
   const ModelInfo& info = e.model_info();
 
-  std::string source = info.chat_template.empty() ? ChatTemplate::default_template_source() : info.chat_template;
-  auto tmpl = ChatTemplate::parse(source);
-  if (!tmpl.ok()) {
-    fmt::print(stderr, "warning: the model's chat template does not parse ({}); using ChatML\n", tmpl.status().message());
-    tmpl = ChatTemplate::parse(ChatTemplate::default_template_source());
-    if (!tmpl.ok()) return fail(tmpl.status().message());
+  auto formatter = ChatFormatter::create(info.chat_template, info.bos_token, info.eos_token);
+  if (!formatter.ok()) {
+    fmt::print(stderr, "warning: the model's {}; using ChatML\n", formatter.status().message());
+    formatter = ChatFormatter::chatml(info.bos_token, info.eos_token);
   }
 
   SamplingParams sp;
@@ -162,17 +160,14 @@ int run_chat(const ChatOptions& o) {
     if (line.empty()) continue;
 
     history.push_back({{"role", "user"}, {"content", line}});
-    nlohmann::ordered_json extra = {{"bos_token", info.bos_token}, {"eos_token", info.eos_token}};
-    auto prompt = tmpl->render(history, /*add_generation_prompt=*/true, extra);
+    auto prompt = formatter->format(history);
     if (!prompt.ok()) {
       history.erase(history.size() - 1);
       fmt::print(stderr, "error: chat template: {}\n", prompt.status().message());
       continue;
     }
-    // The template writes BOS itself when it wants one; otherwise the tokenizer adds it.
-    const bool has_bos = !info.bos_token.empty() && prompt->rfind(info.bos_token, 0) == 0;
     GenerationRequest req;
-    req.prompt = e.tokenize(*prompt, /*add_special=*/!has_bos, /*parse_special=*/true);
+    req.prompt = e.tokenize(prompt->text, prompt->add_special, /*parse_special=*/true);
     req.sampling = sp;
     const int32_t room = info.max_model_len - static_cast<int32_t>(req.prompt.size());
     if (room < 1) {

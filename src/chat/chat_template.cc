@@ -57,17 +57,4 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
 
 const std::string& ChatTemplate::source() const { return impl_->source; }
 
-const char* ChatTemplate::default_template_source() {
-  // Non-string content (e.g. a list of parts the caller did not flatten) is rendered as JSON
-  // rather than failing, so that the default never errors on valid requests.
-  return "{%- for message in messages -%}"
-         "{{- '<|im_start|>' ~ message['role'] ~ '\\n' -}}"
-         "{%- if message['content'] is string -%}{{- message['content'] -}}"
-         "{%- elif message['content'] is defined and message['content'] is not none -%}"
-         "{{- message['content'] | tojson -}}{%- endif -%}"
-         "{{- '<|im_end|>\\n' -}}"
-         "{%- endfor -%}"
-         "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
-}
-
 }  // namespace hz

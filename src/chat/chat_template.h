@@ -41,10 +41,6 @@ class ChatTemplate {
   Result<std::string> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                              const nlohmann::ordered_json& extra = {}) const;
 
-  // The template used when a model has none: ChatML (<|im_start|>role\ncontent<|im_end|>\n),
-  // with "<|im_start|>assistant\n" as the generation prompt.
-  static const char* default_template_source();
-
   const std::string& source() const;
 
  private:

@@ -134,9 +134,9 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
 
   if (kind == ApiKind::kChat) {
-    auto text = render_chat_prompt(info, r.messages);
-    if (!text.ok()) return error_reply(bad_request(text.status().message(), "messages"));
-    plan.prompt = engine_.tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
+    auto chat = render_chat_prompt(info, r.messages);
+    if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
+    plan.prompt = engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true);
   } else if (r.prompt_is_tokens) {
     for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
       if (info.vocab_size > 0 && r.prompt_tokens[i] >= info.vocab_size) {
