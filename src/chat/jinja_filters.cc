@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
+#include <unordered_map>
 
 #include "chat/jinja_builtins.h"
 
@@ -86,7 +88,7 @@ Value sort_key(const Value& v, bool case_sensitive) {
   return Value::string(std::move(s));
 }
 
-Result<Value> filter_tojson(Interpreter& in, const Value& v, const CallArgs& args) {
+Result<Value> tojson_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   JsonFormat fmt;
   fmt.ensure_ascii = arg_bool(args, 0, "ensure_ascii", false);
   const Value* indent = args.get(1, "indent");
@@ -110,7 +112,7 @@ Result<Value> filter_tojson(Interpreter& in, const Value& v, const CallArgs& arg
   return make_string(in, std::move(s));
 }
 
-Result<Value> filter_indent(Interpreter& in, const Value& v, const CallArgs& args) {
+Result<Value> indent_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   std::string pad = "    ";
   if (const Value* w = args.get(0, "width")) {
     if (w->is_string()) {
@@ -139,7 +141,7 @@ Result<Value> filter_indent(Interpreter& in, const Value& v, const CallArgs& arg
   return make_string(in, std::move(out));
 }
 
-Result<Value> filter_number(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+Result<Value> number_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   bool to_int = name == "int";
   const Value* def = args.get(0, "default");
   Value fallback = def ? *def : (to_int ? Value::integer(0) : Value::floating(0.0));
@@ -170,7 +172,7 @@ Result<Value> filter_number(Interpreter& in, const std::string& name, const Valu
   return fallback;
 }
 
-Result<Value> filter_sort(Interpreter& in, const Value& v, const CallArgs& args) {
+Result<Value> sort_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
   bool reverse = arg_bool(args, 0, "reverse", false);
   bool case_sensitive = arg_bool(args, 1, "case_sensitive", false);
@@ -199,7 +201,7 @@ Result<Value> filter_sort(Interpreter& in, const Value& v, const CallArgs& args)
   return make_list(in, std::move(out));
 }
 
-Result<Value> filter_map(Interpreter& in, const Value& v, const CallArgs& args) {
+Result<Value> map_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
   const Value* attr = nullptr;
   for (const auto& [k, x] : args.keyword)
@@ -245,258 +247,428 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
+Result<Value> safe_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v;
+}
+
+Result<Value> string_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_string() ? v : make_string(in, to_display(v));
+}
+
+Result<Value> default_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const Value* def = args.get(0, "default_value");
+  bool boolean = arg_bool(args, 1, "boolean", false);
+  if (v.is_undefined() || (boolean && !v.truthy())) return def ? *def : Value::string("");
+  return v;
+}
+
+Result<Value> length_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (v.is_string()) return Value::integer(static_cast<int64_t>(utf8_chars(v.as_string()).size()));
+  if (v.is_list()) return Value::integer(static_cast<int64_t>(v.as_list().items.size()));
+  if (v.is_dict() || v.is_namespace()) return Value::integer(static_cast<int64_t>(v.as_dict().entries.size()));
+  if (v.is_undefined()) return Value::integer(0);
+  return invalid_argument("a {} has no length", v.type_name());
+}
+
+Result<Value> string_method_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  std::string s = to_display(v);
+  std::string method = name == "trim" ? "strip" : name;
+  return call_method(in, *std::make_unique<Value>(Value::string(std::move(s))), method, args);
+}
+
+Result<Value> join_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
+  const Value* sep = args.get(0, "d");
+  const Value* attr = args.get(1, "attribute");
+  std::string d = sep && sep->is_string() ? sep->as_string() : "";
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    HZ_RETURN_IF_ERROR(in.step());
+    Value x = items[i];
+    if (attr && attr->is_string()) {
+    HZ_ASSIGN_OR_RETURN(x, attribute_path(x, attr->as_string()));
+  }
+    if (i) out += d;
+    out += to_display(x);
+    if (out.size() > in.limits().max_alloc_bytes) return in.charge(out.size());
+  }
+  return make_string(in, std::move(out));
+}
+
+Result<Value> first_last_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (v.is_string()) {
+    auto chars = utf8_chars(v.as_string());
+    if (chars.empty()) return Value();
+    return Value::string(std::string(name == "first" ? chars.front() : chars.back()));
+  }
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
+  if (items.empty()) return Value();
+  return name == "first" ? items.front() : items.back();
+}
+
+Result<Value> list_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (v.is_list() && !v.as_list().is_tuple) return v;
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
+  return make_list(in, std::move(items));
+}
+
+Result<Value> abs_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (v.is_float()) return Value::floating(std::fabs(v.as_double()));
+  if (v.is_int() || v.is_bool()) {
+    if (v.as_int() == INT64_MIN) return out_of_range("integer overflow in abs");
+    return Value::integer(std::llabs(v.as_int()));
+  }
+  return invalid_argument("abs: bad operand type {}", v.type_name());
+}
+
+Result<Value> round_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (!v.is_number() && !v.is_bool()) return invalid_argument("round: bad operand type {}", v.type_name());
+  const Value* p = args.get(0, "precision");
+  const Value* m = args.get(1, "method");
+  int64_t prec = p && p->is_int() ? std::clamp<int64_t>(p->as_int(), -20, 20) : 0;
+  std::string method = m && m->is_string() ? m->as_string() : "common";
+  double scale = std::pow(10.0, static_cast<double>(prec));
+  double x = v.as_double() * scale;
+  double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
+  return Value::floating(r / scale);
+}
+
+Result<Value> dict_view_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (v.is_undefined()) return Value::list(std::vector<Value>{});
+  if (!v.is_dict()) return invalid_argument("{}: expected a dict, got {}", name, v.type_name());
+  return call_method(in, *std::make_unique<Value>(v), name, CallArgs{});
+}
+
+Result<Value> select_family_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, select_items(in, name, v, args));
+  return make_list(in, std::move(items));
+}
+
+Result<Value> unique_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
+  bool case_sensitive = arg_bool(args, 0, "case_sensitive", false);
+  const Value* attr = args.get(1, "attribute");
+  std::vector<Value> out, seen;
+  HZ_RETURN_IF_ERROR(in.step(items.size() * items.size() / 8));
+  for (const Value& item : items) {
+    Value k = item;
+    if (attr && attr->is_string()) {
+    HZ_ASSIGN_OR_RETURN(k, attribute_path(item, attr->as_string()));
+  }
+    k = sort_key(k, case_sensitive);
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return values_equal(s, k); })) {
+      seen.push_back(k);
+      out.push_back(item);
+    }
+  }
+  return make_list(in, std::move(out));
+}
+
+Result<Value> reverse_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (v.is_string()) {
+    auto chars = utf8_chars(v.as_string());
+    std::string out;
+    for (auto it = chars.rbegin(); it != chars.rend(); ++it) out.append(*it);
+    return make_string(in, std::move(out));
+  }
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
+  std::reverse(items.begin(), items.end());
+  return make_list(in, std::move(items));
+}
+
+Result<Value> sum_min_max_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
+  if (name == "sum") {
+    Value acc = Value::integer(0);
+    if (const Value* start = args.get(1, "start")) acc = *start;
+    for (const Value& x : items) {
+      if (!(x.is_number() || x.is_bool()) || !(acc.is_number() || acc.is_bool()))
+        return invalid_argument("sum: items must be numbers");
+      if (acc.is_float() || x.is_float()) {
+        acc = Value::floating(acc.as_double() + x.as_double());
+      } else {
+        int64_t r;
+        if (__builtin_add_overflow(acc.as_int(), x.as_int(), &r)) return out_of_range("integer overflow in sum");
+        acc = Value::integer(r);
+      }
+    }
+    return acc;
+  }
+  if (items.empty()) return Value();
+  Value best = items[0];
+  for (const Value& x : items) {
+    HZ_ASSIGN_OR_RETURN(int c, values_compare(x, best));
+    if (name == "min" ? c < 0 : c > 0) best = x;
+  }
+  return best;
+}
+
+Result<Value> escape_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return make_string(in, html_escape(to_display(v)));
+}
+
+Result<Value> wordcount_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  std::string s = to_display(v);
+  int64_t words = 0;
+  bool in_word = false;
+  for (unsigned char c : s) {
+    bool w = std::isalnum(c) || c == '_' || c >= 0x80;
+    if (w && !in_word) ++words;
+    in_word = w;
+  }
+  return Value::integer(words);
+}
+
+Result<Value> striptags_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  std::string s = to_display(v), out;
+  bool in_tag = false, space = false;
+  for (char c : s) {
+    if (c == '<') in_tag = true;
+    if (!in_tag) {
+      bool ws = std::isspace(static_cast<unsigned char>(c));
+      if (ws) {
+        space = !out.empty();
+      } else {
+        if (space) out += ' ';
+        space = false;
+        out += c;
+      }
+    }
+    if (c == '>') in_tag = false;
+  }
+  return make_string(in, std::move(out));
+}
+
+Result<Value> attr_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const Value* a = args.get(0, "name");
+  if (!a || !a->is_string() || a->as_string().empty() || a->as_string()[0] == '_')
+    return invalid_argument("attr: the attribute name must be a string not starting with '_'");
+  return get_attribute(v, a->as_string());
+}
+
+using FilterFn = Result<Value> (*)(Interpreter&, const std::string& name, const Value&, const CallArgs&);
+
+// Name -> implementation; several names may share one (the implementation then reads `name`).
+const std::unordered_map<std::string_view, FilterFn>& filter_table() {
+  static const std::unordered_map<std::string_view, FilterFn> table = {
+      {"safe", safe_filter},
+      {"string", string_filter},
+      {"default", default_filter},
+      {"d", default_filter},
+      {"length", length_filter},
+      {"count", length_filter},
+      {"tojson", tojson_filter},
+      {"trim", string_method_filter},
+      {"upper", string_method_filter},
+      {"lower", string_method_filter},
+      {"title", string_method_filter},
+      {"capitalize", string_method_filter},
+      {"replace", string_method_filter},
+      {"join", join_filter},
+      {"first", first_last_filter},
+      {"last", first_last_filter},
+      {"list", list_filter},
+      {"int", number_filter},
+      {"float", number_filter},
+      {"abs", abs_filter},
+      {"round", round_filter},
+      {"items", dict_view_filter},
+      {"keys", dict_view_filter},
+      {"values", dict_view_filter},
+      {"select", select_family_filter},
+      {"reject", select_family_filter},
+      {"selectattr", select_family_filter},
+      {"rejectattr", select_family_filter},
+      {"map", map_filter},
+      {"sort", sort_filter},
+      {"unique", unique_filter},
+      {"reverse", reverse_filter},
+      {"sum", sum_min_max_filter},
+      {"min", sum_min_max_filter},
+      {"max", sum_min_max_filter},
+      {"escape", escape_filter},
+      {"e", escape_filter},
+      {"forceescape", escape_filter},
+      {"indent", indent_filter},
+      {"wordcount", wordcount_filter},
+      {"striptags", striptags_filter},
+      {"attr", attr_filter},
+  };
+  return table;
+}
+
+Status need_arg(const Value* arg, const std::string& test) {
+  return arg ? Status() : invalid_argument("test '{}' needs an argument", test);
+}
+
+Result<bool> is_defined(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return !v.is_undefined();
+}
+
+Result<bool> is_undefined(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_undefined();
+}
+
+Result<bool> is_none(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_none();
+}
+
+Result<bool> is_string(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_string();
+}
+
+Result<bool> is_number(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_number() || v.is_bool();
+}
+
+Result<bool> is_integer(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_int();
+}
+
+Result<bool> is_float(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_float();
+}
+
+Result<bool> is_boolean(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_bool();
+}
+
+Result<bool> is_true(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_bool() && v.as_bool();
+}
+
+Result<bool> is_false(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_bool() && !v.as_bool();
+}
+
+Result<bool> is_iterable(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_list() || v.is_dict() || v.is_string();
+}
+
+Result<bool> is_mapping(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_dict();
+}
+
+Result<bool> is_sequence(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_list() || v.is_dict() || v.is_string();
+}
+
+Result<bool> is_callable(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  return v.is_callable();
+}
+
+Result<bool> is_case(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (!v.is_string()) return false;
+  const std::string& s = v.as_string();
+  return std::none_of(s.begin(), s.end(), [&](char c) {
+    return name == "lower" ? std::isupper(static_cast<unsigned char>(c)) : std::islower(static_cast<unsigned char>(c));
+  });
+}
+
+Result<bool> is_parity(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  if (!v.is_int()) return invalid_argument("test '{}' needs an integer, got {}", name, v.type_name());
+  return (v.as_int() % 2 != 0) == (name == "odd");
+}
+
+Result<bool> is_divisibleby(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const Value* arg = args.get(0, "other");
+  HZ_RETURN_IF_ERROR(need_arg(arg, name));
+  if (!v.is_int() || !arg->is_int() || arg->as_int() == 0) return invalid_argument("divisibleby needs non-zero integers");
+  if (arg->as_int() == -1) return true;
+  return v.as_int() % arg->as_int() == 0;
+}
+
+Result<bool> is_equal(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const Value* arg = args.get(0, "other");
+  HZ_RETURN_IF_ERROR(need_arg(arg, name));
+  return values_equal(v, *arg) == (name != "ne" && name != "!=");
+}
+
+Result<bool> is_sameas(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const Value* arg = args.get(0, "other");
+  HZ_RETURN_IF_ERROR(need_arg(arg, name));
+  if (v.kind() != arg->kind()) return false;
+  if (v.is_list()) return v.list_ptr() == arg->list_ptr();
+  if (v.is_dict() || v.is_namespace()) return v.dict_ptr() == arg->dict_ptr();
+  return values_equal(v, *arg);
+}
+
+Result<bool> is_ordered(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const Value* arg = args.get(0, "other");
+  HZ_RETURN_IF_ERROR(need_arg(arg, name));
+  HZ_ASSIGN_OR_RETURN(int c, values_compare(v, *arg));
+  if (name == "lt" || name == "<") return c < 0;
+  if (name == "le" || name == "<=") return c <= 0;
+  if (name == "gt" || name == ">") return c > 0;
+  return c >= 0;
+}
+
+Result<bool> is_in(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
+  const Value* arg = args.get(0, "other");
+  HZ_RETURN_IF_ERROR(need_arg(arg, name));
+  if (arg->is_string()) return v.is_string() && arg->as_string().find(v.as_string()) != std::string::npos;
+  if (arg->is_dict()) return v.is_string() && arg->as_dict().find(v.as_string()) != nullptr;
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, *arg));
+  return std::any_of(items.begin(), items.end(), [&](const Value& x) { return values_equal(v, x); });
+}
+
+using TestFn = Result<bool> (*)(Interpreter&, const std::string& name, const Value&, const CallArgs&);
+
+// Name -> implementation; several names may share one (the implementation then reads `name`).
+const std::unordered_map<std::string_view, TestFn>& test_table() {
+  static const std::unordered_map<std::string_view, TestFn> table = {
+      {"defined", is_defined},
+      {"undefined", is_undefined},
+      {"none", is_none},
+      {"string", is_string},
+      {"number", is_number},
+      {"integer", is_integer},
+      {"float", is_float},
+      {"boolean", is_boolean},
+      {"true", is_true},
+      {"false", is_false},
+      {"iterable", is_iterable},
+      {"mapping", is_mapping},
+      {"sequence", is_sequence},
+      {"callable", is_callable},
+      {"lower", is_case},
+      {"upper", is_case},
+      {"odd", is_parity},
+      {"even", is_parity},
+      {"divisibleby", is_divisibleby},
+      {"equalto", is_equal},
+      {"eq", is_equal},
+      {"==", is_equal},
+      {"ne", is_equal},
+      {"!=", is_equal},
+      {"sameas", is_sameas},
+      {"lt", is_ordered},
+      {"<", is_ordered},
+      {"le", is_ordered},
+      {"<=", is_ordered},
+      {"gt", is_ordered},
+      {">", is_ordered},
+      {"ge", is_ordered},
+      {">=", is_ordered},
+      {"in", is_in},
+  };
+  return table;
+}
+
 }  // namespace
 
 Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   HZ_RETURN_IF_ERROR(in.step());
-  if (name == "safe") return v;
-  if (name == "string") return v.is_string() ? v : make_string(in, to_display(v));
-  if (name == "default" || name == "d") {
-    const Value* def = args.get(0, "default_value");
-    bool boolean = arg_bool(args, 1, "boolean", false);
-    if (v.is_undefined() || (boolean && !v.truthy())) return def ? *def : Value::string("");
-    return v;
-  }
-  if (name == "length" || name == "count") {
-    if (v.is_string()) return Value::integer(static_cast<int64_t>(utf8_chars(v.as_string()).size()));
-    if (v.is_list()) return Value::integer(static_cast<int64_t>(v.as_list().items.size()));
-    if (v.is_dict() || v.is_namespace()) return Value::integer(static_cast<int64_t>(v.as_dict().entries.size()));
-    if (v.is_undefined()) return Value::integer(0);
-    return invalid_argument("a {} has no length", v.type_name());
-  }
-  if (name == "tojson") return filter_tojson(in, v, args);
-  if (name == "trim" || name == "upper" || name == "lower" || name == "title" || name == "capitalize" ||
-      name == "replace") {
-    std::string s = to_display(v);
-    std::string method = name == "trim" ? "strip" : name;
-    return call_method(in, *std::make_unique<Value>(Value::string(std::move(s))), method, args);
-  }
-  if (name == "join") {
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
-    const Value* sep = args.get(0, "d");
-    const Value* attr = args.get(1, "attribute");
-    std::string d = sep && sep->is_string() ? sep->as_string() : "";
-    std::string out;
-    for (size_t i = 0; i < items.size(); ++i) {
-      HZ_RETURN_IF_ERROR(in.step());
-      Value x = items[i];
-      if (attr && attr->is_string()) {
-      HZ_ASSIGN_OR_RETURN(x, attribute_path(x, attr->as_string()));
-    }
-      if (i) out += d;
-      out += to_display(x);
-      if (out.size() > in.limits().max_alloc_bytes) return in.charge(out.size());
-    }
-    return make_string(in, std::move(out));
-  }
-  if (name == "first" || name == "last") {
-    if (v.is_string()) {
-      auto chars = utf8_chars(v.as_string());
-      if (chars.empty()) return Value();
-      return Value::string(std::string(name == "first" ? chars.front() : chars.back()));
-    }
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
-    if (items.empty()) return Value();
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "list") {
-    if (v.is_list() && !v.as_list().is_tuple) return v;
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
-    return make_list(in, std::move(items));
-  }
-  if (name == "int" || name == "float") return filter_number(in, name, v, args);
-  if (name == "abs") {
-    if (v.is_float()) return Value::floating(std::fabs(v.as_double()));
-    if (v.is_int() || v.is_bool()) {
-      if (v.as_int() == INT64_MIN) return out_of_range("integer overflow in abs");
-      return Value::integer(std::llabs(v.as_int()));
-    }
-    return invalid_argument("abs: bad operand type {}", v.type_name());
-  }
-  if (name == "round") {
-    if (!v.is_number() && !v.is_bool()) return invalid_argument("round: bad operand type {}", v.type_name());
-    const Value* p = args.get(0, "precision");
-    const Value* m = args.get(1, "method");
-    int64_t prec = p && p->is_int() ? std::clamp<int64_t>(p->as_int(), -20, 20) : 0;
-    std::string method = m && m->is_string() ? m->as_string() : "common";
-    double scale = std::pow(10.0, static_cast<double>(prec));
-    double x = v.as_double() * scale;
-    double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::round(x);
-    return Value::floating(r / scale);
-  }
-  if (name == "items" || name == "keys" || name == "values") {
-    if (v.is_undefined()) return Value::list(std::vector<Value>{});
-    if (!v.is_dict()) return invalid_argument("{}: expected a dict, got {}", name, v.type_name());
-    return call_method(in, *std::make_unique<Value>(v), name, CallArgs{});
-  }
-  if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, select_items(in, name, v, args));
-    return make_list(in, std::move(items));
-  }
-  if (name == "map") return filter_map(in, v, args);
-  if (name == "sort") return filter_sort(in, v, args);
-  if (name == "unique") {
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
-    bool case_sensitive = arg_bool(args, 0, "case_sensitive", false);
-    const Value* attr = args.get(1, "attribute");
-    std::vector<Value> out, seen;
-    HZ_RETURN_IF_ERROR(in.step(items.size() * items.size() / 8));
-    for (const Value& item : items) {
-      Value k = item;
-      if (attr && attr->is_string()) {
-      HZ_ASSIGN_OR_RETURN(k, attribute_path(item, attr->as_string()));
-    }
-      k = sort_key(k, case_sensitive);
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return values_equal(s, k); })) {
-        seen.push_back(k);
-        out.push_back(item);
-      }
-    }
-    return make_list(in, std::move(out));
-  }
-  if (name == "reverse") {
-    if (v.is_string()) {
-      auto chars = utf8_chars(v.as_string());
-      std::string out;
-      for (auto it = chars.rbegin(); it != chars.rend(); ++it) out.append(*it);
-      return make_string(in, std::move(out));
-    }
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
-    std::reverse(items.begin(), items.end());
-    return make_list(in, std::move(items));
-  }
-  if (name == "sum" || name == "min" || name == "max") {
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
-    if (name == "sum") {
-      Value acc = Value::integer(0);
-      if (const Value* start = args.get(1, "start")) acc = *start;
-      for (const Value& x : items) {
-        if (!(x.is_number() || x.is_bool()) || !(acc.is_number() || acc.is_bool()))
-          return invalid_argument("sum: items must be numbers");
-        if (acc.is_float() || x.is_float()) {
-          acc = Value::floating(acc.as_double() + x.as_double());
-        } else {
-          int64_t r;
-          if (__builtin_add_overflow(acc.as_int(), x.as_int(), &r)) return out_of_range("integer overflow in sum");
-          acc = Value::integer(r);
-        }
-      }
-      return acc;
-    }
-    if (items.empty()) return Value();
-    Value best = items[0];
-    for (const Value& x : items) {
-      HZ_ASSIGN_OR_RETURN(int c, values_compare(x, best));
-      if (name == "min" ? c < 0 : c > 0) best = x;
-    }
-    return best;
-  }
-  if (name == "escape" || name == "e" || name == "forceescape") return make_string(in, html_escape(to_display(v)));
-  if (name == "indent") return filter_indent(in, v, args);
-  if (name == "wordcount") {
-    std::string s = to_display(v);
-    int64_t words = 0;
-    bool in_word = false;
-    for (unsigned char c : s) {
-      bool w = std::isalnum(c) || c == '_' || c >= 0x80;
-      if (w && !in_word) ++words;
-      in_word = w;
-    }
-    return Value::integer(words);
-  }
-  if (name == "striptags") {
-    std::string s = to_display(v), out;
-    bool in_tag = false, space = false;
-    for (char c : s) {
-      if (c == '<') in_tag = true;
-      if (!in_tag) {
-        bool ws = std::isspace(static_cast<unsigned char>(c));
-        if (ws) {
-          space = !out.empty();
-        } else {
-          if (space) out += ' ';
-          space = false;
-          out += c;
-        }
-      }
-      if (c == '>') in_tag = false;
-    }
-    return make_string(in, std::move(out));
-  }
-  if (name == "attr") {
-    const Value* a = args.get(0, "name");
-    if (!a || !a->is_string() || a->as_string().empty() || a->as_string()[0] == '_')
-      return invalid_argument("attr: the attribute name must be a string not starting with '_'");
-    return get_attribute(v, a->as_string());
-  }
-  return invalid_argument("unknown filter '{}'", name);
+  auto it = filter_table().find(name);
+  if (it == filter_table().end()) return invalid_argument("unknown filter '{}'", name);
+  return it->second(in, name, v, args);
 }
 
 Result<bool> apply_test(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   HZ_RETURN_IF_ERROR(in.step());
-  const Value* arg = args.get(0, "other");
-  auto need_arg = [&]() -> Status {
-    return arg ? Status() : invalid_argument("test '{}' needs an argument", name);
-  };
-  if (name == "defined") return !v.is_undefined();
-  if (name == "undefined") return v.is_undefined();
-  if (name == "none") return v.is_none();
-  if (name == "string") return v.is_string();
-  if (name == "number") return v.is_number() || v.is_bool();
-  if (name == "integer") return v.is_int();
-  if (name == "float") return v.is_float();
-  if (name == "boolean") return v.is_bool();
-  if (name == "true") return v.is_bool() && v.as_bool();
-  if (name == "false") return v.is_bool() && !v.as_bool();
-  if (name == "iterable") return v.is_list() || v.is_dict() || v.is_string();
-  if (name == "mapping") return v.is_dict();
-  if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
-  if (name == "callable") return v.is_callable();
-  if (name == "lower" || name == "upper") {
-    if (!v.is_string()) return false;
-    const std::string& s = v.as_string();
-    return std::none_of(s.begin(), s.end(), [&](char c) {
-      return name == "lower" ? std::isupper(static_cast<unsigned char>(c)) : std::islower(static_cast<unsigned char>(c));
-    });
-  }
-  if (name == "odd" || name == "even") {
-    if (!v.is_int()) return invalid_argument("test '{}' needs an integer, got {}", name, v.type_name());
-    return (v.as_int() % 2 != 0) == (name == "odd");
-  }
-  if (name == "divisibleby") {
-    HZ_RETURN_IF_ERROR(need_arg());
-    if (!v.is_int() || !arg->is_int() || arg->as_int() == 0) return invalid_argument("divisibleby needs non-zero integers");
-    if (arg->as_int() == -1) return true;
-    return v.as_int() % arg->as_int() == 0;
-  }
-  if (name == "equalto" || name == "eq" || name == "==" || name == "ne" || name == "!=") {
-    HZ_RETURN_IF_ERROR(need_arg());
-    return values_equal(v, *arg) == (name != "ne" && name != "!=");
-  }
-  if (name == "sameas") {
-    HZ_RETURN_IF_ERROR(need_arg());
-    if (v.kind() != arg->kind()) return false;
-    if (v.is_list()) return v.list_ptr() == arg->list_ptr();
-    if (v.is_dict() || v.is_namespace()) return v.dict_ptr() == arg->dict_ptr();
-    return values_equal(v, *arg);
-  }
-  if (name == "lt" || name == "<" || name == "le" || name == "<=" || name == "gt" || name == ">" || name == "ge" ||
-      name == ">=") {
-    HZ_RETURN_IF_ERROR(need_arg());
-    HZ_ASSIGN_OR_RETURN(int c, values_compare(v, *arg));
-    if (name == "lt" || name == "<") return c < 0;
-    if (name == "le" || name == "<=") return c <= 0;
-    if (name == "gt" || name == ">") return c > 0;
-    return c >= 0;
-  }
-  if (name == "in") {
-    HZ_RETURN_IF_ERROR(need_arg());
-    if (arg->is_string()) return v.is_string() && arg->as_string().find(v.as_string()) != std::string::npos;
-    if (arg->is_dict()) return v.is_string() && arg->as_dict().find(v.as_string()) != nullptr;
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, *arg));
-    return std::any_of(items.begin(), items.end(), [&](const Value& x) { return values_equal(v, x); });
-  }
-  return invalid_argument("unknown test '{}'", name);
+  auto it = test_table().find(name);
+  if (it == test_table().end()) return invalid_argument("unknown test '{}'", name);
+  return it->second(in, name, v, args);
 }
 
 }  // namespace hz::jinja

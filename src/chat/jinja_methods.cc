@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <string_view>
+#include <unordered_map>
 
 #include "chat/jinja_builtins.h"
 
@@ -13,9 +15,6 @@ constexpr uint64_t kValueBytes = sizeof(Value);
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-const char* const kStrMethods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
-                                   "lower", "title", "capitalize", "replace", "find", "count", "join",
-                                   "splitlines", "isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper"};
 const char* const kListMethods[] = {"append", "pop", "extend", "insert", "index", "count"};
 const char* const kDictMethods[] = {"items", "keys", "values", "get"};
 
@@ -30,181 +29,233 @@ Result<std::string> string_arg(const CallArgs& args, size_t idx, const char* nam
   return v->as_string();
 }
 
-Result<Value> str_method(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
-  HZ_RETURN_IF_ERROR(in.step(1 + s.size() / 256));
-  auto make = [&](std::string out) -> Result<Value> {
-    HZ_RETURN_IF_ERROR(in.charge(out.size()));
-    return Value::string(std::move(out));
+Result<Value> make_string(Interpreter& in, std::string s) {
+  HZ_RETURN_IF_ERROR(in.charge(s.size()));
+  return Value::string(std::move(s));
+}
+
+Result<Value> str_strip(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  const Value* chars = args.get(0, "chars");
+  auto strip_char = [&](char c) {
+    return chars && chars->is_string() ? chars->as_string().find(c) != std::string::npos : is_ws(c);
   };
-  if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    const Value* chars = args.get(0, "chars");
-    auto strip_char = [&](char c) {
-      return chars && chars->is_string() ? chars->as_string().find(c) != std::string::npos : is_ws(c);
-    };
-    size_t b = 0, e = s.size();
-    if (name != "rstrip")
-      while (b < e && strip_char(s[b])) ++b;
-    if (name != "lstrip")
-      while (e > b && strip_char(s[e - 1])) --e;
-    return make(s.substr(b, e - b));
-  }
-  if (name == "upper" || name == "lower") {
-    std::string out = s;
-    for (char& c : out) c = name == "upper" ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c));
-    return make(std::move(out));
-  }
-  if (name == "title" || name == "capitalize") {
-    std::string out = s;
-    bool start = true;
-    for (char& c : out) {
-      unsigned char u = c;
-      bool alpha = std::isalpha(u);
-      if (name == "capitalize") {
-        c = start ? std::toupper(u) : std::tolower(u);
-        start = false;
-      } else {
-        c = alpha ? (start ? std::toupper(u) : std::tolower(u)) : c;
-        start = !alpha;
-      }
-    }
-    return make(std::move(out));
-  }
-  if (name == "startswith" || name == "endswith") {
-    const Value* p = args.get(0, "prefix");
-    if (!p) return invalid_argument("{}() needs an argument", name);
-    std::vector<Value> options = p->is_list() ? p->as_list().items : std::vector<Value>{*p};
-    for (const Value& o : options) {
-      if (!o.is_string()) return invalid_argument("{}() arguments must be strings", name);
-      const std::string& x = o.as_string();
-      bool hit = x.size() <= s.size() &&
-                 (name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
-      if (hit) return Value::boolean(true);
-    }
-    return Value::boolean(false);
-  }
-  if (name == "split") {
-    const Value* sep = args.get(0, "sep");
-    const Value* max_v = args.get(1, "maxsplit");
-    int64_t maxsplit = max_v && max_v->is_int() ? max_v->as_int() : -1;
-    std::vector<Value> parts;
-    if (!sep || sep->is_none()) {
-      size_t i = 0;
-      while (i < s.size()) {
-        while (i < s.size() && is_ws(s[i])) ++i;
-        if (i >= s.size()) break;
-        if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-          size_t e = s.size();
-          while (e > i && is_ws(s[e - 1])) --e;
-          parts.push_back(Value::string(s.substr(i, e - i)));
-          break;
-        }
-        size_t j = i;
-        while (j < s.size() && !is_ws(s[j])) ++j;
-        parts.push_back(Value::string(s.substr(i, j - i)));
-        i = j;
-      }
+  size_t b = 0, e = s.size();
+  if (name != "rstrip")
+    while (b < e && strip_char(s[b])) ++b;
+  if (name != "lstrip")
+    while (e > b && strip_char(s[e - 1])) --e;
+  return make_string(in, s.substr(b, e - b));
+}
+
+Result<Value> str_case(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  std::string out = s;
+  for (char& c : out) c = name == "upper" ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c));
+  return make_string(in, std::move(out));
+}
+
+Result<Value> str_title(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  std::string out = s;
+  bool start = true;
+  for (char& c : out) {
+    unsigned char u = c;
+    bool alpha = std::isalpha(u);
+    if (name == "capitalize") {
+      c = start ? std::toupper(u) : std::tolower(u);
+      start = false;
     } else {
-      if (!sep->is_string()) return invalid_argument("split() separator must be a string");
-      const std::string& d = sep->as_string();
-      if (d.empty()) return invalid_argument("split(): empty separator");
-      size_t i = 0;
-      for (;;) {
-        size_t j = s.find(d, i);
-        if (j == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit)) {
-          parts.push_back(Value::string(s.substr(i)));
-          break;
-        }
-        parts.push_back(Value::string(s.substr(i, j - i)));
-        i = j + d.size();
-      }
+      c = alpha ? (start ? std::toupper(u) : std::tolower(u)) : c;
+      start = !alpha;
     }
-    HZ_RETURN_IF_ERROR(in.charge(s.size() + parts.size() * kValueBytes));
-    HZ_RETURN_IF_ERROR(in.step(parts.size()));
-    return Value::list(std::move(parts));
   }
-  if (name == "splitlines") {
-    std::vector<Value> parts;
+  return make_string(in, std::move(out));
+}
+
+Result<Value> str_startswith(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  const Value* p = args.get(0, "prefix");
+  if (!p) return invalid_argument("{}() needs an argument", name);
+  std::vector<Value> options = p->is_list() ? p->as_list().items : std::vector<Value>{*p};
+  for (const Value& o : options) {
+    if (!o.is_string()) return invalid_argument("{}() arguments must be strings", name);
+    const std::string& x = o.as_string();
+    bool hit = x.size() <= s.size() &&
+               (name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
+    if (hit) return Value::boolean(true);
+  }
+  return Value::boolean(false);
+}
+
+Result<Value> str_split(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  const Value* sep = args.get(0, "sep");
+  const Value* max_v = args.get(1, "maxsplit");
+  int64_t maxsplit = max_v && max_v->is_int() ? max_v->as_int() : -1;
+  std::vector<Value> parts;
+  if (!sep || sep->is_none()) {
     size_t i = 0;
     while (i < s.size()) {
-      size_t j = s.find('\n', i);
-      if (j == std::string::npos) j = s.size();
-      size_t e = j > i && s[j - 1] == '\r' ? j - 1 : j;
-      parts.push_back(Value::string(s.substr(i, e - i)));
-      i = j + 1;
-    }
-    HZ_RETURN_IF_ERROR(in.charge(s.size() + parts.size() * kValueBytes));
-    return Value::list(std::move(parts));
-  }
-  if (name == "replace") {
-    HZ_ASSIGN_OR_RETURN(std::string from, string_arg(args, 0, "old", "replace"));
-    HZ_ASSIGN_OR_RETURN(std::string to, string_arg(args, 1, "new", "replace"));
-    const Value* cnt = args.get(2, "count");
-    int64_t limit = cnt && cnt->is_int() ? cnt->as_int() : -1;
-    std::string out;
-    if (from.empty()) {
-      // Python inserts `to` between characters and at both ends.
-      auto chars = utf8_chars(s);
-      int64_t done = 0;
-      for (size_t i = 0; i <= chars.size(); ++i) {
-        if (limit < 0 || done < limit) {
-          if (out.size() + to.size() > in.limits().max_alloc_bytes) return in.charge(in.limits().max_alloc_bytes + 1);
-          out += to;
-          ++done;
-        }
-        if (i < chars.size()) out.append(chars[i]);
+      while (i < s.size() && is_ws(s[i])) ++i;
+      if (i >= s.size()) break;
+      if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
+        size_t e = s.size();
+        while (e > i && is_ws(s[e - 1])) --e;
+        parts.push_back(Value::string(s.substr(i, e - i)));
+        break;
       }
-    } else {
-      size_t i = 0;
-      int64_t done = 0;
-      for (;;) {
-        size_t j = (limit >= 0 && done >= limit) ? std::string::npos : s.find(from, i);
-        if (j == std::string::npos) {
-          out.append(s, i, std::string::npos);
-          break;
-        }
-        out.append(s, i, j - i);
+      size_t j = i;
+      while (j < s.size() && !is_ws(s[j])) ++j;
+      parts.push_back(Value::string(s.substr(i, j - i)));
+      i = j;
+    }
+  } else {
+    if (!sep->is_string()) return invalid_argument("split() separator must be a string");
+    const std::string& d = sep->as_string();
+    if (d.empty()) return invalid_argument("split(): empty separator");
+    size_t i = 0;
+    for (;;) {
+      size_t j = s.find(d, i);
+      if (j == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit)) {
+        parts.push_back(Value::string(s.substr(i)));
+        break;
+      }
+      parts.push_back(Value::string(s.substr(i, j - i)));
+      i = j + d.size();
+    }
+  }
+  HZ_RETURN_IF_ERROR(in.charge(s.size() + parts.size() * kValueBytes));
+  HZ_RETURN_IF_ERROR(in.step(parts.size()));
+  return Value::list(std::move(parts));
+}
+
+Result<Value> str_splitlines(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  std::vector<Value> parts;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find('\n', i);
+    if (j == std::string::npos) j = s.size();
+    size_t e = j > i && s[j - 1] == '\r' ? j - 1 : j;
+    parts.push_back(Value::string(s.substr(i, e - i)));
+    i = j + 1;
+  }
+  HZ_RETURN_IF_ERROR(in.charge(s.size() + parts.size() * kValueBytes));
+  return Value::list(std::move(parts));
+}
+
+Result<Value> str_replace(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  HZ_ASSIGN_OR_RETURN(std::string from, string_arg(args, 0, "old", "replace"));
+  HZ_ASSIGN_OR_RETURN(std::string to, string_arg(args, 1, "new", "replace"));
+  const Value* cnt = args.get(2, "count");
+  int64_t limit = cnt && cnt->is_int() ? cnt->as_int() : -1;
+  std::string out;
+  if (from.empty()) {
+    // Python inserts `to` between characters and at both ends.
+    auto chars = utf8_chars(s);
+    int64_t done = 0;
+    for (size_t i = 0; i <= chars.size(); ++i) {
+      if (limit < 0 || done < limit) {
         if (out.size() + to.size() > in.limits().max_alloc_bytes) return in.charge(in.limits().max_alloc_bytes + 1);
         out += to;
-        i = j + from.size();
         ++done;
       }
+      if (i < chars.size()) out.append(chars[i]);
     }
-    return make(std::move(out));
-  }
-  if (name == "find" || name == "count") {
-    HZ_ASSIGN_OR_RETURN(std::string sub, string_arg(args, 0, "sub", name.c_str()));
-    if (name == "find") {
-      size_t p = s.find(sub);
-      return Value::integer(p == std::string::npos ? -1 : static_cast<int64_t>(p));
+  } else {
+    size_t i = 0;
+    int64_t done = 0;
+    for (;;) {
+      size_t j = (limit >= 0 && done >= limit) ? std::string::npos : s.find(from, i);
+      if (j == std::string::npos) {
+        out.append(s, i, std::string::npos);
+        break;
+      }
+      out.append(s, i, j - i);
+      if (out.size() + to.size() > in.limits().max_alloc_bytes) return in.charge(in.limits().max_alloc_bytes + 1);
+      out += to;
+      i = j + from.size();
+      ++done;
     }
-    if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_chars(s).size()) + 1);
-    int64_t n = 0;
-    for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
-    return Value::integer(n);
   }
-  if (name == "join") {
-    const Value* items = args.get(0, "iterable");
-    if (!items) return invalid_argument("join() needs an argument");
-    HZ_ASSIGN_OR_RETURN(std::vector<Value> parts, iterate(in, *items));
-    std::string out;
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (!parts[i].is_string()) return invalid_argument("join(): sequence item {} is a {}, not a string", i, parts[i].type_name());
-      if (i) out += s;
-      out += parts[i].as_string();
-      if (out.size() > in.limits().max_alloc_bytes) return in.charge(out.size());
-    }
-    return make(std::move(out));
+  return make_string(in, std::move(out));
+}
+
+Result<Value> str_find(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  HZ_ASSIGN_OR_RETURN(std::string sub, string_arg(args, 0, "sub", name.c_str()));
+  if (name == "find") {
+    size_t p = s.find(sub);
+    return Value::integer(p == std::string::npos ? -1 : static_cast<int64_t>(p));
   }
-  // Character class predicates (ASCII).
-  if (s.empty()) return Value::boolean(false);
-  auto all = [&](auto pred) { return std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)); }); };
-  if (name == "isdigit") return Value::boolean(all([](unsigned char c) { return std::isdigit(c); }));
-  if (name == "isalpha") return Value::boolean(all([](unsigned char c) { return std::isalpha(c); }));
-  if (name == "isspace") return Value::boolean(all([](unsigned char c) { return is_ws(c); }));
-  if (name == "isalnum") return Value::boolean(all([](unsigned char c) { return std::isalnum(c); }));
-  if (name == "islower") return Value::boolean(s != str_method(in, s, "upper", {})->as_string() && all([](unsigned char c) { return !std::isupper(c); }));
-  if (name == "isupper") return Value::boolean(s != str_method(in, s, "lower", {})->as_string() && all([](unsigned char c) { return !std::islower(c); }));
-  return invalid_argument("str has no method '{}'", name);
+  if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_chars(s).size()) + 1);
+  int64_t n = 0;
+  for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
+  return Value::integer(n);
+}
+
+Result<Value> str_join(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  const Value* items = args.get(0, "iterable");
+  if (!items) return invalid_argument("join() needs an argument");
+  HZ_ASSIGN_OR_RETURN(std::vector<Value> parts, iterate(in, *items));
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!parts[i].is_string()) return invalid_argument("join(): sequence item {} is a {}, not a string", i, parts[i].type_name());
+    if (i) out += s;
+    out += parts[i].as_string();
+    if (out.size() > in.limits().max_alloc_bytes) return in.charge(out.size());
+  }
+  return make_string(in, std::move(out));
+}
+
+// Character class predicates (ASCII); false for "".
+template <bool (*kPred)(unsigned char)>
+Result<Value> str_is(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  return Value::boolean(!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return kPred(static_cast<unsigned char>(c)); }));
+}
+bool digit(unsigned char c) { return std::isdigit(c); }
+bool alpha(unsigned char c) { return std::isalpha(c); }
+bool space(unsigned char c) { return is_ws(static_cast<char>(c)); }
+bool alnum(unsigned char c) { return std::isalnum(c); }
+bool not_upper(unsigned char c) { return !std::isupper(c); }
+bool not_lower(unsigned char c) { return !std::islower(c); }
+// Python: at least one cased character and no character of the other case.
+Result<Value> str_islower(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  return Value::boolean(!s.empty() && s != str_case(in, s, "upper", {})->as_string() && std::all_of(s.begin(), s.end(), [](char c) { return not_upper(c); }));
+}
+Result<Value> str_isupper(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  return Value::boolean(!s.empty() && s != str_case(in, s, "lower", {})->as_string() && std::all_of(s.begin(), s.end(), [](char c) { return not_lower(c); }));
+}
+
+using StrMethod = Result<Value> (*)(Interpreter&, const std::string& s, const std::string& name, const CallArgs&);
+
+// str methods by name; several names may share one implementation (it then reads `name`).
+const std::unordered_map<std::string_view, StrMethod>& str_methods() {
+  static const std::unordered_map<std::string_view, StrMethod> table = {
+      {"strip", str_strip},
+      {"lstrip", str_strip},
+      {"rstrip", str_strip},
+      {"upper", str_case},
+      {"lower", str_case},
+      {"title", str_title},
+      {"capitalize", str_title},
+      {"startswith", str_startswith},
+      {"endswith", str_startswith},
+      {"split", str_split},
+      {"splitlines", str_splitlines},
+      {"replace", str_replace},
+      {"find", str_find},
+      {"count", str_find},
+      {"join", str_join},
+      {"isdigit", str_is<digit>},
+      {"isalpha", str_is<alpha>},
+      {"isspace", str_is<space>},
+      {"isalnum", str_is<alnum>},
+      {"islower", str_islower},
+      {"isupper", str_isupper},
+  };
+  return table;
+}
+
+Result<Value> str_method(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+  HZ_RETURN_IF_ERROR(in.step(1 + s.size() / 256));
+  auto it = str_methods().find(name);
+  if (it == str_methods().end()) return invalid_argument("str has no method '{}'", name);
+  return it->second(in, s, name, args);
 }
 
 Result<Value> list_method(Interpreter& in, Value& recv, const std::string& name, const CallArgs& args) {
@@ -357,7 +408,7 @@ void add_global(Scope& g, const std::string& name, std::function<Result<Value>(I
 }  // namespace
 
 bool has_method(const Value& v, const std::string& name) {
-  if (v.is_string()) return contains(kStrMethods, name);
+  if (v.is_string()) return str_methods().count(name) != 0;
   if (v.is_list()) return contains(kListMethods, name);
   if (v.is_dict()) return contains(kDictMethods, name);
   return false;
