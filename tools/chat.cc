@@ -167,7 +167,7 @@ int run_chat(const ChatOptions& o) {
       continue;
     }
     GenerationRequest req;
-    req.prompt = e.tokenize(prompt->text, prompt->add_special, /*parse_special=*/true);
+    req.prompt = e.tokenize_mixed(prompt->text, prompt->input, prompt->add_special);
     req.sampling = sp;
     const int32_t room = info.max_model_len - static_cast<int32_t>(req.prompt.size());
     if (room < 1) {

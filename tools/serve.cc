@@ -87,6 +87,8 @@ Subcommand kServe("serve", "Serve a model over an OpenAI-compatible HTTP API", [
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--normalize-newlines", o.normalize_newlines, "Turn CRLF into LF in prompts and messages");
+  app.add_flag("--allow-special-in-content", o.allow_special_in_content,
+               "Parse special tokens (e.g. <|im_end|>) written in chat messages; by default they are plain text");
   app.add_flag("--disable-log-requests", f->disable_log_requests, "No access-log line per request");
   return [f] { return run_serve(*f); };
 });

@@ -37,15 +37,17 @@ ChatFormatter ChatFormatter::chatml(std::string bos_token, std::string eos_token
 Result<ChatPrompt> ChatFormatter::format(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                          const nlohmann::ordered_json& extra) const {
   if (!extra.is_object()) return invalid_argument("chat template: extra variables must be a JSON object");
-  nlohmann::ordered_json vars = extra;
-  vars["bos_token"] = bos_token_;
-  vars["eos_token"] = eos_token_;
-  HZ_ASSIGN_OR_RETURN(std::string text, template_.render(messages, add_generation_prompt, vars));
+  // BOS and EOS are the vocabulary's own texts: the template writes them as its own.
+  nlohmann::ordered_json trusted = {{"bos_token", bos_token_}, {"eos_token", eos_token_}};
+  HZ_ASSIGN_OR_RETURN(RenderedText r, template_.render_tagged(messages, add_generation_prompt, extra, trusted));
   ChatPrompt p;
-  p.text = std::move(text);
+  p.text = std::move(r.text);
+  p.input = std::move(r.input);
   // The BOS rule: a template that writes BOS itself (Llama 3, Mistral, Gemma) gets exactly that
   // one; otherwise the tokenizer adds it when the vocabulary asks for one.
-  p.add_special = bos_token_.empty() || p.text.compare(0, bos_token_.size(), bos_token_) != 0;
+  const bool template_wrote_bos = !bos_token_.empty() && p.text.compare(0, bos_token_.size(), bos_token_) == 0 &&
+                                  (p.input.empty() || p.input.front().begin >= bos_token_.size());
+  p.add_special = !template_wrote_bos;
   return p;
 }
 

@@ -6,8 +6,10 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
+#include "base/text_range.h"
 #include "chat/chat_template.h"
 
 namespace hz {
@@ -15,6 +17,10 @@ namespace hz {
 // A rendered conversation, ready to tokenize.
 struct ChatPrompt {
   std::string text;
+  // Byte ranges of `text` that came from the request (message contents and roles, tools): to be
+  // tokenized as plain text, so that a user who writes "<|im_end|>" cannot forge a turn; special
+  // tokens are parsed only in the template's own text (Tokenizer::encode_mixed).
+  std::vector<TextRange> input;
   // What to pass as the tokenizer's add_special: false when the template wrote BOS itself (it is
   // then parsed from the text), so that BOS is never doubled; true lets the vocabulary add it.
   bool add_special = true;

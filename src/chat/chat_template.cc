@@ -22,16 +22,19 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source, ChatTemplateOptions
 }
 
 template <typename Json>
-Result<std::string> ChatTemplate::render_impl(const Json& messages, bool add_generation_prompt,
-                                              const Json& extra) const {
+Result<RenderedText> ChatTemplate::render_impl(const Json& messages, bool add_generation_prompt, const Json& extra,
+                                               const Json& trusted) const {
   const ChatTemplateOptions& o = impl_->opts;
   if (!messages.is_array()) return invalid_argument("chat template: messages must be a JSON array");
   if (!extra.is_null() && !extra.is_object()) return invalid_argument("chat template: extra variables must be a JSON object");
+  if (!trusted.is_null() && !trusted.is_object()) return invalid_argument("chat template: trusted variables must be a JSON object");
   jinja::Scope globals(nullptr);
   jinja::install_globals(globals);
-  if (extra.is_object()) {
-    for (auto it = extra.begin(); it != extra.end(); ++it) {
-      auto v = jinja::from_json(it.value(), o.max_depth);
+  for (const Json* vars : {&extra, &trusted}) {
+    if (!vars->is_object()) continue;
+    const bool as_input = vars == &extra;
+    for (auto it = vars->begin(); it != vars->end(); ++it) {
+      auto v = jinja::from_json(it.value(), o.max_depth, as_input);
       if (!v.ok()) return v.status().with_context("chat template variable '" + it.key() + "'");
       globals.set(it.key(), std::move(v).value());
     }
@@ -42,17 +45,26 @@ Result<std::string> ChatTemplate::render_impl(const Json& messages, bool add_gen
   globals.set("add_generation_prompt", jinja::Value::boolean(add_generation_prompt));
   jinja::Limits limits{o.max_output_bytes, o.max_steps, o.max_depth, o.max_alloc_bytes};
   jinja::Interpreter interp(limits, impl_->source);
-  return interp.render(impl_->body, globals);
+  HZ_ASSIGN_OR_RETURN(jinja::Text out, interp.render(impl_->body, globals));
+  return RenderedText{out.str(), out.input()};
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt,
                                          const nlohmann::json& extra) const {
-  return render_impl(messages, add_generation_prompt, extra);
+  HZ_ASSIGN_OR_RETURN(RenderedText r, render_impl(messages, add_generation_prompt, extra, nlohmann::json()));
+  return std::move(r.text);
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                          const nlohmann::ordered_json& extra) const {
-  return render_impl(messages, add_generation_prompt, extra);
+  HZ_ASSIGN_OR_RETURN(RenderedText r, render_impl(messages, add_generation_prompt, extra, nlohmann::ordered_json()));
+  return std::move(r.text);
+}
+
+Result<RenderedText> ChatTemplate::render_tagged(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                                 const nlohmann::ordered_json& extra,
+                                                 const nlohmann::ordered_json& trusted) const {
+  return render_impl(messages, add_generation_prompt, extra, trusted);
 }
 
 const std::string& ChatTemplate::source() const { return impl_->source; }

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "base/text_range.h"
 
 namespace hz {
 
@@ -22,6 +24,15 @@ struct ChatTemplateOptions {
   uint64_t max_steps = 10'000'000;         // evaluated nodes, loop iterations, builtin work items
   int max_depth = 64;                      // block/bracket nesting, macro recursion, value nesting
   uint64_t max_alloc_bytes = 64ull << 20;  // cumulative bytes of strings and lists a render creates
+};
+
+// A rendered template and where input data landed in it.
+struct RenderedText {
+  std::string text;
+  // Byte ranges of `text` that came from input data (message contents and roles, tools, extra
+  // variables), through any filter or string operation; sorted, disjoint. The rest is the
+  // template's own text (and trusted variables).
+  std::vector<TextRange> input;
 };
 
 // A parsed template. Cheap to copy (the syntax tree is shared and immutable); render() is const
@@ -40,6 +51,10 @@ class ChatTemplate {
                              const nlohmann::json& extra = {}) const;
   Result<std::string> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                              const nlohmann::ordered_json& extra = {}) const;
+  // Like render(), and says which bytes came from input. `trusted`: variables whose text the
+  // caller vouches for (bos_token, eos_token), rendered as template text; `extra` is input.
+  Result<RenderedText> render_tagged(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                     const nlohmann::ordered_json& extra, const nlohmann::ordered_json& trusted) const;
 
   const std::string& source() const;
 
@@ -47,7 +62,8 @@ class ChatTemplate {
   struct Impl;
   explicit ChatTemplate(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   template <typename Json>
-  Result<std::string> render_impl(const Json& messages, bool add_generation_prompt, const Json& extra) const;
+  Result<RenderedText> render_impl(const Json& messages, bool add_generation_prompt, const Json& extra,
+                                   const Json& trusted) const;
 
   std::shared_ptr<const Impl> impl_;
 };

@@ -74,7 +74,8 @@ bool numeric(const Value& v) { return v.is_number() || v.is_bool(); }
 
 Result<Value> Interpreter::eval_binary(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
-    std::string s = to_display(a) + to_display(b);
+    Text s = to_text(a);
+    s.append(to_text(b));
     HZ_RETURN_IF_ERROR(charge(s.size()));
     return Value::string(std::move(s));
   }
@@ -83,7 +84,9 @@ Result<Value> Interpreter::eval_binary(const std::string& op, const Value& a, co
   if (numeric(a) && numeric(b)) return arith(op, a, b);
   if (op == "+" && a.is_string() && b.is_string()) {
     HZ_RETURN_IF_ERROR(charge(a.as_string().size() + b.as_string().size()));
-    return Value::string(a.as_string() + b.as_string());
+    Text s = a.as_text();
+    s.append(b.as_text());
+    return Value::string(std::move(s));
   }
   if (op == "+" && a.is_list() && b.is_list()) {
     const auto& x = a.as_list().items;
@@ -103,9 +106,8 @@ Result<Value> Interpreter::eval_binary(const std::string& op, const Value& a, co
     HZ_RETURN_IF_ERROR(charge(unit * n));
     if (seq.is_string()) {
       HZ_RETURN_IF_ERROR(step(1 + unit * n / 4096));
-      std::string out;
-      out.reserve(unit * n);
-      for (int64_t i = 0; i < n; ++i) out += seq.as_string();
+      Text out;
+      for (int64_t i = 0; i < n; ++i) out.append(seq.as_text());
       return Value::string(std::move(out));
     }
     HZ_RETURN_IF_ERROR(step(1 + seq.as_list().items.size() * n));
@@ -178,13 +180,14 @@ Result<Value> Interpreter::eval_slice(const Value& obj, const Value& start_v, co
   };
   start = has_start ? clamp(start) : (stride > 0 ? 0 : n - 1);
   stop = has_stop ? clamp(stop) : (stride > 0 ? n : -1);
-  std::string s;
+  Text s;
   std::vector<Value> out;
   for (int64_t i = start; stride > 0 ? i < stop : i > stop; i += stride) {
     if (items) {
       out.push_back((*items)[i]);
     } else {
-      s.append(chars[i]);
+      size_t at = chars[i].data() - obj.as_string().data();
+      s.append(obj.as_text(), at, at + chars[i].size());
     }
     if (stride > 0 ? stop - i <= stride : i - stop <= -stride) break;  // avoid overflow of i + stride
   }
@@ -295,6 +298,7 @@ Result<Value> Interpreter::eval_inner(const Expr& e, Scope& scope) {
         if (!k.is_string()) return invalid_argument("dict keys must be strings, not {}", k.type_name());
         HZ_ASSIGN_OR_RETURN(Value v, eval(*e.kids[i + 1], scope));
         HZ_RETURN_IF_ERROR(charge(kValueBytes + k.as_string().size() + 64));
+        if (k.as_text().has_input()) d->input_keys = true;
         d->set(k.as_string(), std::move(v));
       }
       Value v = Value::dict(std::move(d));

@@ -15,7 +15,7 @@ namespace {
 
 constexpr uint64_t kValueBytes = sizeof(Value);
 
-Result<Value> make_string(Interpreter& in, std::string s) {
+Result<Value> make_string(Interpreter& in, Text s) {
   HZ_RETURN_IF_ERROR(in.charge(s.size()));
   return Value::string(std::move(s));
 }
@@ -109,31 +109,31 @@ Result<Value> tojson_filter(Interpreter& in, const std::string& name, const Valu
   fmt.sort_keys = arg_bool(args, 3, "sort_keys", false);
   HZ_RETURN_IF_ERROR(in.step(1 + v.depth()));
   HZ_ASSIGN_OR_RETURN(std::string s, to_json(v, fmt));
-  return make_string(in, std::move(s));
+  return make_string(in, Text(std::move(s), has_input(v)));
 }
 
 Result<Value> indent_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
-  std::string pad = "    ";
+  Text pad(std::string(4, ' '));
   if (const Value* w = args.get(0, "width")) {
     if (w->is_string()) {
-      pad = w->as_string();
+      pad = w->as_text();
     } else if (w->is_int()) {
-      pad.assign(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 256)), ' ');
+      pad = Text(std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, 256)), ' '));
     }
   }
   bool first = arg_bool(args, 1, "first", false);
   bool blank = arg_bool(args, 2, "blank", false);
-  std::string s = to_display(v);
-  std::string out;
+  Text t = to_text(v);
+  const std::string& s = t.str();
+  Text out;
   size_t i = 0;
   bool first_line = true;
   while (i <= s.size()) {
     size_t j = s.find('\n', i);
     if (j == std::string::npos) j = s.size();
     bool empty = j == i;
-    if ((!first_line || first) && (!empty || blank)) out += pad;
-    out.append(s, i, j - i);
-    if (j < s.size()) out += '\n';
+    if ((!first_line || first) && (!empty || blank)) out.append(pad);
+    out.append(t, i, std::min(j + 1, s.size()));  // the line and its newline
     first_line = false;
     if (out.size() > in.limits().max_alloc_bytes) return in.charge(out.size());
     i = j + 1;
@@ -252,7 +252,7 @@ Result<Value> safe_filter(Interpreter& in, const std::string& name, const Value&
 }
 
 Result<Value> string_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
-  return v.is_string() ? v : make_string(in, to_display(v));
+  return v.is_string() ? v : make_string(in, to_text(v));
 }
 
 Result<Value> default_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
@@ -271,25 +271,25 @@ Result<Value> length_filter(Interpreter& in, const std::string& name, const Valu
 }
 
 Result<Value> string_method_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
-  std::string s = to_display(v);
   std::string method = name == "trim" ? "strip" : name;
-  return call_method(in, *std::make_unique<Value>(Value::string(std::move(s))), method, args);
+  Value str = Value::string(to_text(v));
+  return call_method(in, str, method, args);
 }
 
 Result<Value> join_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
   const Value* sep = args.get(0, "d");
   const Value* attr = args.get(1, "attribute");
-  std::string d = sep && sep->is_string() ? sep->as_string() : "";
-  std::string out;
+  Text d = sep && sep->is_string() ? sep->as_text() : Text();
+  Text out;
   for (size_t i = 0; i < items.size(); ++i) {
     HZ_RETURN_IF_ERROR(in.step());
     Value x = items[i];
     if (attr && attr->is_string()) {
     HZ_ASSIGN_OR_RETURN(x, attribute_path(x, attr->as_string()));
   }
-    if (i) out += d;
-    out += to_display(x);
+    if (i) out.append(d);
+    out.append(to_text(x));
     if (out.size() > in.limits().max_alloc_bytes) return in.charge(out.size());
   }
   return make_string(in, std::move(out));
@@ -299,7 +299,9 @@ Result<Value> first_last_filter(Interpreter& in, const std::string& name, const 
   if (v.is_string()) {
     auto chars = utf8_chars(v.as_string());
     if (chars.empty()) return Value();
-    return Value::string(std::string(name == "first" ? chars.front() : chars.back()));
+    std::string_view c = name == "first" ? chars.front() : chars.back();
+    size_t at = c.data() - v.as_string().data();
+    return Value::string(v.as_text().substr(at, at + c.size()));
   }
   HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
   if (items.empty()) return Value();
@@ -367,8 +369,11 @@ Result<Value> unique_filter(Interpreter& in, const std::string& name, const Valu
 Result<Value> reverse_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
   if (v.is_string()) {
     auto chars = utf8_chars(v.as_string());
-    std::string out;
-    for (auto it = chars.rbegin(); it != chars.rend(); ++it) out.append(*it);
+    Text out;
+    for (auto it = chars.rbegin(); it != chars.rend(); ++it) {
+      size_t at = it->data() - v.as_string().data();
+      out.append(v.as_text(), at, at + it->size());
+    }
     return make_string(in, std::move(out));
   }
   HZ_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(in, v));
@@ -404,7 +409,7 @@ Result<Value> sum_min_max_filter(Interpreter& in, const std::string& name, const
 }
 
 Result<Value> escape_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
-  return make_string(in, html_escape(to_display(v)));
+  return make_string(in, to_text(v).derive(html_escape(to_display(v))));
 }
 
 Result<Value> wordcount_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {
@@ -436,7 +441,7 @@ Result<Value> striptags_filter(Interpreter& in, const std::string& name, const V
     }
     if (c == '>') in_tag = false;
   }
-  return make_string(in, std::move(out));
+  return make_string(in, to_text(v).derive(std::move(out)));
 }
 
 Result<Value> attr_filter(Interpreter& in, const std::string& name, const Value& v, const CallArgs& args) {

@@ -94,24 +94,31 @@ Status Interpreter::with_position(Status s, size_t offset) const {
   return Status(s.code(), fmt::format("chat template error at {}: {}", describe_position(source_, offset), s.message()));
 }
 
-Status Interpreter::emit(std::string& out, std::string_view text) {
+Status Interpreter::emit(Text& out, const Text& text) {
   if (out.size() + text.size() > limits_.max_output_bytes)
     return resource_error(fmt::format("chat template output exceeds max_output_bytes ({})", limits_.max_output_bytes));
   out.append(text);
   return Status();
 }
 
-Result<std::string> Interpreter::render(const Body& body, Scope& globals) {
+Status Interpreter::emit(Text& out, std::string_view template_text) {
+  if (out.size() + template_text.size() > limits_.max_output_bytes)
+    return resource_error(fmt::format("chat template output exceeds max_output_bytes ({})", limits_.max_output_bytes));
+  out.append(template_text, /*from_input=*/false);
+  return Status();
+}
+
+Result<Text> Interpreter::render(const Body& body, Scope& globals) {
   Scope top(&globals);
   top_ = &top;
-  std::string out;
+  Text out;
   Status s = exec_body(body, top, out);
   top_ = nullptr;
   if (!s.ok()) return s;
   return out;
 }
 
-Status Interpreter::exec_body(const Body& body, Scope& scope, std::string& out) {
+Status Interpreter::exec_body(const Body& body, Scope& scope, Text& out) {
   for (const StmtPtr& s : body) {
     HZ_RETURN_IF_ERROR(exec(*s, scope, out));
     if (flow_ != Flow::kNormal) break;
@@ -119,18 +126,18 @@ Status Interpreter::exec_body(const Body& body, Scope& scope, std::string& out) 
   return Status();
 }
 
-Status Interpreter::exec(const Stmt& s, Scope& scope, std::string& out) {
+Status Interpreter::exec(const Stmt& s, Scope& scope, Text& out) {
   Frame frame(&frames_);
   if (frames_ > 16 * limits_.max_depth)
     return with_position(resource_error("chat template evaluation nested too deeply"), s.offset);
   HZ_RETURN_IF_ERROR(step());
   switch (s.kind) {
-    case Stmt::Kind::kText: return emit(out, s.text);
+    case Stmt::Kind::kText: return emit(out, std::string_view(s.text));
     case Stmt::Kind::kOutput: {
       auto v = eval(*s.exprs[0], scope);
       if (!v.ok()) return v.status();
-      if (v->is_string()) return emit(out, v->as_string());
-      return emit(out, to_display(*v));
+      if (v->is_string()) return emit(out, v->as_text());
+      return emit(out, to_text(*v));
     }
     case Stmt::Kind::kIf:
       for (size_t i = 0; i < s.exprs.size(); ++i) {
@@ -141,7 +148,7 @@ Status Interpreter::exec(const Stmt& s, Scope& scope, std::string& out) {
     case Stmt::Kind::kFor: return exec_for(s, scope, out);
     case Stmt::Kind::kSet: return exec_set(s, scope);
     case Stmt::Kind::kSetBlock: {
-      std::string captured;
+      Text captured;
       HZ_RETURN_IF_ERROR(exec_body(s.bodies[0], scope, captured));
       HZ_RETURN_IF_ERROR(charge(captured.size()));
       scope.set(s.targets[0], Value::string(std::move(captured)));
@@ -163,10 +170,10 @@ Status Interpreter::exec(const Stmt& s, Scope& scope, std::string& out) {
       fn->invoke = [block, where](Interpreter& in, const CallArgs& args) { return in.call_caller(*block, where, args); };
       Value caller = Value::callable(std::move(fn));
       HZ_ASSIGN_OR_RETURN(Value v, eval_call(*s.exprs[0], scope, &caller));
-      return emit(out, v.is_string() ? v.as_string() : to_display(v));
+      return emit(out, to_text(v));
     }
     case Stmt::Kind::kFilterBlock: {
-      std::string captured;
+      Text captured;
       HZ_RETURN_IF_ERROR(exec_body(s.bodies[0], scope, captured));
       HZ_RETURN_IF_ERROR(charge(captured.size()));
       Value v = Value::string(std::move(captured));
@@ -177,7 +184,7 @@ Status Interpreter::exec(const Stmt& s, Scope& scope, std::string& out) {
         if (!r.ok()) return with_position(r.status(), f->offset);
         v = std::move(r).value();
       }
-      return emit(out, v.is_string() ? v.as_string() : to_display(v));
+      return emit(out, to_text(v));
     }
     case Stmt::Kind::kBreak: flow_ = Flow::kBreak; return Status();
     case Stmt::Kind::kContinue: flow_ = Flow::kContinue; return Status();
@@ -198,7 +205,7 @@ Status Interpreter::bind_targets(const std::vector<std::string>& targets, const 
   return Status();
 }
 
-Status Interpreter::exec_for(const Stmt& s, Scope& scope, std::string& out) {
+Status Interpreter::exec_for(const Stmt& s, Scope& scope, Text& out) {
   HZ_ASSIGN_OR_RETURN(Value iterable, eval(*s.exprs[0], scope));
   auto items_r = iterate(*this, iterable);
   if (!items_r.ok()) return with_position(items_r.status(), s.exprs[0]->offset);
@@ -384,7 +391,7 @@ Result<Value> Interpreter::call_macro(const Stmt& m, const CallArgs& args) {
   }
   scope.set("varargs", Value::list(std::move(varargs)));
   scope.set("kwargs", Value::dict(std::move(kwargs)));
-  std::string out;
+  Text out;
   Flow saved = flow_;
   flow_ = Flow::kNormal;
   HZ_RETURN_IF_ERROR(exec_body(m.bodies[0], scope, out));
@@ -413,7 +420,7 @@ Result<Value> Interpreter::call_caller(const Stmt& block, Scope* where, const Ca
       scope.set(block.targets[i], Value());
     }
   }
-  std::string out;
+  Text out;
   Flow saved = flow_;
   flow_ = Flow::kNormal;
   HZ_RETURN_IF_ERROR(exec_body(block.bodies[0], scope, out));

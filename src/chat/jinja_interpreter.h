@@ -36,8 +36,9 @@ class Interpreter {
   // `source` is the template text, used for line:col in errors; it must outlive the interpreter.
   Interpreter(const Limits& limits, std::string_view source) : limits_(limits), source_(source) {}
 
-  // Renders `body` with `globals` (builtins and caller variables) as the outermost scope.
-  Result<std::string> render(const Body& body, Scope& globals);
+  // Renders `body` with `globals` (builtins and caller variables) as the outermost scope. The
+  // result says which of its bytes came from input data (see Text).
+  Result<Text> render(const Body& body, Scope& globals);
 
   // Budget accounting used by the builtins.
   Status step(uint64_t n = 1);
@@ -51,11 +52,12 @@ class Interpreter {
  private:
   enum class Flow { kNormal, kBreak, kContinue };
 
-  Status exec_body(const Body& body, Scope& scope, std::string& out);
-  Status exec(const Stmt& s, Scope& scope, std::string& out);
-  Status exec_for(const Stmt& s, Scope& scope, std::string& out);
+  Status exec_body(const Body& body, Scope& scope, Text& out);
+  Status exec(const Stmt& s, Scope& scope, Text& out);
+  Status exec_for(const Stmt& s, Scope& scope, Text& out);
   Status exec_set(const Stmt& s, Scope& scope);
-  Status emit(std::string& out, std::string_view text);
+  Status emit(Text& out, const Text& text);
+  Status emit(Text& out, std::string_view template_text);
   Result<Value> eval(const Expr& e, Scope& scope);
   Result<Value> eval_inner(const Expr& e, Scope& scope);
   Result<Value> eval_call(const Expr& e, Scope& scope, const Value* caller);

@@ -29,12 +29,13 @@ Result<std::string> string_arg(const CallArgs& args, size_t idx, const char* nam
   return v->as_string();
 }
 
-Result<Value> make_string(Interpreter& in, std::string s) {
-  HZ_RETURN_IF_ERROR(in.charge(s.size()));
-  return Value::string(std::move(s));
+Result<Value> make_text(Interpreter& in, Text t) {
+  HZ_RETURN_IF_ERROR(in.charge(t.size()));
+  return Value::string(std::move(t));
 }
 
-Result<Value> str_strip(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_strip(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   const Value* chars = args.get(0, "chars");
   auto strip_char = [&](char c) {
     return chars && chars->is_string() ? chars->as_string().find(c) != std::string::npos : is_ws(c);
@@ -44,16 +45,18 @@ Result<Value> str_strip(Interpreter& in, const std::string& s, const std::string
     while (b < e && strip_char(s[b])) ++b;
   if (name != "lstrip")
     while (e > b && strip_char(s[e - 1])) --e;
-  return make_string(in, s.substr(b, e - b));
+  return make_text(in, t.substr(b, e));
 }
 
-Result<Value> str_case(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_case(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   std::string out = s;
   for (char& c : out) c = name == "upper" ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c));
-  return make_string(in, std::move(out));
+  return make_text(in, t.derive(std::move(out)));
 }
 
-Result<Value> str_title(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_title(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   std::string out = s;
   bool start = true;
   for (char& c : out) {
@@ -67,10 +70,11 @@ Result<Value> str_title(Interpreter& in, const std::string& s, const std::string
       start = !alpha;
     }
   }
-  return make_string(in, std::move(out));
+  return make_text(in, t.derive(std::move(out)));
 }
 
-Result<Value> str_startswith(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_startswith(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   const Value* p = args.get(0, "prefix");
   if (!p) return invalid_argument("{}() needs an argument", name);
   std::vector<Value> options = p->is_list() ? p->as_list().items : std::vector<Value>{*p};
@@ -84,7 +88,8 @@ Result<Value> str_startswith(Interpreter& in, const std::string& s, const std::s
   return Value::boolean(false);
 }
 
-Result<Value> str_split(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_split(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   const Value* sep = args.get(0, "sep");
   const Value* max_v = args.get(1, "maxsplit");
   int64_t maxsplit = max_v && max_v->is_int() ? max_v->as_int() : -1;
@@ -97,12 +102,12 @@ Result<Value> str_split(Interpreter& in, const std::string& s, const std::string
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
         size_t e = s.size();
         while (e > i && is_ws(s[e - 1])) --e;
-        parts.push_back(Value::string(s.substr(i, e - i)));
+        parts.push_back(Value::string(t.substr(i, e)));
         break;
       }
       size_t j = i;
       while (j < s.size() && !is_ws(s[j])) ++j;
-      parts.push_back(Value::string(s.substr(i, j - i)));
+      parts.push_back(Value::string(t.substr(i, j)));
       i = j;
     }
   } else {
@@ -113,10 +118,10 @@ Result<Value> str_split(Interpreter& in, const std::string& s, const std::string
     for (;;) {
       size_t j = s.find(d, i);
       if (j == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit)) {
-        parts.push_back(Value::string(s.substr(i)));
+        parts.push_back(Value::string(t.substr(i, s.size())));
         break;
       }
-      parts.push_back(Value::string(s.substr(i, j - i)));
+      parts.push_back(Value::string(t.substr(i, j)));
       i = j + d.size();
     }
   }
@@ -125,26 +130,29 @@ Result<Value> str_split(Interpreter& in, const std::string& s, const std::string
   return Value::list(std::move(parts));
 }
 
-Result<Value> str_splitlines(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_splitlines(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   std::vector<Value> parts;
   size_t i = 0;
   while (i < s.size()) {
     size_t j = s.find('\n', i);
     if (j == std::string::npos) j = s.size();
     size_t e = j > i && s[j - 1] == '\r' ? j - 1 : j;
-    parts.push_back(Value::string(s.substr(i, e - i)));
+    parts.push_back(Value::string(t.substr(i, e)));
     i = j + 1;
   }
   HZ_RETURN_IF_ERROR(in.charge(s.size() + parts.size() * kValueBytes));
   return Value::list(std::move(parts));
 }
 
-Result<Value> str_replace(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_replace(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   HZ_ASSIGN_OR_RETURN(std::string from, string_arg(args, 0, "old", "replace"));
-  HZ_ASSIGN_OR_RETURN(std::string to, string_arg(args, 1, "new", "replace"));
+  HZ_RETURN_IF_ERROR(string_arg(args, 1, "new", "replace").status());
+  const Text& to = args.get(1, "new")->as_text();
   const Value* cnt = args.get(2, "count");
   int64_t limit = cnt && cnt->is_int() ? cnt->as_int() : -1;
-  std::string out;
+  Text out;
   if (from.empty()) {
     // Python inserts `to` between characters and at both ends.
     auto chars = utf8_chars(s);
@@ -152,10 +160,13 @@ Result<Value> str_replace(Interpreter& in, const std::string& s, const std::stri
     for (size_t i = 0; i <= chars.size(); ++i) {
       if (limit < 0 || done < limit) {
         if (out.size() + to.size() > in.limits().max_alloc_bytes) return in.charge(in.limits().max_alloc_bytes + 1);
-        out += to;
+        out.append(to);
         ++done;
       }
-      if (i < chars.size()) out.append(chars[i]);
+      if (i < chars.size()) {
+        size_t at = chars[i].data() - s.data();
+        out.append(t, at, at + chars[i].size());
+      }
     }
   } else {
     size_t i = 0;
@@ -163,20 +174,21 @@ Result<Value> str_replace(Interpreter& in, const std::string& s, const std::stri
     for (;;) {
       size_t j = (limit >= 0 && done >= limit) ? std::string::npos : s.find(from, i);
       if (j == std::string::npos) {
-        out.append(s, i, std::string::npos);
+        out.append(t, i, s.size());
         break;
       }
-      out.append(s, i, j - i);
+      out.append(t, i, j);
       if (out.size() + to.size() > in.limits().max_alloc_bytes) return in.charge(in.limits().max_alloc_bytes + 1);
-      out += to;
+      out.append(to);
       i = j + from.size();
       ++done;
     }
   }
-  return make_string(in, std::move(out));
+  return make_text(in, std::move(out));
 }
 
-Result<Value> str_find(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_find(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   HZ_ASSIGN_OR_RETURN(std::string sub, string_arg(args, 0, "sub", name.c_str()));
   if (name == "find") {
     size_t p = s.find(sub);
@@ -188,23 +200,25 @@ Result<Value> str_find(Interpreter& in, const std::string& s, const std::string&
   return Value::integer(n);
 }
 
-Result<Value> str_join(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_join(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   const Value* items = args.get(0, "iterable");
   if (!items) return invalid_argument("join() needs an argument");
   HZ_ASSIGN_OR_RETURN(std::vector<Value> parts, iterate(in, *items));
-  std::string out;
+  Text out;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (!parts[i].is_string()) return invalid_argument("join(): sequence item {} is a {}, not a string", i, parts[i].type_name());
-    if (i) out += s;
-    out += parts[i].as_string();
+    if (i) out.append(t);
+    out.append(parts[i].as_text());
     if (out.size() > in.limits().max_alloc_bytes) return in.charge(out.size());
   }
-  return make_string(in, std::move(out));
+  return make_text(in, std::move(out));
 }
 
 // Character class predicates (ASCII); false for "".
 template <bool (*kPred)(unsigned char)>
-Result<Value> str_is(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
+Result<Value> str_is(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
   return Value::boolean(!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return kPred(static_cast<unsigned char>(c)); }));
 }
 bool digit(unsigned char c) { return std::isdigit(c); }
@@ -214,14 +228,16 @@ bool alnum(unsigned char c) { return std::isalnum(c); }
 bool not_upper(unsigned char c) { return !std::isupper(c); }
 bool not_lower(unsigned char c) { return !std::islower(c); }
 // Python: at least one cased character and no character of the other case.
-Result<Value> str_islower(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
-  return Value::boolean(!s.empty() && s != str_case(in, s, "upper", {})->as_string() && std::all_of(s.begin(), s.end(), [](char c) { return not_upper(c); }));
+Result<Value> str_islower(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
+  return Value::boolean(!s.empty() && s != str_case(in, t, "upper", {})->as_string() && std::all_of(s.begin(), s.end(), [](char c) { return not_upper(c); }));
 }
-Result<Value> str_isupper(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
-  return Value::boolean(!s.empty() && s != str_case(in, s, "lower", {})->as_string() && std::all_of(s.begin(), s.end(), [](char c) { return not_lower(c); }));
+Result<Value> str_isupper(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  const std::string& s = t.str();
+  return Value::boolean(!s.empty() && s != str_case(in, t, "lower", {})->as_string() && std::all_of(s.begin(), s.end(), [](char c) { return not_lower(c); }));
 }
 
-using StrMethod = Result<Value> (*)(Interpreter&, const std::string& s, const std::string& name, const CallArgs&);
+using StrMethod = Result<Value> (*)(Interpreter&, const Text& t, const std::string& name, const CallArgs&);
 
 // str methods by name; several names may share one implementation (it then reads `name`).
 const std::unordered_map<std::string_view, StrMethod>& str_methods() {
@@ -251,11 +267,11 @@ const std::unordered_map<std::string_view, StrMethod>& str_methods() {
   return table;
 }
 
-Result<Value> str_method(Interpreter& in, const std::string& s, const std::string& name, const CallArgs& args) {
-  HZ_RETURN_IF_ERROR(in.step(1 + s.size() / 256));
+Result<Value> str_method(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
+  HZ_RETURN_IF_ERROR(in.step(1 + t.size() / 256));
   auto it = str_methods().find(name);
   if (it == str_methods().end()) return invalid_argument("str has no method '{}'", name);
-  return it->second(in, s, name, args);
+  return it->second(in, t, name, args);
 }
 
 Result<Value> list_method(Interpreter& in, Value& recv, const std::string& name, const CallArgs& args) {
@@ -340,11 +356,11 @@ Result<Value> dict_method(Interpreter& in, const Value& recv, const std::string&
   out.reserve(d.entries.size());
   for (const auto& [k, v] : d.entries) {
     if (name == "keys") {
-      out.push_back(Value::string(k));
+      out.push_back(Value::string(Text(k, d.input_keys)));
     } else if (name == "values") {
       out.push_back(v);
     } else {
-      out.push_back(Value::list({Value::string(k), v}, /*is_tuple=*/true));
+      out.push_back(Value::list({Value::string(Text(k, d.input_keys)), v}, /*is_tuple=*/true));
     }
   }
   return Value::list(std::move(out));
@@ -385,6 +401,7 @@ Result<Value> global_namespace(Interpreter& in, const CallArgs& args, bool is_na
   if (!args.positional.empty()) {
     const Value& src = args.positional[0];
     if (!src.is_dict()) return invalid_argument("namespace() argument must be a dict, not {}", src.type_name());
+    d->input_keys = src.as_dict().input_keys;
     for (const auto& [k, v] : src.as_dict().entries) d->set(k, v);
   }
   for (const auto& [k, v] : args.keyword) {
@@ -415,7 +432,7 @@ bool has_method(const Value& v, const std::string& name) {
 }
 
 Result<Value> call_method(Interpreter& in, Value& receiver, const std::string& name, const CallArgs& args) {
-  if (receiver.is_string()) return str_method(in, receiver.as_string(), name, args);
+  if (receiver.is_string()) return str_method(in, receiver.as_text(), name, args);
   if (receiver.is_list()) return list_method(in, receiver, name, args);
   if (receiver.is_dict()) return dict_method(in, receiver, name, args);
   return invalid_argument("a {} has no method '{}'", receiver.type_name(), name);
@@ -452,7 +469,9 @@ Value get_item(const Value& obj, const Value& key) {
     auto chars = utf8_chars(obj.as_string());
     int64_t n = static_cast<int64_t>(chars.size());
     if (i < 0) i += n;
-    return i >= 0 && i < n ? Value::string(std::string(chars[i])) : Value();
+    if (i < 0 || i >= n) return Value();
+    size_t at = chars[i].data() - obj.as_string().data();
+    return Value::string(obj.as_text().substr(at, at + chars[i].size()));
   }
   return Value();
 }
@@ -467,13 +486,16 @@ Result<std::vector<Value>> iterate(Interpreter& in, const Value& v) {
     case Value::Kind::kDict:
       HZ_RETURN_IF_ERROR(in.step(v.as_dict().entries.size()));
       HZ_RETURN_IF_ERROR(in.charge(v.as_dict().entries.size() * kValueBytes));
-      for (const auto& [k, x] : v.as_dict().entries) out.push_back(Value::string(k));
+      for (const auto& [k, x] : v.as_dict().entries) out.push_back(Value::string(Text(k, v.as_dict().input_keys)));
       return out;
     case Value::Kind::kString: {
       auto chars = utf8_chars(v.as_string());
       HZ_RETURN_IF_ERROR(in.step(chars.size()));
       HZ_RETURN_IF_ERROR(in.charge(chars.size() * (kValueBytes + 32)));
-      for (auto c : chars) out.push_back(Value::string(std::string(c)));
+      for (auto c : chars) {
+        size_t at = c.data() - v.as_string().data();
+        out.push_back(Value::string(v.as_text().substr(at, at + c.size())));
+      }
       return out;
     }
     default: return invalid_argument("a {} is not iterable", v.type_name());

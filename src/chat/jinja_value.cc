@@ -8,9 +8,61 @@
 
 namespace hz::jinja {
 
-Value Value::string(std::string s) {
+Text::Text(std::string s, bool from_input) : str_(std::move(s)) {
+  if (from_input) mark_input(0, str_.size());
+}
+
+void Text::mark_input(size_t begin, size_t end) {
+  if (begin >= end) return;
+  if (!input_.empty() && input_.back().end >= begin) {
+    input_.back().end = std::max(input_.back().end, end);
+    return;
+  }
+  input_.push_back({begin, end});
+}
+
+void Text::append(std::string_view s, bool from_input) {
+  size_t at = str_.size();
+  str_.append(s);
+  if (from_input) mark_input(at, str_.size());
+}
+
+void Text::append(const Text& t, size_t begin, size_t end) {
+  end = std::min(end, t.size());
+  if (begin >= end) return;
+  size_t at = str_.size();
+  str_.append(t.str_, begin, end - begin);
+  // The first range that ends after `begin`.
+  auto it = std::upper_bound(t.input_.begin(), t.input_.end(), begin,
+                             [](size_t pos, const TextRange& r) { return pos < r.end; });
+  for (; it != t.input_.end() && it->begin < end; ++it) {
+    mark_input(at + std::max(it->begin, begin) - begin, at + std::min(it->end, end) - begin);
+  }
+}
+
+Text Text::substr(size_t begin, size_t end) const {
+  Text out;
+  out.append(*this, begin, end);
+  return out;
+}
+
+Text Text::derive(std::string s) const {
+  Text out(std::move(s), false);
+  if (out.size() == size()) {
+    out.input_ = input_;
+  } else if (has_input()) {
+    out.mark_input(0, out.size());
+  }
+  return out;
+}
+
+Value Value::string(std::string s) { return string(Text(std::move(s), false)); }
+
+Value Value::input_string(std::string s) { return string(Text(std::move(s), true)); }
+
+Value Value::string(Text t) {
   Value v(Kind::kString);
-  v.s_ = std::make_shared<const std::string>(std::move(s));
+  v.s_ = std::make_shared<const Text>(std::move(t));
   return v;
 }
 
@@ -73,7 +125,7 @@ bool Value::truthy() const {
     case Kind::kBool:
     case Kind::kInt: return i_ != 0;
     case Kind::kFloat: return f_ != 0.0;
-    case Kind::kString: return !s_->empty();
+    case Kind::kString: return !s_->str().empty();
     case Kind::kList: return !list_->items.empty();
     case Kind::kDict: return !dict_->entries.empty();
     case Kind::kNamespace:
@@ -338,7 +390,7 @@ Status json_into(const Value& v, const JsonFormat& fmt, int level, std::string& 
 }
 
 template <typename J>
-Result<Value> from_json_impl(const J& j, int depth_left) {
+Result<Value> from_json_impl(const J& j, int depth_left, bool as_input) {
   if (depth_left < 0) return invalid_argument("template input: JSON nested too deeply");
   switch (j.type()) {
     case J::value_t::null: return Value::none();
@@ -350,20 +402,24 @@ Result<Value> from_json_impl(const J& j, int depth_left) {
       return Value::integer(static_cast<int64_t>(u));
     }
     case J::value_t::number_float: return Value::floating(j.template get<double>());
-    case J::value_t::string: return Value::string(j.template get<std::string>());
+    case J::value_t::string: {
+      Text t(j.template get<std::string>(), as_input);
+      return Value::string(std::move(t));
+    }
     case J::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
       for (const auto& e : j) {
-        HZ_ASSIGN_OR_RETURN(Value v, from_json_impl(e, depth_left - 1));
+        HZ_ASSIGN_OR_RETURN(Value v, from_json_impl(e, depth_left - 1, as_input));
         items.push_back(std::move(v));
       }
       return Value::list(std::move(items));
     }
     case J::value_t::object: {
       auto d = std::make_shared<Dict>();
+      d->input_keys = as_input && !j.empty();
       for (auto it = j.begin(); it != j.end(); ++it) {
-        HZ_ASSIGN_OR_RETURN(Value v, from_json_impl(it.value(), depth_left - 1));
+        HZ_ASSIGN_OR_RETURN(Value v, from_json_impl(it.value(), depth_left - 1, as_input));
         d->set(it.key(), std::move(v));
       }
       return Value::dict(std::move(d));
@@ -389,6 +445,24 @@ std::string to_display(const Value& v) {
       repr_into(v, out);
       return out;
     }
+  }
+}
+
+Text to_text(const Value& v) {
+  if (v.is_string()) return v.as_text();
+  return Text(to_display(v), has_input(v));
+}
+
+bool has_input(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kString: return v.as_text().has_input();
+    case Value::Kind::kList:
+      return std::any_of(v.as_list().items.begin(), v.as_list().items.end(), [](const Value& x) { return has_input(x); });
+    case Value::Kind::kDict:
+    case Value::Kind::kNamespace:
+      return v.as_dict().input_keys || std::any_of(v.as_dict().entries.begin(), v.as_dict().entries.end(),
+                                                   [](const auto& e) { return has_input(e.second); });
+    default: return false;
   }
 }
 
@@ -463,7 +537,11 @@ Result<int> values_compare(const Value& a, const Value& b) {
   return invalid_argument("cannot compare {} with {}", a.type_name(), b.type_name());
 }
 
-Result<Value> from_json(const nlohmann::json& j, int max_depth) { return from_json_impl(j, max_depth); }
-Result<Value> from_json(const nlohmann::ordered_json& j, int max_depth) { return from_json_impl(j, max_depth); }
+Result<Value> from_json(const nlohmann::json& j, int max_depth, bool as_input) {
+  return from_json_impl(j, max_depth, as_input);
+}
+Result<Value> from_json(const nlohmann::ordered_json& j, int max_depth, bool as_input) {
+  return from_json_impl(j, max_depth, as_input);
+}
 
 }  // namespace hz::jinja

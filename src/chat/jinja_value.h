@@ -14,12 +14,44 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/text_range.h"
 
 namespace hz::jinja {
 
 struct List;
 struct Dict;
 struct Callable;
+
+// A string and the byte ranges of it that came from input data (messages, tools, variables)
+// rather than from the template's own text. Every operation that builds a string from others
+// keeps these ranges, through concatenation, slicing, trim, split, join and replace, so that the
+// rendered prompt says exactly where input landed: special tokens are parsed only outside it.
+// Invariant: `input` is sorted, disjoint, non-empty ranges, none adjacent to the next.
+class Text {
+ public:
+  Text() = default;
+  explicit Text(std::string s, bool from_input = false);
+
+  const std::string& str() const { return str_; }
+  const std::vector<TextRange>& input() const { return input_; }
+  bool has_input() const { return !input_.empty(); }
+  size_t size() const { return str_.size(); }
+
+  void append(std::string_view s, bool from_input);
+  void append(const Text& t) { append(t, 0, t.size()); }
+  // Appends t.str()[begin, end) with its origin.
+  void append(const Text& t, size_t begin, size_t end);
+  Text substr(size_t begin, size_t end) const;
+  // The same origin for a string of the same length (case changes), else all-input when any of
+  // this text was input (e.g. HTML escaping): never less input than there was.
+  Text derive(std::string s) const;
+
+ private:
+  void mark_input(size_t begin, size_t end);
+
+  std::string str_;
+  std::vector<TextRange> input_;
+};
 
 // A value. Strings, lists and dicts are immutable once shared: list/dict mutation methods
 // (append, pop, ...) copy on write when the container has more than one owner, so values
@@ -34,7 +66,9 @@ class Value {
   static Value boolean(bool b) { Value v(Kind::kBool); v.i_ = b ? 1 : 0; return v; }
   static Value integer(int64_t i) { Value v(Kind::kInt); v.i_ = i; return v; }
   static Value floating(double f) { Value v(Kind::kFloat); v.f_ = f; return v; }
-  static Value string(std::string s);
+  static Value string(std::string s);  // template text
+  static Value string(Text t);
+  static Value input_string(std::string s);  // input data
   static Value list(std::vector<Value> items, bool is_tuple = false);
   static Value list(std::shared_ptr<List> list);
   static Value dict(std::shared_ptr<Dict> dict);
@@ -57,7 +91,8 @@ class Value {
   bool as_bool() const { return i_ != 0; }
   int64_t as_int() const { return i_; }
   double as_double() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(i_); }
-  const std::string& as_string() const { return *s_; }
+  const std::string& as_string() const { return s_->str(); }
+  const Text& as_text() const { return *s_; }
   const List& as_list() const { return *list_; }
   const Dict& as_dict() const { return *dict_; }  // dicts and namespaces
   const std::shared_ptr<Dict>& dict_ptr() const { return dict_; }
@@ -77,7 +112,7 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   int64_t i_ = 0;
   double f_ = 0;
-  std::shared_ptr<const std::string> s_;
+  std::shared_ptr<const Text> s_;
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<const Callable> fn_;
@@ -93,6 +128,7 @@ struct List {
 // An insertion-ordered dict with string keys (JSON objects; Python dicts in templates).
 struct Dict {
   std::vector<std::pair<std::string, Value>> entries;
+  bool input_keys = false;  // some keys came from input data (JSON objects, keys the template computed)
   std::unordered_map<std::string, size_t> index;
   int depth = 1;
 
@@ -121,6 +157,11 @@ struct Callable {
 std::string to_display(const Value& v);  // str(v): what {{ v }} prints
 std::string to_repr(const Value& v);     // repr(v), used inside containers
 std::string format_float(double d);      // Python float repr: 1.0, 0.1, 1e-05, 1e+16
+// What {{ v }} prints, with its origin. NOTE: numbers, booleans and none print as template text
+// even when they came from input: their renderings cannot spell a special token.
+Text to_text(const Value& v);
+// Whether any string in v (keys included) came from input data.
+bool has_input(const Value& v);
 
 struct JsonFormat {
   int indent = -1;  // < 0: single line
@@ -137,9 +178,10 @@ bool values_equal(const Value& a, const Value& b);
 // <0, 0, >0; an error for types Python cannot order (e.g. str vs int).
 Result<int> values_compare(const Value& a, const Value& b);
 
-// Conversion from JSON input (messages, tools, extra variables). Nesting deeper than
-// `max_depth` is refused.
-Result<Value> from_json(const nlohmann::json& j, int max_depth);
-Result<Value> from_json(const nlohmann::ordered_json& j, int max_depth);
+// Conversion from JSON (messages, tools, extra variables). Nesting deeper than `max_depth` is
+// refused. `as_input`: its strings and keys count as input data (see Text); false only for
+// values the caller vouches for (bos_token, eos_token).
+Result<Value> from_json(const nlohmann::json& j, int max_depth, bool as_input = true);
+Result<Value> from_json(const nlohmann::ordered_json& j, int max_depth, bool as_input = true);
 
 }  // namespace hz::jinja

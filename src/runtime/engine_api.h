@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "base/text_range.h"
 
 namespace hz {
 
@@ -155,6 +157,12 @@ class Engine {
   virtual void cancel(uint64_t request_id) = 0;
 
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
+  // A chat prompt: control tokens are parsed only outside `plain` (see Tokenizer::encode_mixed).
+  // This default, for engines without such a tokenizer, parses none where any text is plain.
+  virtual std::vector<int32_t> tokenize_mixed(std::string_view text, std::span<const TextRange> plain,
+                                              bool add_special) const {
+    return tokenize(text, add_special, /*parse_special=*/plain.empty());
+  }
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
   virtual const ModelInfo& model_info() const = 0;
   virtual EngineStats stats() const = 0;

@@ -361,6 +361,11 @@ std::vector<int32_t> LocalEngine::tokenize(std::string_view text, bool add_speci
   return tokenizer_->encode(text, add_special, parse_special);
 }
 
+std::vector<int32_t> LocalEngine::tokenize_mixed(std::string_view text, std::span<const TextRange> plain,
+                                                bool add_special) const {
+  return tokenizer_->encode_mixed(text, plain, add_special);
+}
+
 std::string LocalEngine::detokenize(const std::vector<int32_t>& ids) const { return tokenizer_->decode(ids); }
 
 EngineStats LocalEngine::stats() const {

@@ -33,6 +33,8 @@ class LocalEngine : public Engine {
   Result<uint64_t> submit(GenerationRequest request) override;
   void cancel(uint64_t request_id) override;
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
+  std::vector<int32_t> tokenize_mixed(std::string_view text, std::span<const TextRange> plain,
+                                      bool add_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   const ModelInfo& model_info() const override { return info_; }
   EngineStats stats() const override;

@@ -136,7 +136,9 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   if (kind == ApiKind::kChat) {
     auto chat = render_chat_prompt(info, r.messages);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
-    plan.prompt = engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true);
+    plan.prompt = options_.allow_special_in_content
+                      ? engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true)
+                      : engine_.tokenize_mixed(chat->text, chat->input, chat->add_special);
   } else if (r.prompt_is_tokens) {
     for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
       if (info.vocab_size > 0 && r.prompt_tokens[i] >= info.vocab_size) {

@@ -25,6 +25,9 @@ struct ServerOptions {
   std::chrono::milliseconds ready_stall{10'000};
 
   bool normalize_newlines = false;  // CRLF -> LF in prompts and message contents
+  // Chat message contents are tokenized as plain text (a "<|im_end|>" there cannot end a turn);
+  // true parses special tokens in them too, as the template's own text.
+  bool allow_special_in_content = false;
   bool access_log = true;
 };
 

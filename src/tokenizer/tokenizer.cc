@@ -76,16 +76,38 @@ void Tokenizer::encode_fragment(std::string_view text, bool after_special, std::
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_impl(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_mixed(std::string_view text, std::span<const TextRange> plain,
+                                             bool add_special) const {
+  return encode_impl(text, add_special, /*parse_special=*/true, plain);
+}
+
+std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_special, bool parse_special,
+                                            std::span<const TextRange> plain) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && vocab_.add_bos()) out.push_back(vocab_.bos_id());
 
   bool after_special = true;  // the text start counts as a boundary (SentencePiece space prefix)
   size_t fragment_start = 0;
+  size_t plain_idx = 0;  // the first plain range that ends after pos
   if (!specials_.empty()) {
     for (size_t pos = 0; pos < text.size();) {
-      if (specials_.may_start(static_cast<uint8_t>(text[pos]), parse_special)) {
-        SpecialTokenMatcher::Match m = specials_.longest_at(text, pos, parse_special);
+      while (plain_idx < plain.size() && plain[plain_idx].end <= pos) ++plain_idx;
+      const bool in_plain = plain_idx < plain.size() && plain[plain_idx].begin <= pos;
+      const bool parse_here = parse_special && !in_plain;
+      if (specials_.may_start(static_cast<uint8_t>(text[pos]), parse_here)) {
+        SpecialTokenMatcher::Match m;
+        if (parse_here && plain_idx < plain.size()) {
+          // A control token must end before the next plain range; user-defined ones may run on.
+          m = specials_.longest_at(text.substr(0, plain[plain_idx].begin), pos, /*parse_special=*/true);
+          SpecialTokenMatcher::Match user = specials_.longest_at(text, pos, /*parse_special=*/false);
+          if (user.len > m.len) m = user;
+        } else {
+          m = specials_.longest_at(text, pos, parse_here);
+        }
         if (m.len > 0) {
           if (pos > fragment_start) {
             encode_fragment(text.substr(fragment_start, pos - fragment_start), after_special, out);

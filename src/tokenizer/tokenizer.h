@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "base/text_range.h"
 #include "format/gguf.h"
 #include "tokenizer/special_token_matcher.h"
 #include "tokenizer/streaming_detokenizer.h"  // part of the tokenizer API
@@ -37,6 +39,13 @@ class Tokenizer {
   // tokens written in the text (e.g. "<s>") become their ids; user-defined tokens always do.
   // Any byte sequence is accepted; invalid UTF-8 is tokenized as bytes.
   std::vector<int32_t> encode(std::string_view text, bool add_special = true, bool parse_special = false) const;
+  // Text that mixes trusted parts with plain ones (a chat prompt: the template's text and the
+  // users' messages). Like encode(text, add_special, parse_special = true), except that a control
+  // token is matched only where all its bytes lie outside `plain` (sorted, disjoint byte ranges);
+  // inside them the text is encoded as with parse_special = false. Fragments between matched
+  // special tokens are still encoded whole, across the plain/trusted boundaries, so the ids equal
+  // encode()'s wherever no control token is written inside a plain range.
+  std::vector<int32_t> encode_mixed(std::string_view text, std::span<const TextRange> plain, bool add_special = true) const;
 
   // The concatenated pieces. Like llama.cpp's detokenize: with the SentencePiece space prefix, the
   // first token loses one leading space; remove_special drops a leading BOS / trailing EOS (and
@@ -66,6 +75,9 @@ class Tokenizer {
   // Encodes text that holds no special tokens. `after_special`: nothing or a special token
   // precedes it (SentencePiece then prefixes a space).
   void encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
+  // encode() and encode_mixed(): specials parsed per parse_special outside `plain`, never inside.
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_special, bool parse_special,
+                                   std::span<const TextRange> plain) const;
 
   Vocab vocab_;
   SpecialTokenMatcher specials_;

@@ -125,6 +125,25 @@ class FakeEngine : public Engine {
     for (unsigned char c : text) out.push_back(kByteBase + c);
     return out;
   }
+  // Bytes as tokenize(); records the plain parts (what a chat prompt took from the request).
+  std::vector<int32_t> tokenize_mixed(std::string_view text, std::span<const TextRange> plain,
+                                      bool add_special) const override {
+    {
+      std::lock_guard<std::mutex> lock(plain_mu_);
+      plain_parts_.clear();
+      for (const TextRange& r : plain) plain_parts_.emplace_back(text.substr(r.begin, r.end - r.begin));
+      ++mixed_calls_;
+    }
+    return tokenize(text, add_special, false);
+  }
+  std::vector<std::string> last_plain_parts() const {
+    std::lock_guard<std::mutex> lock(plain_mu_);
+    return plain_parts_;
+  }
+  int mixed_calls() const {
+    std::lock_guard<std::mutex> lock(plain_mu_);
+    return mixed_calls_;
+  }
   std::string detokenize(const std::vector<int32_t>& ids) const override {
     std::string out;
     for (int32_t t : ids) {
@@ -282,6 +301,9 @@ class FakeEngine : public Engine {
 
   Options opts_;
   ModelInfo info_;
+  mutable std::mutex plain_mu_;
+  mutable std::vector<std::string> plain_parts_;
+  mutable int mixed_calls_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<Seq> waiting_, running_;
