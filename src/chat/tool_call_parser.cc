@@ -1,0 +1,120 @@
+#include "chat/tool_call_parser.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+
+namespace hz {
+namespace {
+
+using json = nlohmann::json;
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// {"name": "...", "<args_key>": {...}} -> a call; arguments given as a JSON string are accepted
+// when they hold an object (some fine-tunes emit them so).
+std::optional<ToolCall> call_from_json(const json& j, const char* args_key) {
+  if (!j.is_object()) return std::nullopt;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) return std::nullopt;
+  json args = json::object();
+  auto a = j.find(args_key);
+  if (a != j.end()) {
+    args = *a;
+    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (!args.is_object()) return std::nullopt;
+  }
+  return ToolCall{name->get<std::string>(), args.dump()};
+}
+
+std::optional<json> parse_json(std::string_view s) {
+  json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+ParsedReply as_content(std::string_view reply) { return ParsedReply{std::string(reply), {}}; }
+
+ParsedReply parse_hermes(std::string_view reply) {
+  static constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+  ParsedReply out;
+  std::string content;
+  size_t pos = 0;
+  for (;;) {
+    size_t open = reply.find(kOpen, pos);
+    if (open == std::string_view::npos) break;
+    size_t close = reply.find(kClose, open + kOpen.size());
+    if (close == std::string_view::npos) return as_content(reply);  // cut off inside a call
+    content.append(reply.substr(pos, open - pos));
+    auto j = parse_json(trim(reply.substr(open + kOpen.size(), close - open - kOpen.size())));
+    std::optional<ToolCall> call = j ? call_from_json(*j, "arguments") : std::nullopt;
+    if (!call) return as_content(reply);
+    out.tool_calls.push_back(std::move(*call));
+    pos = close + kClose.size();
+  }
+  if (out.tool_calls.empty()) return as_content(reply);
+  content.append(reply.substr(pos));
+  out.content = std::string(trim(content));
+  return out;
+}
+
+ParsedReply parse_mistral(std::string_view reply) {
+  static constexpr std::string_view kMarker = "[TOOL_CALLS]";
+  size_t at = reply.find(kMarker);
+  if (at == std::string_view::npos) return as_content(reply);
+  auto j = parse_json(trim(reply.substr(at + kMarker.size())));
+  if (!j || !j->is_array() || j->empty()) return as_content(reply);
+  ParsedReply out;
+  for (const json& c : *j) {
+    std::optional<ToolCall> call = call_from_json(c, "arguments");
+    if (!call) return as_content(reply);
+    out.tool_calls.push_back(std::move(*call));
+  }
+  out.content = std::string(trim(reply.substr(0, at)));
+  return out;
+}
+
+ParsedReply parse_llama3(std::string_view reply) {
+  static constexpr std::string_view kPythonTag = "<|python_tag|>";
+  std::string_view body = trim(reply);
+  if (body.substr(0, kPythonTag.size()) == kPythonTag) body = trim(body.substr(kPythonTag.size()));
+  if (body.empty() || body.front() != '{') return as_content(reply);
+  auto j = parse_json(body);
+  // Llama 3.1 is taught "parameters"; some fine-tunes write OpenAI's "arguments".
+  const char* args_key = j && j->is_object() && !j->contains("parameters") ? "arguments" : "parameters";
+  std::optional<ToolCall> call = j ? call_from_json(*j, args_key) : std::nullopt;
+  if (!call) return as_content(reply);
+  ParsedReply out;
+  out.tool_calls.push_back(std::move(*call));
+  return out;
+}
+
+}  // namespace
+
+ToolCallFormat detect_tool_call_format(std::string_view chat_template) {
+  if (chat_template.find("<tool_call>") != std::string_view::npos) return ToolCallFormat::kHermes;
+  if (chat_template.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallFormat::kMistral;
+  // Llama 3.1/3.2 ask for {"name": function name, "parameters": dictionary of argument name ...}.
+  if (chat_template.find("<|start_header_id|>") != std::string_view::npos &&
+      chat_template.find("\"parameters\"") != std::string_view::npos)
+    return ToolCallFormat::kLlama3;
+  return ToolCallFormat::kNone;
+}
+
+ParsedReply parse_tool_calls(std::string_view reply, ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes: return parse_hermes(reply);
+    case ToolCallFormat::kMistral: return parse_mistral(reply);
+    case ToolCallFormat::kLlama3: return parse_llama3(reply);
+    case ToolCallFormat::kNone: break;
+  }
+  return as_content(reply);
+}
+
+}  // namespace hz

@@ -1,0 +1,104 @@
+// Tool calls parsed back from generated text in the formats published templates teach.
+#include "chat/tool_call_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "support/test_support.h"
+
+namespace hz {
+namespace {
+
+std::string read_fixture(const std::string& name) {
+  std::ifstream in(std::string(HORIZON_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ToolCallParserTest, DetectsTheFormatOfPublishedTemplates) {
+  EXPECT_EQ(detect_tool_call_format(read_fixture("Qwen-Qwen2.5-7B-Instruct.jinja")), ToolCallFormat::kHermes);
+  EXPECT_EQ(detect_tool_call_format(read_fixture("Qwen-Qwen3-0.6B.jinja")), ToolCallFormat::kHermes);
+  EXPECT_EQ(detect_tool_call_format(read_fixture("mistralai-Mistral-Nemo-Instruct-2407.jinja")), ToolCallFormat::kMistral);
+  EXPECT_EQ(detect_tool_call_format(read_fixture("meta-llama-Llama-3.1-8B-Instruct.jinja")), ToolCallFormat::kLlama3);
+  EXPECT_EQ(detect_tool_call_format(read_fixture("meta-llama-Meta-Llama-3-8B-Instruct.jinja")), ToolCallFormat::kNone);
+  EXPECT_EQ(detect_tool_call_format(read_fixture("google-gemma-2-2b-it.jinja")), ToolCallFormat::kNone);
+  EXPECT_EQ(detect_tool_call_format(""), ToolCallFormat::kNone);
+}
+
+TEST(ToolCallParserTest, HermesCallsWithTextAround) {
+  ParsedReply r = parse_tool_calls(
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+      ToolCallFormat::kHermes);
+  EXPECT_EQ(r.content, "Let me check.");
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"city":"Paris","days":2})");
+  EXPECT_EQ(r.tool_calls[1].name, "get_time");
+  EXPECT_EQ(r.tool_calls[1].arguments, "{}");
+  // Arguments sent as a JSON string holding an object are accepted; no arguments means {}.
+  r = parse_tool_calls(R"(<tool_call>{"name": "f", "arguments": "{\"x\": 1}"}</tool_call>)", ToolCallFormat::kHermes);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"x":1})");
+  EXPECT_EQ(r.content, "");
+  r = parse_tool_calls(R"(<tool_call>{"name": "f"}</tool_call>)", ToolCallFormat::kHermes);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{}");
+}
+
+TEST(ToolCallParserTest, BrokenCallsStayContent) {
+  for (const char* reply : {
+           "plain answer",
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1",          // cut off by max_tokens
+           "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": }</tool_call>",  // broken JSON
+           "<tool_call>{\"arguments\": {}}</tool_call>",                         // no name
+           "<tool_call>{\"name\": \"\"}</tool_call>",                            // empty name
+           "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>",       // arguments not an object
+           "<tool_call>{\"name\": \"f\"}</tool_call><tool_call>oops</tool_call>",  // one bad call of two
+       }) {
+    SCOPED_TRACE(reply);
+    ParsedReply r = parse_tool_calls(reply, ToolCallFormat::kHermes);
+    EXPECT_EQ(r.content, reply);
+    EXPECT_TRUE(r.tool_calls.empty());
+  }
+  ParsedReply r = parse_tool_calls("<tool_call>{\"name\": \"f\"}</tool_call>", ToolCallFormat::kNone);
+  EXPECT_TRUE(r.tool_calls.empty());
+}
+
+TEST(ToolCallParserTest, MistralList) {
+  ParsedReply r = parse_tool_calls(
+      R"(Sure. [TOOL_CALLS] [{"name": "a", "arguments": {"q": "x"}}, {"name": "b", "arguments": {}}])",
+      ToolCallFormat::kMistral);
+  EXPECT_EQ(r.content, "Sure.");
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].name, "a");
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"q":"x"})");
+  EXPECT_EQ(r.tool_calls[1].name, "b");
+  EXPECT_TRUE(parse_tool_calls("[TOOL_CALLS] []", ToolCallFormat::kMistral).tool_calls.empty());
+  EXPECT_TRUE(parse_tool_calls("[TOOL_CALLS] [{\"name\": ", ToolCallFormat::kMistral).tool_calls.empty());
+  EXPECT_TRUE(parse_tool_calls("no calls", ToolCallFormat::kMistral).tool_calls.empty());
+}
+
+TEST(ToolCallParserTest, Llama3JsonReply) {
+  ParsedReply r = parse_tool_calls(R"( {"name": "get_weather", "parameters": {"city": "Oslo"}} )", ToolCallFormat::kLlama3);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(r.content, "");
+  r = parse_tool_calls(R"(<|python_tag|>{"name": "f", "arguments": {"a": true}})", ToolCallFormat::kLlama3);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"a":true})");
+  // Prose, or JSON that is not a call, is content.
+  for (const char* reply : {"The weather is fine.", R"({"city": "Oslo"})", R"({"name": "f", "parameters": 3})"}) {
+    r = parse_tool_calls(reply, ToolCallFormat::kLlama3);
+    EXPECT_TRUE(r.tool_calls.empty()) << reply;
+    EXPECT_EQ(r.content, reply);
+  }
+}
+
+}  // namespace
+}  // namespace hz
