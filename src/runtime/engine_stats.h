@@ -66,7 +66,7 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier };
   F(kv_disk_demotions, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_demotions_total", "", "",                   \
     "KV blocks demoted from RAM to disk on eviction.")                                                             \
   F(kv_disk_writes, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_writes_total", "", "",                         \
-    "Disk tier records written (on eviction, behind when idle, at shutdown).")                                     \
+    "Disk tier records written.")                                     \
   F(kv_disk_evictions, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_evictions_total", "", "",                   \
     "Disk tier records dropped for room.")                                                                         \
   F(kv_disk_checksum_failures, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_checksum_failures_total", "", "",   \
