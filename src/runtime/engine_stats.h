@@ -59,6 +59,12 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier };
   V(kGauge, kAlways, "horizon_kv_tier_blocks", "tier", "ram", "KV blocks held per tier.",                          \
     s.kv_blocks_used + s.kv_blocks_cached)                                                                         \
   F(kv_disk_blocks, uint64_t, kGauge, kDiskTier, "horizon_kv_tier_blocks", "tier", "disk", "")                     \
+  V(kGauge, kAlways, "horizon_kv_blocks", "tier", "ram", "KV blocks by tier: ram = referenced by running sequences, "   \
+    "prefix = unreferenced and kept for reuse, disk = prefix store records, far = running sequences' far blocks.",    \
+    s.kv_blocks_used)                                                                                              \
+  V(kGauge, kAlways, "horizon_kv_blocks", "tier", "prefix", "", s.kv_blocks_cached)                                  \
+  V(kGauge, kDiskTier, "horizon_kv_blocks", "tier", "disk", "", s.kv_disk_blocks)                                    \
+  V(kGauge, kFarTier, "horizon_kv_blocks", "tier", "far", "", s.kv_far_blocks)                                       \
   F(kv_disk_hits, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_hits_total", "", "",                             \
     "Disk tier records read and verified.")                                                                        \
   F(kv_disk_promotions, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_promotions_total", "", "",                 \

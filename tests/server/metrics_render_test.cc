@@ -52,6 +52,16 @@ TEST(EngineStatsTest, TierSectionsOnlyWhileEnabled) {
   EXPECT_EQ(on.find("horizon_kv_tier_blocks")->series.size(), 2u);
 }
 
+TEST(EngineStatsTest, KvBlocksByTier) {
+  std::string text = ServerMetrics().render(disk_and_far_stats());
+  for (const char* line : {"horizon_kv_blocks{tier=\"ram\"} 3\n", "horizon_kv_blocks{tier=\"prefix\"} 5\n",
+                           "horizon_kv_blocks{tier=\"disk\"} 11\n", "horizon_kv_blocks{tier=\"far\"} 13\n",
+                           "horizon_kv_tier_blocks{tier=\"ram\"} 8\n", "horizon_kv_disk_read_seconds_total 0.5\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  EXPECT_EQ(ServerMetrics().render(EngineStats()).find("tier=\"far\""), std::string::npos);
+}
+
 TEST(MetricsJsonTest, TwinHasTheSameFamiliesAndValues) {
   ServerMetrics m;
   m.on_http_status(200);
@@ -74,10 +84,10 @@ TEST(MetricsJsonTest, TwinHasTheSameFamiliesAndValues) {
   EXPECT_EQ(metrics["horizon_generation_tokens_total"]["series"][0]["value"], 3);
   EXPECT_TRUE(metrics["horizon_generation_tokens_total"]["series"][0]["value"].is_number_integer());
   EXPECT_DOUBLE_EQ(metrics["horizon_prefix_cache_hit_rate"]["series"][0]["value"].get<double>(), 0.25);
-  const json& tiers = metrics["horizon_kv_tier_blocks"]["series"];
-  ASSERT_EQ(tiers.size(), 2u);
-  EXPECT_EQ(tiers[1]["labels"]["tier"], "disk");
-  EXPECT_EQ(tiers[1]["value"], 11);
+  const json& tiers = metrics["horizon_kv_blocks"]["series"];
+  ASSERT_EQ(tiers.size(), 4u);
+  EXPECT_EQ(tiers[3]["labels"]["tier"], "far");
+  EXPECT_EQ(tiers[3]["value"], 13);
   const json& status = metrics["horizon_http_requests_total"]["series"];
   ASSERT_EQ(status.size(), 2u);
   EXPECT_EQ(status[1]["labels"]["status"], "404");
