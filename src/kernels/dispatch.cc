@@ -1,6 +1,7 @@
-// The hz::kernels entry points: pick the implementation once (CPU detection, HORIZON_ISA, force_isa;
-// HORIZON_VNNI, force_vnni for the VNNI matmuls) and forward each call to it. Also the
-// ISA-independent helpers (activation types and sizes).
+// The hz::kernels entry points: one table of function pointers per ISA, made from kernel_list.inc;
+// the active table is picked once (CPU detection, HORIZON_ISA, force_isa; HORIZON_VNNI, force_vnni
+// for the VNNI matmuls) and every entry point calls through it. Also the ISA-independent helpers
+// (activation types and sizes).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "base/check.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/vnni_kernels.h"
+#include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/vnni_dispatch.h"
@@ -32,8 +34,6 @@ std::atomic<Isa>& isa_state() {
   return isa;
 }
 
-inline bool use_avx2() { return isa_state().load(std::memory_order_relaxed) == Isa::kAvx2; }
-
 // libgcc's checks include the OS's XCR0 (AVX-512 register state enabled), not only CPUID.
 bool cpu_has_vnni() {
   static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -52,10 +52,63 @@ std::atomic<bool>& vnni_state() {
   return on;
 }
 
+// ---- the tables ----
+#define HZ_KERNEL(variants, ret, name, params, args) .name = &ref::name,
+constexpr KernelTable kScalarTable = {
+#include "kernels/kernel_list.inc"
+};
+#undef HZ_KERNEL
+
+// A kernel marked `scalar` in the list resolves to ref:: here (see avx2/avx2_kernels.h).
+#define HZ_KERNEL(variants, ret, name, params, args) .name = &avx2::name,
+constexpr KernelTable kAvx2Table = {
+#include "kernels/kernel_list.inc"
+};
+#undef HZ_KERNEL
+
+// AVX2 with the AVX-512 VNNI Q4_0/Q8_0 matmuls (bit-identical, so still Isa::kAvx2).
+void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                 const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  if (wtype == DType::kQ4_0) {
+    return vnni::matmul_q4_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  if (wtype == DType::kQ8_0) {
+    return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+}
+
+constexpr KernelTable avx2_vnni_table() {
+  KernelTable t = kAvx2Table;
+  t.matmul = &matmul_vnni;
+  t.matmul_packed = &vnni::matmul_packed;
+  return t;
+}
+constexpr KernelTable kAvx2VnniTable = avx2_vnni_table();
+
 // The VNNI matmuls run only under the AVX2 ISA (a forced scalar ISA wins).
-inline bool use_vnni() { return use_avx2() && vnni_state().load(std::memory_order_relaxed); }
+const KernelTable* table_for(Isa isa, bool vnni) {
+  if (isa == Isa::kScalar) return &kScalarTable;
+  return vnni ? &kAvx2VnniTable : &kAvx2Table;
+}
+
+std::atomic<const KernelTable*>& table_state() {
+  static std::atomic<const KernelTable*> table{
+      table_for(isa_state().load(std::memory_order_relaxed), vnni_state().load(std::memory_order_relaxed))};
+  return table;
+}
+
+void update_table() {
+  table_state().store(
+      table_for(isa_state().load(std::memory_order_relaxed), vnni_state().load(std::memory_order_relaxed)),
+      std::memory_order_relaxed);
+}
+
+inline const KernelTable& active_table() { return *table_state().load(std::memory_order_relaxed); }
 
 }  // namespace
+
+const KernelTable& kernel_table(Isa isa) { return isa == Isa::kAvx2 ? kAvx2Table : kScalarTable; }
 
 Isa active_isa() { return isa_state().load(std::memory_order_relaxed); }
 
@@ -64,6 +117,7 @@ bool isa_supported(Isa isa) { return isa == Isa::kScalar || cpu_has_avx2(); }
 void force_isa(Isa isa) {
   HZ_CHECK_MSG(isa_supported(isa), "force_isa: this CPU lacks the ISA");
   isa_state().store(isa, std::memory_order_relaxed);
+  update_table();
 }
 
 bool vnni_supported() { return cpu_has_vnni(); }
@@ -73,6 +127,7 @@ bool vnni_enabled() { return vnni_state().load(std::memory_order_relaxed); }
 void force_vnni(bool on) {
   HZ_CHECK_MSG(!on || cpu_has_vnni(), "force_vnni: this CPU lacks avx512f/bw/vl/vnni");
   vnni_state().store(on, std::memory_order_relaxed);
+  update_table();
 }
 
 const char* isa_name(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "scalar"; }
@@ -136,56 +191,10 @@ void quantize_activation_row(DType wtype, const float* x, void* y, int64_t n) {
   }
 }
 
-// ---- forwarding ----
-#define HZ_DISPATCH(name, ...)                                  \
-  do {                                                          \
-    if (use_avx2()) return ::hz::kernels::avx2::name(__VA_ARGS__); \
-    return ::hz::kernels::ref::name(__VA_ARGS__);               \
-  } while (0)
-
-uint64_t checksum64(const void* p, size_t n, uint64_t seed) { HZ_DISPATCH(checksum64, p, n, seed); }
-void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) { HZ_DISPATCH(f16_to_f32_row, x, y, n); }
-void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) { HZ_DISPATCH(f32_to_f16_row, x, y, n); }
-void bf16_to_f32_row(const uint16_t* x, float* y, int64_t n) { HZ_DISPATCH(bf16_to_f32_row, x, y, n); }
-void f32_to_bf16_row(const float* x, uint16_t* y, int64_t n) { HZ_DISPATCH(f32_to_bf16_row, x, y, n); }
-void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) { HZ_DISPATCH(quantize_row_q8_0, x, y, n); }
-void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n) { HZ_DISPATCH(quantize_row_q4_0, x, y, n); }
-void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) { HZ_DISPATCH(quantize_row_q8_k, x, y, n); }
-void dequantize_row(DType type, const void* x, float* y, int64_t n) { HZ_DISPATCH(dequantize_row, type, x, y, n); }
-
-void vec_dot(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out) {
-  HZ_DISPATCH(vec_dot, wtype, n, w_row, x_row, out);
-}
-
-void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
-            const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  if (use_vnni()) {
-    if (wtype == DType::kQ4_0) {
-      return vnni::matmul_q4_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-    }
-    if (wtype == DType::kQ8_0) {
-      return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-    }
-  }
-  HZ_DISPATCH(matmul, wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-}
-
-void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
-                   int64_t num_tokens, float* y, int64_t y_stride) {
-  if (use_vnni()) return vnni::matmul_packed(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
-  HZ_DISPATCH(matmul_packed, wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
-}
-
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) { HZ_DISPATCH(rms_norm, x, w, y, n, eps); }
-void swiglu(float* gate, const float* up, int64_t n) { HZ_DISPATCH(swiglu, gate, up, n); }
-void add(float* y, const float* x, int64_t n) { HZ_DISPATCH(add, y, x, n); }
-void axpy(float* y, float a, const float* x, int64_t n) { HZ_DISPATCH(axpy, y, a, x, n); }
-void scale(float* x, float a, int64_t n) { HZ_DISPATCH(scale, x, a, n); }
-void softmax(float* x, int64_t n) { HZ_DISPATCH(softmax, x, n); }
-float dot_f32(const float* a, const float* b, int64_t n) { HZ_DISPATCH(dot_f32, a, b, n); }
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) { HZ_DISPATCH(dot_f32_f16, a, b, n); }
-void axpy_f16(float* y, float a, const uint16_t* x, int64_t n) { HZ_DISPATCH(axpy_f16, y, a, x, n); }
-
-#undef HZ_DISPATCH
+// ---- the entry points: one forwarder per row of kernel_list.inc ----
+#define HZ_KERNEL(variants, ret, name, params, args) \
+  ret name params { return active_table().name args; }
+#include "kernels/kernel_list.inc"
+#undef HZ_KERNEL
 
 }  // namespace hz::kernels

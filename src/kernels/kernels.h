@@ -1,5 +1,6 @@
 // Kernel entry points: raw pointers in, raw pointers out, no model knowledge.
-// Each function dispatches at run time to the best implementation for this CPU (AVX2/FMA when
+// Each kernel is declared once, in kernel_list.inc; its entry point here dispatches at run time,
+// through a per-ISA table (dispatch.cc), to the best implementation for this CPU (AVX2/FMA when
 // present, else the scalar reference in ref/). Every SIMD variant has a scalar reference with the
 // same signature in namespace hz::kernels::ref, and tests compare the two.
 //
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kv_codec.h"
 #include "tensor/dtype.h"
 
 namespace hz::kernels {
@@ -25,29 +27,12 @@ const char* isa_name(Isa isa);
 // CPU features relevant to the kernels, e.g. "avx2 fma f16c" (for doctor and bench reports).
 const char* cpu_features();
 
-// ---- checksums ----
-// XXH3-64 of n bytes with `seed` (the same value everywhere: the AVX2 variant vectorizes the same
-// function). For checking KV blocks read back from disk.
-uint64_t checksum64(const void* p, size_t n, uint64_t seed);
+// The dispatched kernels (one row each, with their contracts): see kernel_list.inc.
+#define HZ_KERNEL(variants, ret, name, params, args) ret name params;
+#include "kernels/kernel_list.inc"
+#undef HZ_KERNEL
 
-// ---- element conversions ----
-void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
-void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
-void bf16_to_f32_row(const uint16_t* x, float* y, int64_t n);
-void f32_to_bf16_row(const float* x, uint16_t* y, int64_t n);
-
-// ---- quantization (bit-compatible with GGUF files written by llama.cpp) ----
-// Q8_0 reference recipe: per block of 32, d = max|x| / 127 (f32), id = d ? 1/d : 0,
-// q = round-half-away-from-zero(x * id), d stored as f16. n must be a multiple of 32.
-void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
-// Q4_0: per block of 32, the value of largest magnitude `max` (with sign), d = max / -8,
-// id = d ? 1/d : 0, q = min(15, (int8)(x * id + 8.5)), d stored as f16.
-void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n);
-void dequantize_row(DType type, const void* x, float* y, int64_t n);  // any supported weight type
-// Q8_K activations for k-quant dot products (n multiple of 256).
-void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
-
-// ---- matrix multiplication: y = x W^T ----
+// ---- matrix multiplication: y = x W^T (matmul and vec_dot are in kernel_list.inc) ----
 // Weights: `num_rows` rows of `n` elements of type `wtype`, row r at w + r * w_row_bytes.
 // Activations: `num_tokens` rows in the activation type for wtype (see activation_type), row t at
 // x + t * x_row_bytes. Output: y[t * y_stride + r] for r in [row_begin, row_end).
@@ -56,9 +41,6 @@ DType activation_type(DType wtype);  // kF32 for F32/F16/BF16, kQ8_0 for Q8_0/Q4
 // Converts one f32 activation row to activation_type(wtype) (a copy for kF32).
 void quantize_activation_row(DType wtype, const float* x, void* y, int64_t n);
 uint64_t activation_row_bytes(DType wtype, int64_t n);
-void vec_dot(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out);
-void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
-            const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 
 // ---- packed weights (Q4_0, Q8_0): groups of 8 rows, block-interleaved, made once at load ----
 // Group g holds rows 8g..8g+7 (rows past the end repeat the last row). Per block b it stores the 8
@@ -80,28 +62,5 @@ uint64_t packed_activation_bytes(int64_t n, int64_t num_tokens);
 void pack_activations(int64_t n, const BlockQ8_0* x, uint64_t x_row_bytes, int64_t num_tokens, void* out);
 // Block t of packed activations back as a Q8_0 row (the scalar path and tests).
 void unpack_activation_row(int64_t n, const void* packed, int64_t t, BlockQ8_0* row);
-// matmul over packed weights and packed activations, bit-identical to matmul over the original rows.
-// row_begin must be a multiple of 8; row_end at most the matrix's row count.
-void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
-                   int64_t num_tokens, float* y, int64_t y_stride);
-
-// ---- elementwise and reductions over one row ----
-// y = x / sqrt(mean(x^2) + eps) * w  (w may be null: no scaling). Fixed summation order.
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
-// gate = silu(gate) * up, in place on gate.
-void swiglu(float* gate, const float* up, int64_t n);
-// y += x
-void add(float* y, const float* x, int64_t n);
-// y += a * x
-void axpy(float* y, float a, const float* x, int64_t n);
-// x *= a
-void scale(float* x, float a, int64_t n);
-// In-place softmax; returns nothing. -inf entries get probability 0.
-void softmax(float* x, int64_t n);
-float dot_f32(const float* a, const float* b, int64_t n);
-// dot of an f32 vector with an f16 vector (attention scores over f16 keys)
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
-// y += a * x where x is f16 (attention value accumulation over f16 values)
-void axpy_f16(float* y, float a, const uint16_t* x, int64_t n);
 
 }  // namespace hz::kernels

@@ -1,6 +1,7 @@
-// KV-cache element codecs: encode head rows of a KV block into a compact type and decode a tile of
-// them back to f32 inside attention. Scalar reference in ref/kv_codec.cc, AVX2 in avx2/kv_codec.cc;
-// decoding is bit-identical between the two (tests compare them). Layouts match planner/kv_layout.h.
+// KV-cache element codecs: the codec types and their row layouts (match planner/kv_layout.h). The
+// kernels that encode head rows of a KV block and decode a tile of them back to f32 inside attention
+// are in kernel_list.inc: scalar reference in ref/kv_codec.cc, AVX2 in avx2/kv_codec.cc; decoding is
+// bit-identical between the two (tests compare them).
 #pragma once
 
 #include <cstdint>
@@ -18,26 +19,10 @@ int64_t kv_row_elem_bytes(KvCodec c, int64_t head_dim);
 // Bytes of one head row's scales (int8/int4: groups f16 values; others 0; fp8 keeps its scale per head of a block).
 int64_t kv_row_scale_bytes(KvCodec c, int64_t head_dim);
 
-// Encodes `rows` head rows x[rows][head_dim]: elements to `elems` (row stride kv_row_elem_bytes),
-// scales to `scales`: int8/int4 one f16 per group per row ([rows][groups]); fp8 one f32 for all the
-// rows (the caller passes a whole head of a block: scale = max|x| / 448, E4M3 round-to-nearest-even,
-// saturating); others none. Deterministic: the same input always gives the same bytes.
-void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t head_dim, uint8_t* elems, uint8_t* scales);
-// Decodes `rows` head rows to y[rows][head_dim]. `scales` as written by encode_kv_rows, pointing at
-// the first row's scales (fp8: the head's f32 scale).
-void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim, float* y);
+// The codec kernels (encode_kv_rows, decode_kv_rows) are declared in kernel_list.inc (kernels.h).
 
 // E4M3 (OCP FP8, bias 7, no infinities, max 448) scalar conversions.
 uint8_t f32_to_e4m3(float x);
 float e4m3_to_f32(uint8_t v);
-
-namespace ref {
-void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t head_dim, uint8_t* elems, uint8_t* scales);
-void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim, float* y);
-}  // namespace ref
-namespace avx2 {
-void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t head_dim, uint8_t* elems, uint8_t* scales);
-void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim, float* y);
-}  // namespace avx2
 
 }  // namespace hz::kernels

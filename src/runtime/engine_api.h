@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "base/text_range.h"
+#include "runtime/engine_stats.h"
 
 namespace hz {
 
@@ -87,61 +88,6 @@ struct ModelInfo {
   std::string bos_token;       // token texts, for chat templates
   std::string eos_token;
   int64_t created_unix = 0;
-};
-
-// A snapshot for /metrics and /ready.
-struct EngineStats {
-  int32_t running = 0;           // sequences in the running batch
-  int32_t waiting = 0;           // admitted, not yet running
-  int32_t max_queue = 0;         // waiting-queue capacity
-  uint64_t prompt_tokens_total = 0;
-  uint64_t generation_tokens_total = 0;
-  uint64_t requests_finished_total = 0;
-  uint64_t queue_rejections_total = 0;
-  uint64_t preemptions_total = 0;
-  uint64_t steps_total = 0;
-  int32_t max_seqs_in_step = 0;  // largest number of sequences decoded together in one step so far
-  int64_t kv_blocks_total = 0;
-  int64_t kv_blocks_used = 0;    // referenced by a running sequence
-  int64_t kv_blocks_cached = 0;  // unreferenced, kept for prefix reuse
-  int64_t kv_blocks_free = 0;
-  uint64_t prefix_cache_queries = 0;  // prompt blocks looked up
-  uint64_t prefix_cache_hits = 0;     // of which found
-  uint64_t prefix_cache_evictions = 0;  // cached blocks reused for other data
-  // KV tiers. RAM: the arena's blocks in use or cached. Disk: see kv/disk_tier.h.
-  uint64_t kv_ram_bytes_total = 0;
-  uint64_t kv_ram_bytes_used = 0;      // referenced + cached blocks
-  bool kv_disk_enabled = false;
-  bool kv_disk_degraded = false;       // an I/O error turned the disk tier off (RAM only)
-  uint64_t kv_disk_blocks = 0;
-  uint64_t kv_disk_bytes_used = 0;
-  uint64_t kv_disk_bytes_total = 0;    // budget
-  uint64_t kv_disk_hits = 0;           // records read and verified
-  uint64_t kv_disk_promotions = 0;     // blocks brought back into RAM
-  uint64_t kv_disk_demotions = 0;      // blocks evicted from RAM that are kept on disk
-  uint64_t kv_disk_writes = 0;         // records written (on eviction, behind when idle, at shutdown)
-  uint64_t kv_disk_evictions = 0;      // records dropped for room
-  uint64_t kv_disk_checksum_failures = 0;
-  uint64_t kv_disk_io_errors = 0;
-  uint64_t kv_disk_read_bytes = 0;
-  uint64_t kv_disk_write_bytes = 0;
-  double kv_disk_read_seconds = 0;
-  double kv_disk_write_seconds = 0;
-  // The far tier: running sequences' far blocks on disk (kv/far_tier.h), with --kv-disk-dir.
-  bool kv_far_enabled = false;
-  bool kv_far_degraded = false;        // an I/O error stopped further spills
-  uint64_t kv_far_blocks = 0;
-  uint64_t kv_far_bytes_used = 0;
-  uint64_t kv_far_bytes_total = 0;
-  uint64_t kv_far_spills = 0;          // blocks moved out of RAM
-  uint64_t kv_far_read_bytes = 0;      // checked and read by attention
-  uint64_t kv_far_write_bytes = 0;
-  uint64_t kv_far_checksum_failures = 0;
-  uint64_t kv_far_io_errors = 0;
-  uint64_t kv_far_recomputes = 0;      // sequences recomputed after a checksum failure
-  bool draining = false;
-  // Engine loop liveness: time of the last completed step or idle tick.
-  std::chrono::steady_clock::time_point last_progress{};
 };
 
 class Engine {

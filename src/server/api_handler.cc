@@ -71,6 +71,13 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     r.body = metrics_.render(engine_.stats());
     return r;
   }
+  if (path == "/metrics.json") {  // the same figures as /metrics, for a status page (shape: server/metrics.h)
+    if (!get) return method_not_allowed("GET");
+    HttpReply r;
+    r.content_type = "application/json";
+    r.body = metrics_.render_json(engine_.stats());
+    return r;
+  }
   bool is_v1 = path == "/v1" || path.substr(0, 4) == "/v1/";
   if (is_v1 && !is_authorized(req.authorization, options_.api_key)) {
     ApiError e;
@@ -91,7 +98,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/models, /health, /ready, /metrics)",
+                          "/v1/models, /health, /ready, /metrics, /metrics.json)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
 }

@@ -3,147 +3,151 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
 
 namespace hz {
+namespace {
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::observe(double value, uint64_t times) {
-  if (times == 0) return;
-  size_t idx = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();  // le: value <= bound
-  std::lock_guard<std::mutex> lock(mu_);
-  counts_[idx] += times;
-  sum_ += value * static_cast<double>(times);
-  count_ += times;
+// Prometheus label values escape backslash, double quote and newline.
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
-uint64_t Histogram::count() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return count_;
+// {a="x",b="y"}, or nothing for no labels; `extra` (le="...") goes last.
+std::string label_text(const stats::Labels& labels, const std::string& extra = "") {
+  if (labels.empty() && extra.empty()) return "";
+  std::string out = "{";
+  for (const auto& [k, v] : labels) {
+    if (out.size() > 1) out += ',';
+    out += fmt::format("{}=\"{}\"", k, escape_label(v));
+  }
+  if (!extra.empty()) {
+    if (out.size() > 1) out += ',';
+    out += extra;
+  }
+  return out + "}";
+}
+
+std::string value_text(const stats::Value& v) {
+  return std::visit([](auto x) { return fmt::format("{}", x); }, v);
+}
+
+void render_family(std::string& out, const stats::Family& f) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, stats::kind_name(f.kind));
+  for (const stats::Series& s : f.series) {
+    if (f.kind != stats::Kind::kHistogram) {
+      out += fmt::format("{}{} {}\n", f.name, label_text(s.labels), value_text(s.value));
+      continue;
+    }
+    const stats::HistogramData& h = s.histogram;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      cumulative += h.counts[i];
+      out += fmt::format("{}_bucket{} {}\n", f.name, label_text(s.labels, fmt::format("le=\"{}\"", h.bounds[i])),
+                         cumulative);
+    }
+    cumulative += h.counts.back();
+    out += fmt::format("{}_bucket{} {}\n{}_sum{} {}\n{}_count{} {}\n", f.name, label_text(s.labels, "le=\"+Inf\""),
+                       cumulative, f.name, label_text(s.labels), h.sum, f.name, label_text(s.labels), h.count);
+  }
+}
+
+}  // namespace
+
+std::string render_prometheus(const stats::Snapshot& snapshot) {
+  std::string out;
+  for (const stats::Family& f : snapshot.families()) render_family(out, f);
+  return out;
+}
+
+std::string render_json(const stats::Snapshot& snapshot, int64_t time_unix_ms) {
+  using nlohmann::json;
+  json metrics = json::object();
+  for (const stats::Family& f : snapshot.families()) {
+    json series = json::array();
+    for (const stats::Series& s : f.series) {
+      json labels = json::object();
+      for (const auto& [k, v] : s.labels) labels[k] = v;
+      json one = {{"labels", std::move(labels)}};
+      if (f.kind == stats::Kind::kHistogram) {
+        const stats::HistogramData& h = s.histogram;
+        json buckets = json::array();
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i < h.bounds.size(); ++i) {
+          cumulative += h.counts[i];
+          buckets.push_back({{"le", h.bounds[i]}, {"count", cumulative}});
+        }
+        one["count"] = h.count;
+        one["sum"] = h.sum;
+        one["buckets"] = std::move(buckets);
+      } else {
+        std::visit([&](auto x) { one["value"] = x; }, s.value);
+      }
+      series.push_back(std::move(one));
+    }
+    metrics[f.name] = {{"type", stats::kind_name(f.kind)}, {"help", f.help}, {"series", std::move(series)}};
+  }
+  return json{{"time_unix_ms", time_unix_ms}, {"metrics", std::move(metrics)}}.dump();
 }
 
 void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
-  }
-  cumulative += counts_.back();
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cumulative, name, sum_, name,
-                     count_);
+  stats::Snapshot one;
+  one.family(name, help, stats::Kind::kHistogram).series.emplace_back().histogram = data();
+  out += render_prometheus(one);
 }
 
 ServerMetrics::ServerMetrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
-      itl_({0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1,
-            2.5}),
-      e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480}) {}
+    : ttft_(registry_.histogram(
+          "horizon_time_to_first_token_seconds", "Time from request arrival to the first token.",
+          {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80})),
+      itl_(registry_.histogram("horizon_inter_token_latency_seconds", "Time between consecutive output tokens.",
+                               {0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+                                0.4, 0.5, 0.75, 1, 2.5})),
+      e2e_(registry_.histogram("horizon_e2e_request_latency_seconds", "Time from request arrival to its last token.",
+                               {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240,
+                                480})),
+      prompt_tokens_(registry_.counter("horizon_request_prompt_tokens_total", "Prompt tokens of finished requests.")),
+      completion_tokens_(registry_.counter("horizon_request_generation_tokens_total",
+                                           "Completion tokens of finished requests.")),
+      finish_counts_(registry_.labeled_counter("horizon_requests_finished_total",
+                                               "Finished generation requests by finish reason.", "finish_reason")),
+      http_status_counts_(registry_.labeled_counter("horizon_http_requests_total",
+                                                    "HTTP requests answered, by status code.", "status")) {}
 
-void ServerMetrics::on_http_status(int status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++http_status_counts_[status];
-}
+void ServerMetrics::on_http_status(int status) { http_status_counts_.inc(std::to_string(status)); }
 
 void ServerMetrics::on_request_finished(FinishReason reason, int32_t prompt_tokens, int32_t completion_tokens,
                                         double e2e_seconds) {
   e2e_.observe(e2e_seconds);
-  std::lock_guard<std::mutex> lock(mu_);
-  ++finish_counts_[finish_reason_name(reason)];
-  prompt_tokens_ += static_cast<uint64_t>(std::max(prompt_tokens, 0));
-  completion_tokens_ += static_cast<uint64_t>(std::max(completion_tokens, 0));
+  finish_counts_.inc(finish_reason_name(reason));
+  prompt_tokens_.inc(static_cast<uint64_t>(std::max(prompt_tokens, 0)));
+  completion_tokens_.inc(static_cast<uint64_t>(std::max(completion_tokens, 0)));
 }
 
-std::string ServerMetrics::render(const EngineStats& s) const {
-  std::string out;
-  auto gauge = [&out](const char* name, const char* help, auto value) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, value);
-  };
-  auto counter = [&out](const char* name, const char* help, auto value) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, value);
-  };
-  gauge("horizon_requests_running", "Sequences in the running batch.", s.running);
-  gauge("horizon_requests_waiting", "Requests admitted but not yet running.", s.waiting);
-  gauge("horizon_queue_capacity", "Capacity of the waiting queue.", s.max_queue);
-  counter("horizon_prompt_tokens_total", "Prompt tokens processed by the engine.", s.prompt_tokens_total);
-  counter("horizon_generation_tokens_total", "Tokens generated by the engine.", s.generation_tokens_total);
-  counter("horizon_queue_rejections_total", "Requests refused because the waiting queue was full.",
-          s.queue_rejections_total);
-  counter("horizon_preemptions_total", "Sequences preempted (recomputed later) when KV ran out.", s.preemptions_total);
-  counter("horizon_engine_steps_total", "Engine steps run.", s.steps_total);
-  gauge("horizon_max_seqs_in_step", "Most sequences decoded together in one step so far.", s.max_seqs_in_step);
-  gauge("horizon_kv_blocks_total", "KV cache blocks in the pool.", s.kv_blocks_total);
-  gauge("horizon_kv_blocks_used", "KV blocks referenced by running sequences.", s.kv_blocks_used);
-  gauge("horizon_kv_blocks_cached", "Unreferenced KV blocks kept for prefix reuse.", s.kv_blocks_cached);
-  gauge("horizon_kv_blocks_free", "Free KV blocks.", s.kv_blocks_free);
-  counter("horizon_prefix_cache_queries_total", "Prompt blocks looked up in the prefix cache.",
-          s.prefix_cache_queries);
-  counter("horizon_prefix_cache_hits_total", "Prompt blocks found in the prefix cache.", s.prefix_cache_hits);
-  double hit_rate = s.prefix_cache_queries == 0
-                        ? 0.0
-                        : static_cast<double>(s.prefix_cache_hits) / static_cast<double>(s.prefix_cache_queries);
-  gauge("horizon_prefix_cache_hit_rate", "Prefix cache hits / queries since start.", hit_rate);
-  // KV tiers: one series per tier where both have the figure.
-  auto tier_gauge = [&out](const char* name, const char* help, uint64_t ram, uint64_t disk, bool has_disk) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{tier=\"ram\"}} {}\n", name, help, name, name, ram);
-    if (has_disk) out += fmt::format("{}{{tier=\"disk\"}} {}\n", name, disk);
-  };
-  tier_gauge("horizon_kv_tier_bytes_used", "KV bytes held per tier (RAM: referenced + cached blocks).", s.kv_ram_bytes_used,
-             s.kv_disk_bytes_used, s.kv_disk_enabled);
-  tier_gauge("horizon_kv_tier_bytes_total", "KV capacity per tier.", s.kv_ram_bytes_total, s.kv_disk_bytes_total,
-             s.kv_disk_enabled);
-  tier_gauge("horizon_kv_tier_blocks", "KV blocks held per tier.", static_cast<uint64_t>(s.kv_blocks_used + s.kv_blocks_cached),
-             s.kv_disk_blocks, s.kv_disk_enabled);
-  if (s.kv_disk_enabled) {
-    counter("horizon_kv_disk_hits_total", "Disk tier records read and verified.", s.kv_disk_hits);
-    counter("horizon_kv_disk_promotions_total", "KV blocks promoted from disk into RAM.", s.kv_disk_promotions);
-    counter("horizon_kv_disk_demotions_total", "KV blocks demoted from RAM to disk on eviction.", s.kv_disk_demotions);
-    counter("horizon_kv_disk_writes_total", "Disk tier records written.", s.kv_disk_writes);
-    counter("horizon_kv_disk_evictions_total", "Disk tier records dropped for room.", s.kv_disk_evictions);
-    counter("horizon_kv_disk_checksum_failures_total", "Disk tier records dropped as torn or corrupt.",
-            s.kv_disk_checksum_failures);
-    counter("horizon_kv_disk_io_errors_total", "Disk tier I/O errors (the tier then runs RAM-only).", s.kv_disk_io_errors);
-    counter("horizon_kv_disk_read_bytes_total", "Bytes read from the disk tier.", s.kv_disk_read_bytes);
-    counter("horizon_kv_disk_write_bytes_total", "Bytes written to the disk tier.", s.kv_disk_write_bytes);
-    counter("horizon_kv_disk_read_seconds_total", "Time reading and decoding disk tier records.", s.kv_disk_read_seconds);
-    counter("horizon_kv_disk_write_seconds_total", "Time encoding and writing disk tier records.", s.kv_disk_write_seconds);
-    gauge("horizon_kv_disk_degraded", "1 after an I/O error turned the disk tier off.", s.kv_disk_degraded ? 1 : 0);
-  }
-  if (s.kv_far_enabled) {
-    gauge("horizon_kv_far_blocks", "Far KV blocks of running sequences on disk.", s.kv_far_blocks);
-    gauge("horizon_kv_far_bytes_used", "Bytes of far KV blocks on disk.", s.kv_far_bytes_used);
-    gauge("horizon_kv_far_bytes_total", "Capacity of the far tier.", s.kv_far_bytes_total);
-    counter("horizon_kv_far_spills_total", "KV blocks of running sequences moved from RAM to disk.", s.kv_far_spills);
-    counter("horizon_kv_far_read_bytes_total", "Far KV bytes checked and read by attention.", s.kv_far_read_bytes);
-    counter("horizon_kv_far_write_bytes_total", "Far KV bytes written.", s.kv_far_write_bytes);
-    counter("horizon_kv_far_checksum_failures_total", "Far KV reads that failed their checksum (recomputed).",
-            s.kv_far_checksum_failures);
-    counter("horizon_kv_far_io_errors_total", "Far tier write errors (spills then stop).", s.kv_far_io_errors);
-    counter("horizon_kv_far_recomputes_total", "Sequences recomputed after a far KV checksum failure.",
-            s.kv_far_recomputes);
-    gauge("horizon_kv_far_degraded", "1 after an I/O error stopped the far tier.", s.kv_far_degraded ? 1 : 0);
-  }
-  gauge("horizon_draining", "1 while the server drains for shutdown.", s.draining ? 1 : 0);
-
-  ttft_.render(out, "horizon_time_to_first_token_seconds", "Time from request arrival to the first token.");
-  itl_.render(out, "horizon_inter_token_latency_seconds", "Time between consecutive output tokens.");
-  e2e_.render(out, "horizon_e2e_request_latency_seconds", "Time from request arrival to its last token.");
-
-  std::lock_guard<std::mutex> lock(mu_);
-  counter("horizon_request_prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens_);
-  counter("horizon_request_generation_tokens_total", "Completion tokens of finished requests.", completion_tokens_);
-  out += "# HELP horizon_requests_finished_total Finished generation requests by finish reason.\n"
-         "# TYPE horizon_requests_finished_total counter\n";
-  for (const auto& [reason, n] : finish_counts_) {
-    out += fmt::format("horizon_requests_finished_total{{finish_reason=\"{}\"}} {}\n", reason, n);
-  }
-  out += "# HELP horizon_http_requests_total HTTP requests answered, by status code.\n"
-         "# TYPE horizon_http_requests_total counter\n";
-  for (const auto& [status, n] : http_status_counts_) {
-    out += fmt::format("horizon_http_requests_total{{status=\"{}\"}} {}\n", status, n);
-  }
+stats::Snapshot ServerMetrics::snapshot(const EngineStats& stats) const {
+  stats::Snapshot out;
+  stats.collect(out);
+  registry_.collect(out);
   return out;
+}
+
+std::string ServerMetrics::render(const EngineStats& stats) const { return render_prometheus(snapshot(stats)); }
+
+std::string ServerMetrics::render_json(const EngineStats& stats) const {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return hz::render_json(snapshot(stats), std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
 }
 
 }  // namespace hz

@@ -1,33 +1,42 @@
-// Server-side metrics and the Prometheus text exposition for /metrics. Latencies are measured here
-// from event arrival times; queue, token and KV figures come from the engine's stats snapshot.
-// Thread-safe: HTTP threads record, the /metrics handler renders.
+// Server-side metrics and their two renderings: Prometheus text for /metrics and a JSON twin for
+// /metrics.json (a status page polls it). Latencies and HTTP figures are measured here and live in a
+// stats::Registry; queue, token and KV figures come from the engine's stats snapshot. Both are
+// rendered generically from one stats::Snapshot. Thread-safe: HTTP threads record and render.
+//
+// /metrics.json shape (families in /metrics order; every /metrics family appears under its name):
+//   {"time_unix_ms": 1764540000000,
+//    "metrics": {
+//      "horizon_requests_running": {"type": "gauge", "help": "...",
+//                                   "series": [{"labels": {}, "value": 2}]},
+//      "horizon_kv_blocks": {"type": "gauge", "help": "...",
+//                            "series": [{"labels": {"tier": "ram"}, "value": 12}, ...]},
+//      "horizon_time_to_first_token_seconds": {"type": "histogram", "help": "...",
+//        "series": [{"labels": {}, "count": 3, "sum": 0.12,
+//                    "buckets": [{"le": 0.001, "count": 0}, ...]}]}}}
+// Counter and gauge values are JSON numbers (integers stay integers). Histogram buckets are
+// cumulative and list the finite bounds only: the +Inf bucket is "count".
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/engine_api.h"
+#include "stats/registry.h"
+#include "stats/snapshot.h"
 
 namespace hz {
 
-// A cumulative histogram with fixed upper bounds (seconds), as Prometheus expects.
-class Histogram {
+// Generic renderers of a snapshot.
+std::string render_prometheus(const stats::Snapshot& snapshot);
+std::string render_json(const stats::Snapshot& snapshot, int64_t time_unix_ms);
+
+// A histogram that can render itself alone (Prometheus text).
+class Histogram : public stats::Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds);
-  void observe(double value, uint64_t times = 1);
+  using stats::Histogram::Histogram;
   // Appends the # HELP / # TYPE lines and the _bucket/_sum/_count samples.
   void render(std::string& out, const std::string& name, const std::string& help) const;
-  uint64_t count() const;
-
- private:
-  mutable std::mutex mu_;
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // [bounds_.size() + 1], the last one is +Inf; not cumulative
-  double sum_ = 0;
-  uint64_t count_ = 0;
 };
 
 class ServerMetrics {
@@ -40,20 +49,23 @@ class ServerMetrics {
   void observe_inter_token(double seconds_per_token, uint64_t num_tokens) { itl_.observe(seconds_per_token, num_tokens); }
   void on_request_finished(FinishReason reason, int32_t prompt_tokens, int32_t completion_tokens, double e2e_seconds);
 
-  std::string render(const EngineStats& stats) const;
+  // The engine's statistics, then the server's.
+  stats::Snapshot snapshot(const EngineStats& stats) const;
+  std::string render(const EngineStats& stats) const;       // Prometheus text
+  std::string render_json(const EngineStats& stats) const;  // the JSON twin, shape above
 
-  const Histogram& ttft() const { return ttft_; }
-  const Histogram& inter_token() const { return itl_; }
+  const stats::Histogram& ttft() const { return ttft_; }
+  const stats::Histogram& inter_token() const { return itl_; }
 
  private:
-  mutable std::mutex mu_;
-  std::map<int, uint64_t> http_status_counts_;
-  std::map<std::string, uint64_t> finish_counts_;
-  uint64_t prompt_tokens_ = 0;
-  uint64_t completion_tokens_ = 0;
-  Histogram ttft_;
-  Histogram itl_;
-  Histogram e2e_;
+  stats::Registry registry_;
+  stats::Histogram& ttft_;
+  stats::Histogram& itl_;
+  stats::Histogram& e2e_;
+  stats::Counter& prompt_tokens_;
+  stats::Counter& completion_tokens_;
+  stats::LabeledCounter& finish_counts_;
+  stats::LabeledCounter& http_status_counts_;
 };
 
 }  // namespace hz

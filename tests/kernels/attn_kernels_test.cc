@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attn_kernels.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/kv_codec.h"
 

@@ -2,6 +2,7 @@
 // conversions round-trip every finite value, and each codec's round-trip error stays within its
 // format's resolution.
 #include "kernels/kv_codec.h"
+#include "kernels/avx2/avx2_kernels.h"
 
 #include <gtest/gtest.h>
 

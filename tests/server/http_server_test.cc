@@ -99,6 +99,25 @@ TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
   }
 }
 
+TEST_F(HttpServerTest, MetricsJsonTwin) {
+  ServerOptions o;
+  o.api_key = "sekret-key";  // like /metrics, the twin needs no key
+  start(o);
+  ASSERT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3})", {"Authorization: Bearer sekret-key"}).status,
+            200);
+  HttpResponse r = http_request(port_, "GET", "/metrics.json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  json j = parse(r.body);
+  ASSERT_TRUE(j.is_object()) << r.body;
+  const json& m = j["metrics"];
+  EXPECT_EQ(m["horizon_generation_tokens_total"]["series"][0]["value"], 3) << r.body;
+  EXPECT_EQ(m["horizon_kv_blocks_free"]["series"][0]["value"], 64) << r.body;
+  EXPECT_EQ(m["horizon_e2e_request_latency_seconds"]["series"][0]["count"], 1) << r.body;
+  EXPECT_EQ(m["horizon_requests_finished_total"]["series"][0]["labels"]["finish_reason"], "length") << r.body;
+  expect_error_object(post("/metrics.json", "{}"), 405);
+}
+
 TEST_F(HttpServerTest, CompletionNonStreamed) {
   start({}, {.cached_tokens = 2});
   HttpResponse r = post("/v1/completions", R"({"model": "whatever", "prompt": "abc", "max_tokens": 5, "n": 1})");

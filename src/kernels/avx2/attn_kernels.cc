@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/attn_kernels.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/avx2_common.h"
 #include "tensor/dtype.h"
 

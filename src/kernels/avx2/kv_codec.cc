@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/avx2/avx2_common.h"
+#include "kernels/avx2/avx2_kernels.h"
 #include "kernels/kv_codec.h"
 #include "tensor/dtype.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/attn_kernels.h"
+#include "kernels/ref/ref_kernels.h"
 #include "kernels/unaligned.h"
 #include "tensor/dtype.h"
 

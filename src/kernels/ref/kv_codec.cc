@@ -6,6 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kv_codec.h"
+#include "kernels/ref/ref_kernels.h"
 #include "kernels/unaligned.h"
 #include "tensor/dtype.h"
 
