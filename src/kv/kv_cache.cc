@@ -264,8 +264,7 @@ std::optional<int32_t> KvCache::spill(int32_t block) {
   if (!spillable(block)) return std::nullopt;
   release_staging(block);  // a retained hot copy: the far block is only ever read cold
   auto slot = far_->put([&](int32_t layer) { return plane(block, layer, 0); });
-  if (!slot) return std::nullopt;
-  return cfg_.num_blocks + *slot;
+  return slot;
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
