@@ -23,7 +23,7 @@
 #include "kv/far_tier.h"
 #include "kv/kv_memory.h"
 #include "kv/kv_storage.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -41,8 +41,6 @@ struct KvCacheConfig {
   KvPrecision resolved_precision() const;
   KvGeometry geometry() const;
 };
-
-kernels::KvCodec kv_codec(KvType t);
 
 // How a query reads one block (see the position rule above).
 enum class KvRead { kExact, kHot, kCold };

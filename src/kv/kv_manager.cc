@@ -50,7 +50,7 @@ Status KvManager::open_store(const KvOptions& o, const KvPlan& plan, const KvMod
   so.budget_bytes = o.disk_budget_bytes;
   so.fingerprint = fingerprint_;
   so.block_tokens = static_cast<uint32_t>(block_tokens_);
-  so.block_bytes = cache_->block_bytes_for(kv_codec(disk_type));
+  so.block_bytes = cache_->block_bytes_for(disk_type);
   auto codec = kvstore::codec_from_name(o.disk_codec);
   if (!codec) return invalid_argument("--kv-disk-codec '{}' is not one of zstd, lz4, none", o.disk_codec);
   so.codec = *codec;

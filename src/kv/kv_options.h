@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 namespace hz {
 

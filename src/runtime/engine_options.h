@@ -8,7 +8,7 @@
 
 #include "kv/kv_options.h"
 #include "model/model_overrides.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 #include "tensor/dtype.h"
 
 namespace hz {
