@@ -14,7 +14,7 @@
 
 #include "base/mapped_file.h"
 #include "kvstore/kv_store.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 #include "tools/cli.h"
 
 namespace hz::cli {

@@ -3,7 +3,7 @@
 // pp/tg and "tg at depth d"; the depth can be reached by a real prefill or by synthetic KV entries.
 #pragma once
 
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-// KV-cache element codecs: the codec types and their row layouts (match planner/kv_layout.h). The
+// KV-cache element codecs: the codec types and their row layouts (match kv/kv_layout.h). The
 // kernels that encode head rows of a KV block and decode a tile of them back to f32 inside attention
 // are in kernel_list.inc: scalar reference in ref/kv_codec.cc, AVX2 in avx2/kv_codec.cc; decoding is
 // bit-identical between the two (tests compare them).
@@ -6,10 +6,12 @@
 
 #include <cstdint>
 
+#include "tensor/kv_type.h"
+
 namespace hz::kernels {
 
-// Same order as hz::KvType (kv/ static_asserts the mapping).
-enum class KvCodec : uint8_t { kF32, kF16, kBF16, kFp8, kInt8, kInt4 };
+// The KV element type (tensor/kv_type.h), named for what kernels do with it.
+using KvCodec = ::hz::KvType;
 
 // Elements per int8/int4 scale group in a head row: min(32, head_dim); a row's last group may be shorter.
 inline int64_t kv_group(int64_t head_dim) { return head_dim < 32 ? head_dim : 32; }

@@ -11,7 +11,7 @@ namespace hz {
 DiskTier::DiskTier(KvCache& kv, PrefixCache& cache, kvstore::KvStore& store, std::optional<KvType> disk_type)
     : kv_(kv), cache_(cache), store_(store), disk_type_(disk_type.value_or(kv.arena_type())) {
   transcode_ = disk_type_ != kv.arena_type();
-  HZ_CHECK(store.options().block_bytes == kv.block_bytes_for(kv_codec(disk_type_)));
+  HZ_CHECK(store.options().block_bytes == kv.block_bytes_for(disk_type_));
   if (transcode_) scratch_.resize(store.options().block_bytes);
   HZ_CHECK(store.options().block_tokens == static_cast<uint32_t>(kv.config().block_tokens));
   cache_.set_on_demote([this](int32_t b, uint64_t h, uint64_t parent, const int32_t* t) { demote(b, h, parent, t); });
@@ -32,7 +32,7 @@ void DiskTier::demote(int32_t block, uint64_t hash, uint64_t parent, const int32
 Status DiskTier::write(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens) {
   const uint8_t* raw = kv_.block_data(block);
   if (transcode_) {
-    kv_.transcode_out(block, kv_codec(disk_type_), scratch_.data());
+    kv_.transcode_out(block, disk_type_, scratch_.data());
     raw = scratch_.data();
   }
   return store_.put(hash, parent, static_cast<uint8_t>(disk_type_), tokens, raw);
@@ -57,7 +57,7 @@ int32_t DiskTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
       auto b = pool.allocate();
       if (!b) break;
       Status s = store_.get(h, t, transcode_ ? scratch_.data() : kv_.block_data_mut(*b));
-      if (s.ok() && transcode_) kv_.transcode_in(*b, kv_codec(disk_type_), scratch_.data());
+      if (s.ok() && transcode_) kv_.transcode_in(*b, disk_type_, scratch_.data());
       if (!s.ok()) {
         ++stats_.promote_failures;  // dropped by the store; the block is recomputed
         pool.unref(*b);

@@ -11,14 +11,6 @@
 
 namespace hz {
 
-static_assert(static_cast<int>(KvType::kF32) == static_cast<int>(kernels::KvCodec::kF32));
-static_assert(static_cast<int>(KvType::kF16) == static_cast<int>(kernels::KvCodec::kF16));
-static_assert(static_cast<int>(KvType::kBF16) == static_cast<int>(kernels::KvCodec::kBF16));
-static_assert(static_cast<int>(KvType::kFp8) == static_cast<int>(kernels::KvCodec::kFp8));
-static_assert(static_cast<int>(KvType::kInt8) == static_cast<int>(kernels::KvCodec::kInt8));
-static_assert(static_cast<int>(KvType::kInt4) == static_cast<int>(kernels::KvCodec::kInt4));
-
-kernels::KvCodec kv_codec(KvType t) { return static_cast<kernels::KvCodec>(static_cast<int>(t)); }
 
 KvPrecision KvCacheConfig::resolved_precision() const {
   KvPrecision p;
@@ -53,7 +45,7 @@ KvCache::KvCache(const KvCacheConfig& cfg)
   staged_ = !(prec_.hot_window == 0 && (prec_.hot == KvType::kF16 || prec_.hot == KvType::kF32));
   plane_bytes_ = kv_plane_bytes(cfg.geometry(), arena_type_, cfg.block_tokens);
   // The planner's layout and the codecs' row sizes must describe the same bytes.
-  HZ_CHECK_MSG(plane_bytes_ == plane_bytes_for(kv_codec(arena_type_)), "KV plane size disagrees with the planner");
+  HZ_CHECK_MSG(plane_bytes_ == plane_bytes_for(arena_type_), "KV plane size disagrees with the planner");
   exact_row_bytes_ = kernels::kv_row_elem_bytes(exact_codec_, cfg.head_dim);
   staging_plane_bytes_ = exact_row_bytes_ * cfg.block_tokens * cfg.num_kv_heads;
   // calloc: never-written slots read as zeros, and large pools are mapped lazily (pages are
@@ -191,7 +183,7 @@ void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
     // Older blocks were finalized by earlier calls (released, or retained for the prefix cache).
     if (is_far(b) || staging_of_[b] < 0 || (!retained_.empty() && retained_[b] != 0)) break;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(cfg_.block_tokens) * cfg_.head_dim);
-    const kernels::KvCodec c = kv_codec(arena_type_);
+    const kernels::KvCodec c = arena_type_;
     for (int32_t l = sealed_upto_[b]; l < cfg_.num_layers; ++l) {
       for (int32_t st = 0; st < 2; ++st) {
         for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, l, st, h, tmp.data(), plane_mut(b, l, st));
@@ -212,7 +204,7 @@ void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
 void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begin, int64_t end) {
   if (!staged_ || end <= begin) return;
   const int64_t bt = cfg_.block_tokens;
-  const kernels::KvCodec c = kv_codec(arena_type_);
+  const kernels::KvCodec c = arena_type_;
   std::vector<float> tmp;
   // Blocks whose last position lies in [begin, end): those writes completed them.
   for (int64_t i = begin / bt; (i + 1) * bt <= end; ++i) {
@@ -236,7 +228,7 @@ bool KvCache::reopen_block(int32_t block) {
 }
 
 std::vector<FarSegment> KvCache::far_segments() const {
-  const kernels::KvCodec c = kv_codec(arena_type_);
+  const kernels::KvCodec c = arena_type_;
   const uint64_t elems = static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_elem_bytes(c, cfg_.head_dim);
   const uint64_t scales = c == kernels::KvCodec::kFp8
                               ? 4
@@ -264,8 +256,7 @@ std::optional<int32_t> KvCache::spill(int32_t block) {
   if (!spillable(block)) return std::nullopt;
   release_staging(block);  // a retained hot copy: the far block is only ever read cold
   auto slot = far_->put([&](int32_t layer) { return plane(block, layer, 0); });
-  if (!slot) return std::nullopt;
-  return cfg_.num_blocks + *slot;
+  return slot;
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
@@ -301,11 +292,11 @@ void transcode(const KvCache& kv, kernels::KvCodec from, const uint8_t* src, ker
 }  // namespace
 
 void KvCache::transcode_out(int32_t block, kernels::KvCodec to, uint8_t* out) const {
-  transcode(*this, kv_codec(arena_type_), block_data(block), to, out);
+  transcode(*this, arena_type_, block_data(block), to, out);
 }
 
 void KvCache::transcode_in(int32_t block, kernels::KvCodec from, const uint8_t* in) {
-  transcode(*this, from, in, kv_codec(arena_type_), block_data_mut(block));
+  transcode(*this, from, in, arena_type_, block_data_mut(block));
 }
 
 KvMemory KvCache::memory() const {

@@ -22,7 +22,8 @@
 #include "kv/block_pool.h"
 #include "kv/far_tier.h"
 #include "kv/kv_memory.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_storage.h"
+#include "kv/kv_layout.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -41,12 +42,11 @@ struct KvCacheConfig {
   KvGeometry geometry() const;
 };
 
-kernels::KvCodec kv_codec(KvType t);
-
 // How a query reads one block (see the position rule above).
 enum class KvRead { kExact, kHot, kCold };
 
-class KvCache {
+// The CPU arena: implements KvStorage (kv/kv_storage.h) for the KV manager.
+class KvCache : public KvStorage {
  public:
   explicit KvCache(const KvCacheConfig& cfg);
   KvCache(const KvCache&) = delete;
@@ -95,14 +95,16 @@ class KvCache {
   // Whether `block` (a pool block) can move to the far tier: finalized — fully encoded, no staging
   // copy other than a retained one — and the far tier has room.
   bool spillable(int32_t block) const;
-  // Writes pool block `block` to the far tier and returns its far id; its pool reference is the
-  // caller's to drop. nullopt when not spillable or the far tier cannot take it.
-  std::optional<int32_t> spill(int32_t block);
+  // Writes pool block `block` to the far tier and returns its far slot (block tables hold it as
+  // num_blocks + slot); its pool reference is the caller's to drop. nullopt when not spillable or
+  // the far tier cannot take it.
+  std::optional<int32_t> spill(int32_t block) override;
   // The far tier's checksum segments: per stream (K, V) and KV head, that head's rows and scales
   // in a layer's two planes (segment stream * num_kv_heads + head), as attention reads them.
   std::vector<FarSegment> far_segments() const;
   // A far block no sequence holds any more.
   void release_far(int32_t block) { far_->release(block - cfg_.num_blocks); }
+  void release_far_slot(int32_t slot) override { far_->release(slot); }
   // Drops a block reference of a sequence: the pool's, or the far tier's slot.
   void release_block(int32_t block) {
     if (is_far(block)) {
@@ -145,7 +147,7 @@ class KvCache {
 
   // Blocks [0, n) of a sequence with `num_positions` computed positions that no query at a later
   // position reads exactly or hot.
-  int64_t finalized_blocks(int64_t num_positions) const;
+  int64_t finalized_blocks(int64_t num_positions) const override;
   // After a forward step: frees the staging copies of the sequence's newly finalized blocks
   // (encoding any layer not sealed yet). `block_table` covers at least finalized_blocks(num_positions) blocks.
   void commit(const int32_t* block_table, int64_t num_positions);
@@ -154,7 +156,7 @@ class KvCache {
   // holds the block's exact copy (it was finalized), which makes the rewrite impossible.
   bool reopen_block(int32_t block);
   // Copy-on-write helper: copies block `src`'s arena and staging contents into `dst`.
-  void copy_block(int32_t src, int32_t dst);
+  void copy_block(int32_t src, int32_t dst) override;
 
   // Blocks needed to hold `num_tokens` positions.
   int32_t blocks_for(int64_t num_tokens) const {
@@ -171,7 +173,7 @@ class KvCache {
   int32_t max_retained() const { return max_retained_; }
   int32_t num_retained() const { return static_cast<int32_t>(retained_lru_.size()); }
   // Whether `block`'s exact (hence hot) form is at hand: a staging copy of a full, sealed block.
-  bool hot_form_available(int32_t block) const {
+  bool hot_form_available(int32_t block) const override {
     return !is_far(block) && staging_of_[block] >= 0 && sealed_upto_[block] == cfg_.num_layers;
   }
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 namespace hz {
 

@@ -21,7 +21,7 @@ void AttnScratch::prepare(const KvCache& kv, int32_t heads) {
   if (kv.staged() && src.size() < c.block_tokens * hd) {
     src.resize(c.block_tokens * hd);
     uint64_t most = 0;
-    for (KvType t : all_kv_types()) most = std::max(most, kv.plane_bytes_for(kv_codec(t)));
+    for (KvType t : all_kv_types()) most = std::max(most, kv.plane_bytes_for(t));
     enc_k.resize(most);
     enc_v.resize(most);
   }
@@ -54,7 +54,7 @@ TileSrc locate(const KvCache& kv, const int32_t* block_table, int32_t layer, int
   if (kv.is_far(t.block)) t.far_slot = t.block - c.num_blocks;
   const KvRead form = kv.staged() ? kv.read_form(query_pos, bi) : KvRead::kExact;
   const KvPrecision& pr = kv.precision();
-  if (form == KvRead::kExact || (form == KvRead::kHot && kv_codec(pr.hot) == kv.exact_codec())) {
+  if (form == KvRead::kExact || (form == KvRead::kHot && pr.hot == kv.exact_codec())) {
     t.codec = kv.exact_codec();
     const uint8_t* kplane = kv.exact_plane(t.block, layer, 0);
     HZ_DCHECK(kplane != nullptr);
@@ -64,7 +64,7 @@ TileSrc locate(const KvCache& kv, const int32_t* block_table, int32_t layer, int
     t.bytes = static_cast<uint64_t>(n) * kv.exact_row_bytes();
     return t;
   }
-  t.codec = kv_codec(form == KvRead::kHot ? pr.hot : kv.arena_type());
+  t.codec = form == KvRead::kHot ? pr.hot : kv.arena_type();
   if (form != KvRead::kCold || !kv.arena_valid(t.block, layer)) {
     t.encode = true;
     return t;

@@ -12,7 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "base/status.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 #include "planner/model_shape.h"
 #include "planner/weight_bytes.h"
 

@@ -11,7 +11,7 @@
 
 #include "base/status.h"
 #include "format/gguf.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 namespace hz {
 

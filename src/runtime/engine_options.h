@@ -6,8 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "kv/kv_options.h"
 #include "model/model_overrides.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -38,5 +39,9 @@ struct EngineOptions {
   int32_t prefill_chunk = 512;
   int32_t max_queue = 64;          // waiting requests beyond the running batch
 };
+
+// The KV cache's settings among them (kv/kv_options.h).
+// TODO: hold a KvOptions in EngineOptions instead of the flat kv_* fields once the CLI maps onto it.
+KvOptions kv_options(const EngineOptions& o);
 
 }  // namespace hz

@@ -13,6 +13,7 @@
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
 #include "planner/model_shape.h"
+#include "runtime/startup_admission.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
 
@@ -39,6 +40,37 @@ uint64_t total_ram_bytes() {
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : (uint64_t{8} << 30);
 }
 
+Status check_engine_options(const EngineOptions& opts) {
+  if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
+  if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
+  if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
+  if (opts.max_model_len < 0) return invalid_argument("--max-model-len must be positive");
+  return Status();
+}
+
+KvDemand kv_demand(const EngineOptions& opts, const ModelConfig& c) {
+  KvDemand d;
+  d.geometry.num_layers = static_cast<uint64_t>(c.num_layers);
+  d.geometry.num_heads = static_cast<uint64_t>(c.num_kv_heads);
+  d.geometry.head_dim = static_cast<uint64_t>(c.head_dim);
+  d.max_num_seqs = opts.max_num_seqs;
+  d.max_model_len = opts.max_model_len;
+  d.prefill_chunk = opts.prefill_chunk;
+  d.total_ram_bytes = total_ram_bytes();
+  return d;
+}
+
+StartupDemand startup_demand(const EngineOptions& opts) {
+  StartupDemand d;
+  d.available_ram_bytes = probe_host().available_ram_bytes;
+  d.max_num_seqs = opts.max_num_seqs;
+  d.max_model_len = opts.max_model_len;
+  d.prefill_chunk = opts.prefill_chunk;
+  d.threads = opts.threads;
+  d.far_on_disk = !opts.kv_disk_dir.empty();
+  return d;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& opts) {
@@ -50,168 +82,82 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   if (e->tokenizer_->vocab_size() != c.vocab)
     return data_loss("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", opts.model_path,
                      e->tokenizer_->vocab_size(), c.vocab);
-  if (opts.block_size < 16 || opts.block_size > 256 || opts.block_size % 16 != 0)
-    return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", opts.block_size);
-  if (opts.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more");
-  // The disk tier's prefix store is a tier of the prefix cache: it implies it. Not with a hot
-  // window: blocks come back from disk in their cold form only, and a new sequence reads the
-  // newest blocks of its prefix hot, so nothing could be reused from disk. The far tier (running
-  // sequences' far blocks, read cold) works with any KV types.
-  const bool hot_window = opts.kv_hot_window > 0 && opts.kv_dtype != opts.kv_cold_dtype;
-  const bool prefix_store = !opts.kv_disk_dir.empty() && !hot_window;
-  if (prefix_store) e->opts_.enable_prefix_caching = true;
-  if (!opts.kv_disk_dir.empty() && hot_window)
-    HZ_LOG_WARN("--kv-disk-dir with --kv-hot-window: the prefix store is off (blocks would come back from disk in their "
-                "cold form only); long contexts still keep their far blocks on disk");
-  if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
-  if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
-  if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
-  if (opts.max_model_len < 0) return invalid_argument("--max-model-len must be positive");
-  int32_t max_len = opts.max_model_len > 0 ? opts.max_model_len : c.train_ctx;
-  e->opts_.max_model_len = max_len;
-
-  KvCacheConfig kc;
-  kc.num_layers = c.num_layers;
-  kc.num_kv_heads = c.num_kv_heads;
-  kc.head_dim = c.head_dim;
-  kc.block_tokens = opts.block_size;
-  KvPrecision prec;
-  prec.hot = opts.kv_dtype;
-  prec.hot_window = static_cast<uint64_t>(opts.kv_hot_window);
-  prec.cold = opts.kv_cold_dtype;
-  kc.precision = prec;
-  prec = kc.resolved_precision();
-  // The planner's figure for one block (kv_layout.h): what the arena allocates per block.
-  const uint64_t block_bytes = kv_block_bytes(kc.geometry(), prec.hot_window > 0 ? prec.cold : prec.hot, kc.block_tokens);
-  uint64_t budget = opts.kv_budget_bytes;
-  if (budget == 0) {
-    uint64_t blocks_per_seq = (static_cast<uint64_t>(max_len) + kc.block_tokens - 1) / kc.block_tokens;
-    budget = std::min<uint64_t>(blocks_per_seq * opts.max_num_seqs * block_bytes, total_ram_bytes() / 4);
-  }
-  // Admission at start-up (SPEC M12): the planner's figures for weights + runtime + one sequence of
-  // --max-model-len must fit in the memory this machine has available, and so must the KV budget.
-  {
-    auto shape = load_model_shape(opts.model_path);
-    if (shape.ok()) {
-      const HostInfo host = probe_host();
-      PlanOptions po;
-      po.memory_bytes = host.available_ram_bytes;
-      po.kv = prec;
-      po.max_num_seqs = static_cast<uint64_t>(opts.max_num_seqs);
-      po.max_model_len = static_cast<uint64_t>(max_len);
-      po.block_tokens = static_cast<uint64_t>(kc.block_tokens);
-      po.prefill_chunk_tokens = static_cast<uint64_t>(opts.prefill_chunk);
-      po.num_threads = static_cast<uint64_t>(std::max(1, opts.threads));
-      auto plan = make_plan(*shape, po);
-      if (plan.ok()) {
-        // With a disk tier a sequence's far blocks need not fit in RAM: only the KV budget must.
-        if (opts.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(check_startup_fits(*plan));
-        const uint64_t need = plan->weights_bytes + plan->overhead.total() + budget;
-        if (host.available_ram_bytes > 0 && need > host.available_ram_bytes)
-          return out_of_range("weights ({} MiB) + runtime ({} MiB) + KV budget ({} MiB) exceed the {} MiB of memory available; lower --kv-budget or --max-model-len, or use a quantized --kv-cache-dtype",
-                              plan->weights_bytes >> 20, plan->overhead.total() >> 20, budget >> 20,
-                              host.available_ram_bytes >> 20);
-      }
-    }
-  }
-  // Prefix caching with a hot window keeps the hot (staging) form of recently cached blocks, so that
-  // a later sequence can attach them (KvCache::set_hot_retention): that memory comes out of the
-  // budget. Enough for every sequence slot's attach point (hot blocks + 1) four times over.
-  const bool hot_retention = opts.enable_prefix_caching && prec.hot_window > 0;
-  const int64_t hot_blocks =
-      prec.hot_window > 0 ? static_cast<int64_t>((prec.hot_window - 1 + kc.block_tokens - 1) / kc.block_tokens) : 0;
-  uint64_t retained_blocks = 0;
-  if (hot_retention) {
-    const uint64_t staging_bytes = kv_block_bytes(kc.geometry(), prec.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16, kc.block_tokens);
-    retained_blocks = std::min<uint64_t>(4 * static_cast<uint64_t>(hot_blocks + 1) * static_cast<uint64_t>(opts.max_num_seqs),
-                                         budget / 4 / staging_bytes);
-    budget -= retained_blocks * staging_bytes;
-  }
-  uint64_t num_blocks = budget / block_bytes;
-  if (num_blocks == 0)
-    return out_of_range("--kv-budget {} bytes holds no KV block (one block of {} tokens takes {} bytes)", budget,
-                        kc.block_tokens, block_bytes);
-  kc.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
-  e->kv_ = std::make_unique<KvCache>(kc);
-  if (retained_blocks > 0) e->kv_->set_hot_retention(static_cast<int32_t>(retained_blocks));
-  HZ_CHECK(e->kv_->block_bytes() == block_bytes);
-  HZ_LOG_DEBUG("{}", e->kv_->memory().summary());
+  HZ_RETURN_IF_ERROR(check_engine_options(opts));
+  e->opts_.max_model_len = opts.max_model_len > 0 ? opts.max_model_len : c.train_ctx;
+  // KvOptions::validate composes the KV features (the prefix store, hot retention, the far tier).
+  const KvOptions ko = kv_options(opts);
+  HZ_ASSIGN_OR_RETURN(const KvPlan plan, ko.validate(kv_demand(e->opts_, c)));
+  HZ_RETURN_IF_ERROR(admit_at_startup(load_model_shape(opts.model_path), plan, startup_demand(e->opts_)).status());
+  HZ_ASSIGN_OR_RETURN(e->kvm_, KvManager::open(ko, plan, e->kv_model_info(plan)));
+  e->kv_ = e->kvm_->cache();
+  e->kv_store_ = e->kvm_->store();
+  e->far_ = e->kvm_->far();
+  e->prefix_cache_ = e->kvm_->prefix_cache();
+  e->disk_tier_ = e->kvm_->disk_tier();
+  e->fingerprint_ = e->kvm_->fingerprint();
   e->pool_ = std::make_unique<ThreadPool>(opts.threads);
   SchedulerConfig sc;
   sc.max_num_seqs = opts.max_num_seqs;
   sc.max_num_batched_tokens = opts.max_num_batched_tokens;
   sc.prefill_chunk = opts.prefill_chunk;
-  sc.block_tokens = kc.block_tokens;
-  e->sched_ = std::make_unique<Scheduler>(sc, e->kv_->pool());
-  KvCache* kv = e->kv_.get();
-  e->sched_->set_copy_block([kv](int32_t src, int32_t dst) { kv->copy_block(src, dst); });
-  if (prefix_store) HZ_RETURN_IF_ERROR(e->open_disk_tier(kv_precision_name(prec)));
-  if (!opts.kv_disk_dir.empty()) {
-    // What one running sequence must keep in RAM: the blocks a prefill chunk writes, those its
-    // queries read hot or exactly, and one partly written block. A smaller pool gains nothing
-    // from the far tier (prompts must fit in it anyway).
-    const int64_t min_blocks = kv->blocks_for(opts.prefill_chunk) + hot_blocks + 2;
-    if (kc.num_blocks < min_blocks) {
-      HZ_LOG_WARN("KV far tier off: --kv-budget holds {} KV blocks, and a running sequence with its far blocks on disk "
-                  "needs {} in RAM (a --prefill-chunk of {} tokens plus the hot window); contexts are limited to the RAM pool",
-                  kc.num_blocks, min_blocks, opts.prefill_chunk);
-    } else {
-      e->open_far_tier();
-    }
-  }
-  if (e->opts_.enable_prefix_caching) {
-    // Everything the cached K/V depend on: the model, its shape and the cache's layout and types.
-    std::string identity = fmt::format("{}|{}|L{}|H{}|D{}|V{}|{}|bt{}", c.name, opts.model_path, c.num_layers,
-                                       c.num_kv_heads, c.head_dim, c.vocab, kv_precision_name(prec), kc.block_tokens);
-    std::optional<uint64_t> seed;
-    if (e->kv_store_) {
-      // Keys must mean the same in the next process: the fingerprint names the content (not the
-      // path, which may move), the store's secret seed keys the hash.
-      identity = "kv-fingerprint " + e->fingerprint_.hex();
-      seed = e->kv_store_->hash_seed();
-    }
-    e->prefix_cache_ = std::make_unique<PrefixCache>(kv->pool(), kc.block_tokens, identity, seed);
-    if (e->kv_store_ && opts.kv_disk_policy != "lru") {
-      // The same policy picks the block to demote from RAM as the record to drop from disk.
-      HZ_ASSIGN_OR_RETURN(e->ram_policy_, kvstore::make_policy(opts.kv_disk_policy, "--kv-disk-policy"));
-      kv->pool().set_eviction_policy(e->ram_policy_.get());
-    }
-    if (hot_retention) {
-      // Full blocks are registered at once (their arena form is sealed, their hot form staged);
-      // attaching sequences copy the ones they read hot.
-      const int64_t bt = kc.block_tokens;
-      e->sched_->set_prefix_cache(e->prefix_cache_.get(), [bt](int64_t n) { return n / bt; });
-      e->sched_->set_hot_attach(static_cast<int32_t>(hot_blocks), [kv](int32_t b) { return kv->hot_form_available(b); });
-    } else {
-      e->sched_->set_prefix_cache(e->prefix_cache_.get(), [kv](int64_t n) { return kv->finalized_blocks(n); });
-    }
-    if (e->kv_store_) {
-      e->disk_tier_ = std::make_unique<DiskTier>(*kv, *e->prefix_cache_, *e->kv_store_, opts.kv_disk_dtype);
-      DiskTier* tier = e->disk_tier_.get();
-      e->sched_->set_promoter([tier](const int32_t* tokens, int32_t n) { tier->promote_prefix(tokens, n); });
-    }
-  }
-
-  ModelInfo& info = e->info_;
-  std::string file = opts.model_path.substr(opts.model_path.find_last_of('/') + 1);
-  info.name = !opts.served_model_name.empty() ? opts.served_model_name : file;
-  info.path = opts.model_path;
-  info.max_model_len = max_len;
-  info.vocab_size = c.vocab;
-  auto tmpl = e->model_->file().get_string_or("tokenizer.chat_template", "");
-  if (tmpl.ok()) info.chat_template = *tmpl;
-  if (e->tokenizer_->bos_id() >= 0) info.bos_token = e->tokenizer_->token_text(e->tokenizer_->bos_id());
-  if (e->tokenizer_->eos_id() >= 0) info.eos_token = e->tokenizer_->token_text(e->tokenizer_->eos_id());
-  info.created_unix = static_cast<int64_t>(std::time(nullptr));
-
+  sc.block_tokens = plan.block_tokens;
+  e->sched_ = std::make_unique<Scheduler>(sc, *e->kvm_);
+  e->opts_.enable_prefix_caching = plan.prefix_caching;
+  e->fill_model_info();
   e->stats_.max_queue = opts.max_queue;
-  e->stats_.kv_blocks_total = kc.num_blocks;
-  e->stats_.kv_blocks_free = kc.num_blocks;
+  e->stats_.kv_blocks_total = plan.num_blocks;
+  e->stats_.kv_blocks_free = plan.num_blocks;
   e->stats_.last_progress = std::chrono::steady_clock::now();
   e->publish_stats();  // the disk tier's figures are visible before the first step
   LocalEngine* raw = e.get();
   e->thread_ = std::thread([raw] { raw->loop(); });
   return e;
+}
+
+KvModelInfo LocalEngine::kv_model_info(const KvPlan& plan) const {
+  const ModelConfig& c = model_->config();
+  KvModelInfo m;
+  m.num_layers = c.num_layers;
+  m.num_kv_heads = c.num_kv_heads;
+  m.head_dim = c.head_dim;
+  // Everything the cached K/V depend on: the model, its shape and the cache's layout and types.
+  m.identity = fmt::format("{}|{}|L{}|H{}|D{}|V{}|{}|bt{}", c.name, opts_.model_path, c.num_layers, c.num_kv_heads,
+                           c.head_dim, c.vocab, kv_precision_name(plan.precision), plan.block_tokens);
+  m.fingerprint_inputs = [this] { return fingerprint_inputs(); };
+  return m;
+}
+
+kvstore::FingerprintInputs LocalEngine::fingerprint_inputs() const {
+  const ModelConfig& c = model_->config();
+  kvstore::FingerprintInputs fi;
+  fi.weights = kvstore::digest_weights(model_->file());
+  fi.tokenizer = fmt::format("vocab {} bos {} eos {}", tokenizer_->vocab_size(), tokenizer_->bos_id(), tokenizer_->eos_id());
+  const RopeConfig& r = c.rope;
+  fi.rope = fmt::format("dim {} base {:a} scaling {} scale {:a} orig {} ext {:a} attn {:a} beta {:a}/{:a} llama3 {:a}/{:a} factors",
+                        r.dim, r.freq_base, static_cast<int>(r.scaling), r.freq_scale, r.orig_ctx, r.ext_factor,
+                        r.attn_factor, r.beta_fast, r.beta_slow, r.low_freq_factor, r.high_freq_factor);
+  for (float f : r.freq_factors) fi.rope += fmt::format(" {:a}", f);
+  // The kernels' ISA too: scalar and AVX2 kernels may differ in the last bits of the K/V they
+  // compute, and a disk hit must give exactly what this engine would have computed.
+  fi.identity = fmt::format("{}|L{}|H{}|KV{}|D{}|DV{}|V{}|SW{}|eps {:a}|isa {}", c.arch, c.num_layers, c.num_heads,
+                            c.num_kv_heads, c.head_dim, c.head_dim_v, c.vocab, c.sliding_window, c.rms_eps,
+                            kernels::isa_name(kernels::active_isa()));
+  return fi;
+}
+
+void LocalEngine::fill_model_info() {
+  const ModelConfig& c = model_->config();
+  ModelInfo& info = info_;
+  const std::string file = opts_.model_path.substr(opts_.model_path.find_last_of('/') + 1);
+  info.name = !opts_.served_model_name.empty() ? opts_.served_model_name : file;
+  info.path = opts_.model_path;
+  info.max_model_len = opts_.max_model_len;
+  info.vocab_size = c.vocab;
+  auto tmpl = model_->file().get_string_or("tokenizer.chat_template", "");
+  if (tmpl.ok()) info.chat_template = *tmpl;
+  if (tokenizer_->bos_id() >= 0) info.bos_token = tokenizer_->token_text(tokenizer_->bos_id());
+  if (tokenizer_->eos_id() >= 0) info.eos_token = tokenizer_->token_text(tokenizer_->eos_id());
+  info.created_unix = static_cast<int64_t>(std::time(nullptr));
 }
 
 LocalEngine::~LocalEngine() {
@@ -223,81 +169,6 @@ LocalEngine::~LocalEngine() {
   if (thread_.joinable()) thread_.join();
   // What the next process should find: every prefix still cached in RAM goes to disk.
   if (disk_tier_) disk_tier_->persist_all();
-}
-
-Status LocalEngine::open_disk_tier(const std::string& prec_name) {
-  const ModelConfig& c = model_->config();
-  kvstore::FingerprintInputs fi;
-  fi.weights = kvstore::digest_weights(model_->file());
-  fi.tokenizer = fmt::format("vocab {} bos {} eos {}", tokenizer_->vocab_size(), tokenizer_->bos_id(), tokenizer_->eos_id());
-  const RopeConfig& r = c.rope;
-  fi.rope = fmt::format("dim {} base {:a} scaling {} scale {:a} orig {} ext {:a} attn {:a} beta {:a}/{:a} llama3 {:a}/{:a} factors",
-                        r.dim, r.freq_base, static_cast<int>(r.scaling), r.freq_scale, r.orig_ctx, r.ext_factor,
-                        r.attn_factor, r.beta_fast, r.beta_slow, r.low_freq_factor, r.high_freq_factor);
-  for (float f : r.freq_factors) fi.rope += fmt::format(" {:a}", f);
-  fi.kv_type = prec_name;
-  const KvType disk_type = opts_.kv_disk_dtype.value_or(kv_->arena_type());
-  fi.kv_type += std::string(" disk ") + kv_type_name(disk_type);
-  fi.block_tokens = static_cast<uint32_t>(kv_->config().block_tokens);
-  // The kernels' ISA too: scalar and AVX2 kernels may differ in the last bits of the K/V they
-  // compute, and a disk hit must give exactly what this engine would have computed.
-  fi.identity = fmt::format("{}|L{}|H{}|KV{}|D{}|DV{}|V{}|SW{}|eps {:a}|isa {}", c.arch, c.num_layers, c.num_heads,
-                            c.num_kv_heads, c.head_dim, c.head_dim_v, c.vocab, c.sliding_window, c.rms_eps,
-                            kernels::isa_name(kernels::active_isa()));
-  fingerprint_ = kvstore::make_fingerprint(fi);
-
-  kvstore::StoreOptions so;
-  so.dir = opts_.kv_disk_dir;
-  so.budget_bytes = opts_.kv_disk_budget_bytes;
-  so.fingerprint = fingerprint_;
-  so.block_tokens = static_cast<uint32_t>(kv_->config().block_tokens);
-  so.block_bytes = kv_->block_bytes_for(kv_codec(disk_type));
-  auto codec = kvstore::codec_from_name(opts_.kv_disk_codec);
-  if (!codec) return invalid_argument("--kv-disk-codec '{}' is not one of zstd, lz4, none", opts_.kv_disk_codec);
-  so.codec = *codec;
-  so.level = opts_.kv_disk_level;
-  so.policy = opts_.kv_disk_policy;
-  auto store = kvstore::KvStore::open(so);
-  if (!store.ok()) {
-    // A bad flag is the user's to fix; an unusable folder only costs the disk tier.
-    if (store.status().code() != StatusCode::kIoError) return store.status();
-    HZ_LOG_WARN("KV disk tier off: {}", store.status().message());
-    return Status();
-  }
-  kv_store_ = std::move(*store);
-  const kvstore::StoreStats st = kv_store_->stats();
-  HZ_LOG_INFO("KV disk tier {}: {} blocks of {} reusable (fingerprint {}{}{})", so.dir, st.blocks, st.slots_total,
-              fingerprint_.hex(), fi.weights.full ? ", full weights hash" : ", sampled weights digest",
-              st.fingerprint_reset ? "; cleared a store of another model" : "");
-  return Status();
-}
-
-void LocalEngine::open_far_tier() {
-  FarTierOptions fo;
-  fo.dir = opts_.kv_disk_dir;
-  fo.budget_bytes = opts_.kv_disk_budget_bytes;
-  fo.num_layers = kv_->config().num_layers;
-  fo.plane_bytes = kv_->plane_bytes();
-  fo.segments = kv_->far_segments();
-  auto far = FarTier::open(fo);
-  if (!far.ok()) {
-    HZ_LOG_WARN("KV far tier off: {}; a sequence's context is limited to the RAM pool", far.status().message());
-    return;
-  }
-  far_ = std::move(*far);
-  kv_->attach_far(far_.get());
-  KvCache* kv = kv_.get();
-  LocalEngine* self = this;
-  sched_->set_far_tier(
-      [kv, self](int32_t b) -> int32_t {
-        auto id = kv->spill(b);
-        if (!id) return -1;
-        // A registered block leaves the prefix cache (to the disk store, when there is one).
-        if (self->prefix_cache_) self->prefix_cache_->forget(b);
-        kv->pool().unref(b);
-        return *id;
-      },
-      [kv](int32_t b) { kv->release_far(b); }, [kv](int64_t n) { return kv->finalized_blocks(n); });
 }
 
 std::vector<bool> LocalEngine::redo_corrupt(const std::vector<ScheduledSlice>& slices) {
@@ -455,6 +326,37 @@ void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
   stats_.prompt_tokens_total += r->prompt_tokens;
 }
 
+std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row) {
+  const int32_t vocab = info_.vocab_size;
+  Request& r = *requests_.at(seq.id);
+  GenerationEvent ev;
+  ev.kind = GenerationEvent::Kind::kTokens;
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;
+  const bool want_lp = r.params.logprobs || r.params.top_logprobs > 0;
+  int32_t tok = r.sampler->sample(row, vocab, want_lp ? &chosen : nullptr, want_lp ? &top : nullptr);
+  r.sampler->accept(tok);
+  seq.tokens.push_back(tok);
+  ++r.generated;
+  const bool is_stop_token = (!r.params.ignore_eos && tokenizer_->is_eog(tok)) ||
+                             std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok) !=
+                                 r.params.stop_token_ids.end();
+  bool stopped = is_stop_token;
+  ev.token_ids.push_back(tok);
+  if (!is_stop_token) ev.text = r.stop->push(r.detok->push(tok), &stopped);
+  if (want_lp) {
+    chosen.text = tokenizer_->token_to_piece(tok);
+    for (auto& t : top) t.text = tokenizer_->token_to_piece(t.token);
+    ev.chosen.push_back(std::move(chosen));
+    ev.top.push_back(std::move(top));
+  }
+  r.sink->on_event(std::move(ev));
+  if (stopped) return FinishReason::kStop;
+  if (r.generated >= r.max_new_tokens || static_cast<int64_t>(seq.tokens.size()) >= opts_.max_model_len)
+    return FinishReason::kLength;
+  return std::nullopt;
+}
+
 void LocalEngine::step() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<uint64_t> expired;
@@ -500,44 +402,17 @@ void LocalEngine::step() {
   } else {
     sched_->commit(slices);
   }
-  if (step_hook_) step_hook_(far_.get());
+  if (step_hook_) step_hook_(far_);
 
   const int32_t vocab = info_.vocab_size;
   uint64_t new_tokens = 0;
   std::vector<std::pair<uint64_t, FinishReason>> done;
   for (size_t i = 0; i < slices.size(); ++i) {
     if (!samples[i] || redo[i]) continue;
-    Sequence* seq = slices[i].seq;
-    Request& r = *requests_.at(seq->id);
-    float* row = &logits_[i * static_cast<size_t>(vocab)];
-    GenerationEvent ev;
-    ev.kind = GenerationEvent::Kind::kTokens;
-    TokenLogprob chosen;
-    std::vector<TokenLogprob> top;
-    const bool want_lp = r.params.logprobs || r.params.top_logprobs > 0;
-    int32_t tok = r.sampler->sample(row, vocab, want_lp ? &chosen : nullptr, want_lp ? &top : nullptr);
-    r.sampler->accept(tok);
-    seq->tokens.push_back(tok);
-    ++r.generated;
+    if (auto reason = sample_next(*slices[i].seq, &logits_[i * static_cast<size_t>(vocab)])) {
+      done.emplace_back(slices[i].seq->id, *reason);
+    }
     ++new_tokens;
-    const bool is_stop_token = (!r.params.ignore_eos && tokenizer_->is_eog(tok)) ||
-                               std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok) !=
-                                   r.params.stop_token_ids.end();
-    bool stopped = is_stop_token;
-    ev.token_ids.push_back(tok);
-    if (!is_stop_token) ev.text = r.stop->push(r.detok->push(tok), &stopped);
-    if (want_lp) {
-      chosen.text = tokenizer_->token_to_piece(tok);
-      for (auto& t : top) t.text = tokenizer_->token_to_piece(t.token);
-      ev.chosen.push_back(std::move(chosen));
-      ev.top.push_back(std::move(top));
-    }
-    r.sink->on_event(std::move(ev));
-    if (stopped) {
-      done.emplace_back(seq->id, FinishReason::kStop);
-    } else if (r.generated >= r.max_new_tokens || static_cast<int64_t>(seq->tokens.size()) >= opts_.max_model_len) {
-      done.emplace_back(seq->id, FinishReason::kLength);
-    }
   }
   {
     std::lock_guard<std::mutex> lk(mu_);

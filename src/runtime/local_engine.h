@@ -14,6 +14,7 @@
 #include "base/thread_pool.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_manager.h"
 #include "kv/prefix_cache.h"
 #include "kvstore/kv_store.h"
 #include "model/model.h"
@@ -62,10 +63,13 @@ class LocalEngine : public Engine {
   void loop();
   void drain_inbox();
   void step();
+  // Samples the next token of `seq` from its logits `row` and emits it; the reason it finished, if so.
+  std::optional<FinishReason> sample_next(Sequence& seq, float* row);
   void finish(uint64_t id, FinishReason reason, Status error = Status());
   void publish_stats();
-  Status open_disk_tier(const std::string& prec_name);
-  void open_far_tier();
+  KvModelInfo kv_model_info(const KvPlan& plan) const;
+  kvstore::FingerprintInputs fingerprint_inputs() const;
+  void fill_model_info();
   // Sequences of this step whose far blocks failed their checksum: recomputed, not sampled.
   std::vector<bool> redo_corrupt(const std::vector<ScheduledSlice>& slices);
 
@@ -73,14 +77,17 @@ class LocalEngine : public Engine {
   ModelInfo info_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<KvCache> kv_;
-  std::unique_ptr<kvstore::KvStore> kv_store_;  // with --kv-disk-dir
-  std::unique_ptr<FarTier> far_;                // with --kv-disk-dir: running sequences' far blocks
-  std::unique_ptr<PrefixCache> prefix_cache_;   // with --enable-prefix-caching or --kv-disk-dir
+  std::unique_ptr<KvManager> kvm_;  // the KV cache: arena, prefix cache, tiers
+  // Parts of kvm_, not owned (null when off): the arena, the disk store (with --kv-disk-dir), the
+  // far tier (--kv-disk-dir: running sequences' far blocks), the prefix cache
+  // (--enable-prefix-caching or --kv-disk-dir), the disk tier of the prefix cache (with kv_store_).
+  KvCache* kv_ = nullptr;
+  kvstore::KvStore* kv_store_ = nullptr;
+  FarTier* far_ = nullptr;
+  PrefixCache* prefix_cache_ = nullptr;
+  DiskTier* disk_tier_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Scheduler> sched_;
-  std::unique_ptr<DiskTier> disk_tier_;         // with kv_store_
-  std::unique_ptr<kvstore::HotnessPolicy> ram_policy_;  // RAM eviction order unless LRU
   kvstore::Fingerprint fingerprint_;
   uint64_t persisted_inserts_ = 0;  // prefix cache inserts already written behind to disk
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only

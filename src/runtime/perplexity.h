@@ -12,7 +12,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "model/model.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 namespace hz {
 

@@ -57,7 +57,7 @@ void SingleSequence::ensure_blocks(int64_t n) {
         auto id = kv_->spill(b);
         HZ_CHECK_MSG(id.has_value(), "SingleSequence: the far tier cannot take more blocks");
         pool.unref(b);
-        block_table_[j] = *id;
+        block_table_[j] = kv_->config().num_blocks + *id;
         far_cursor_ = j + 1;
         moved = true;
       }

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 namespace hz {
 namespace {

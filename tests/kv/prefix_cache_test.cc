@@ -9,6 +9,7 @@
 #include <random>
 
 #include "sched/scheduler.h"
+#include "support/fake_kv_storage.h"
 
 namespace hz {
 namespace {
@@ -104,8 +105,9 @@ std::unique_ptr<Sequence> make_seq(uint64_t id, std::vector<int32_t> tokens) {
 TEST(PrefixCacheTest, SchedulerAttachesCachedPrefixAndPrefillsOnlyTheRest) {
   BlockPool pool(8);
   PrefixCache cache(pool, 16, "m");
-  Scheduler sched(sched_config(), pool);
-  sched.set_prefix_cache(&cache, [](int64_t n) { return n / 16; });
+  KvManager kv(pool, 16);
+  kv.set_prefix_cache(&cache);
+  Scheduler sched(sched_config(), kv);
   sched.add(make_seq(1, iota_tokens(40)));
   auto slices = sched.schedule();
   ASSERT_EQ(slices.size(), 1u);
@@ -135,8 +137,9 @@ TEST(PrefixCacheTest, SchedulerAttachesCachedPrefixAndPrefillsOnlyTheRest) {
 TEST(PrefixCacheTest, PromptOfWholeBlocksStillRunsItsLastBlock) {
   BlockPool pool(8);
   PrefixCache cache(pool, 16, "m");
-  Scheduler sched(sched_config(), pool);
-  sched.set_prefix_cache(&cache, [](int64_t n) { return n / 16; });
+  KvManager kv(pool, 16);
+  kv.set_prefix_cache(&cache);
+  Scheduler sched(sched_config(), kv);
   sched.add(make_seq(1, iota_tokens(32)));
   sched.commit(sched.schedule());
   sched.remove(1);
@@ -151,9 +154,11 @@ TEST(PrefixCacheTest, PromptOfWholeBlocksStillRunsItsLastBlock) {
 
 TEST(PrefixCacheTest, CopyOnWriteWhenASharedBlockMustBeWritten) {
   BlockPool pool(4);
-  Scheduler sched(sched_config(), pool);
+  FakeKvStorage storage;
+  KvManager kv(pool, 16, &storage);
+  Scheduler sched(sched_config(), kv);
   std::vector<std::pair<int32_t, int32_t>> copies;
-  sched.set_copy_block([&](int32_t src, int32_t dst) { copies.emplace_back(src, dst); });
+  storage.on_copy = [&](int32_t src, int32_t dst) { copies.emplace_back(src, dst); };
   int32_t shared = *pool.allocate();
   pool.ref(shared);  // another sequence holds it too
   auto s = make_seq(1, iota_tokens(10));
@@ -174,8 +179,9 @@ TEST(PrefixCacheTest, TenThousandRandomOperationsLeakNothing) {
   PrefixCache cache(pool, 16, "m");
   SchedulerConfig cfg = sched_config();
   cfg.prefill_chunk = 24;
-  Scheduler sched(cfg, pool);
-  sched.set_prefix_cache(&cache, [](int64_t n) { return n / 16; });
+  KvManager kv(pool, 16);
+  kv.set_prefix_cache(&cache);
+  Scheduler sched(cfg, kv);
   std::mt19937 rng(1234);
   // Prompts share a few prefixes so that attach, share, revive and evict all happen.
   std::vector<std::vector<int32_t>> prefixes = {iota_tokens(48, 0), iota_tokens(40, 1000), iota_tokens(70, 2000)};

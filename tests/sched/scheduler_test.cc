@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "support/fake_kv_storage.h"
+
 namespace hz {
 namespace {
 
@@ -29,7 +31,8 @@ std::vector<ScheduledSlice> step(Scheduler& s) {
 
 TEST(SchedulerTest, ChunksLongPromptsWithinTheTokenBudget) {
   BlockPool pool(64);
-  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 32, .prefill_chunk = 20, .block_tokens = 16}, pool);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 32, .prefill_chunk = 20, .block_tokens = 16}, kv);
   s.add(make_seq(1, 50));
   auto a = step(s);
   ASSERT_EQ(a.size(), 1u);
@@ -45,7 +48,8 @@ TEST(SchedulerTest, ChunksLongPromptsWithinTheTokenBudget) {
 
 TEST(SchedulerTest, DecodesRunBesidePrefillChunks) {
   BlockPool pool(64);
-  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 16, .prefill_chunk = 16, .block_tokens = 16}, pool);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 16, .prefill_chunk = 16, .block_tokens = 16}, kv);
   s.add(make_seq(1, 4));
   step(s);  // prefill seq 1
   s.add(make_seq(2, 40));
@@ -59,7 +63,8 @@ TEST(SchedulerTest, DecodesRunBesidePrefillChunks) {
 
 TEST(SchedulerTest, RespectsMaxNumSeqs) {
   BlockPool pool(64);
-  Scheduler s({.max_num_seqs = 2, .max_num_batched_tokens = 100, .prefill_chunk = 100, .block_tokens = 16}, pool);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 2, .max_num_batched_tokens = 100, .prefill_chunk = 100, .block_tokens = 16}, kv);
   for (uint64_t i = 1; i <= 3; ++i) s.add(make_seq(i, 4));
   auto slices = step(s);
   EXPECT_EQ(slices.size(), 2u);
@@ -72,7 +77,8 @@ TEST(SchedulerTest, RespectsMaxNumSeqs) {
 
 TEST(SchedulerTest, PreemptsNewestWhenPoolRunsDryAndFreesEverything) {
   BlockPool pool(4);  // 64 tokens
-  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 100, .prefill_chunk = 100, .block_tokens = 16}, pool);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 100, .prefill_chunk = 100, .block_tokens = 16}, kv);
   s.add(make_seq(1, 30));
   s.add(make_seq(2, 30));
   step(s);  // both prefilled: 2 blocks each, pool full
@@ -96,23 +102,22 @@ TEST(SchedulerTest, PreemptsNewestWhenPoolRunsDryAndFreesEverything) {
 // first) instead of preempting seq 2; far ids follow the pool's; removal releases them.
 TEST(SchedulerTest, SpillsFinalizedBlocksToTheFarTierInsteadOfPreempting) {
   BlockPool pool(4);
-  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 100, .prefill_chunk = 100, .block_tokens = 16}, pool);
+  FakeKvStorage storage;
+  KvManager kv(pool, 16, &storage);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 100, .prefill_chunk = 100, .block_tokens = 16}, kv);
   std::vector<int32_t> spilled, released;
-  int32_t next_far = 100;
-  int32_t room = 2;  // far slots
-  s.set_far_tier(
-      [&](int32_t b) {
-        if (room == 0) return -1;
-        --room;
-        spilled.push_back(b);
-        pool.unref(b);
-        return next_far++;
-      },
-      [&](int32_t f) {
-        released.push_back(f);
-        ++room;
-      },
-      [](int64_t n) { return n / 16; });
+  int32_t next_far = 0;  // far slots; block tables hold them after the pool's ids (4 + slot)
+  int32_t room = 2;      // far slots
+  storage.on_spill = [&](int32_t b) -> std::optional<int32_t> {
+    if (room == 0) return std::nullopt;
+    --room;
+    spilled.push_back(b);
+    return next_far++;
+  };
+  storage.on_release_far = [&](int32_t f) {
+    released.push_back(f);
+    ++room;
+  };
   s.add(make_seq(1, 30));
   s.add(make_seq(2, 20));
   step(s);  // both prefilled: 2 blocks each, pool full
@@ -124,7 +129,7 @@ TEST(SchedulerTest, SpillsFinalizedBlocksToTheFarTierInsteadOfPreempting) {
   ASSERT_EQ(spilled.size(), 1u);
   const Sequence& s1 = *s.running()[0];
   EXPECT_EQ(s1.id, 1u);
-  EXPECT_EQ(s1.block_table[0], 100) << "its oldest block went far";
+  EXPECT_EQ(s1.block_table[0], 4 + 0) << "its oldest block went far";
   EXPECT_EQ(spilled[0], 0);
   EXPECT_EQ(s1.block_table.size(), 3u);
   EXPECT_EQ(s1.block_table[2], 0) << "the freed block";
@@ -134,7 +139,7 @@ TEST(SchedulerTest, SpillsFinalizedBlocksToTheFarTierInsteadOfPreempting) {
   EXPECT_EQ(s.num_preemptions(), 1u);
   s.remove(1);
   s.remove(2);
-  EXPECT_EQ(released, std::vector<int32_t>{100});
+  EXPECT_EQ(released, std::vector<int32_t>{0});
   EXPECT_EQ(pool.num_free(), 4);
   pool.check_invariants();
 }
@@ -151,12 +156,14 @@ namespace {
 TEST(SchedulerHotAttachTest, SharesColdBlocksAndCopiesHotOnes) {
   BlockPool pool(32);
   PrefixCache cache(pool, 16, "m");
-  Scheduler s({.max_num_seqs = 2, .max_num_batched_tokens = 128, .prefill_chunk = 128, .block_tokens = 16}, pool);
-  s.set_prefix_cache(&cache, [](int64_t n) { return n / 16; });
+  FakeKvStorage storage;
+  KvManager kv(pool, 16, &storage);
+  kv.set_prefix_cache(&cache, 2);
+  Scheduler s({.max_num_seqs = 2, .max_num_batched_tokens = 128, .prefill_chunk = 128, .block_tokens = 16}, kv);
   std::vector<std::pair<int32_t, int32_t>> copies;
-  s.set_copy_block([&](int32_t src, int32_t dst) { copies.emplace_back(src, dst); });
+  storage.on_copy = [&](int32_t src, int32_t dst) { copies.emplace_back(src, dst); };
   std::vector<int32_t> hot;  // blocks whose hot form is "available"
-  s.set_hot_attach(2, [&](int32_t b) { return std::find(hot.begin(), hot.end(), b) != hot.end(); });
+  storage.hot = [&](int32_t b) { return std::find(hot.begin(), hot.end(), b) != hot.end(); };
 
   auto a = make_seq(1, 70);  // 4 full blocks + 6 tokens
   for (int i = 0; i < 70; ++i) a->tokens[i] = 10 + i;

@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 namespace hz::test {
 

@@ -1,7 +1,7 @@
 // Bytes of the paged KV cache per block and per token for each KV element type. The single source
 // of truth for KV sizes: the planner plans with these figures and the KV pool allocates with them.
 //
-// Layout assumed (one block = `block_tokens` positions of every layer; matches kv/kv_cache.h):
+// Layout (one block = `block_tokens` positions of every layer; kv/kv_cache.h allocates it):
 //   storage [num_blocks][num_layers][stream][...], stream = K, V (GQA) or the one latent (MLA).
 //   One stream of one layer in one block = a "plane":
 //     elements: [num_heads][block_tokens][head_dim], codec = KV type
@@ -23,15 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tensor/kv_type.h"
+
 namespace hz {
-
-enum class KvType { kF32, kF16, kBF16, kFp8, kInt8, kInt4 };
-
-const char* kv_type_name(KvType t);                       // "f32", "f16", "bf16", "fp8", "int8", "int4"
-std::optional<KvType> kv_type_from_name(std::string_view name);  // case-insensitive; "fp8_e4m3" = fp8
-const std::vector<KvType>& all_kv_types();                // from widest to most compact
-// Bits per element without scales (32, 16, 16, 8, 8, 4): orders types by compactness.
-int kv_type_element_bits(KvType t);
 
 // What the KV cache stores per layer, independent of where the shape came from.
 struct KvGeometry {

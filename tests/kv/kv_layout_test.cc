@@ -1,4 +1,4 @@
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 #include <gtest/gtest.h>
 

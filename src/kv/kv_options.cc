@@ -1,0 +1,94 @@
+#include "kv/kv_options.h"
+
+#include <algorithm>
+
+namespace hz {
+
+namespace {
+
+Status check_fields(const KvOptions& o, const KvDemand& d) {
+  if (o.block_tokens < 16 || o.block_tokens > 256 || o.block_tokens % 16 != 0)
+    return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", o.block_tokens);
+  if (o.hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more");
+  if (d.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
+  if (d.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
+  if (d.max_model_len < 1) return invalid_argument("--max-model-len must be positive");
+  if (d.geometry.num_layers == 0 || d.geometry.num_heads == 0 || d.geometry.head_dim == 0)
+    return invalid_argument("the model's KV shape is empty (layers {}, KV heads {}, head dim {})", d.geometry.num_layers,
+                            d.geometry.num_heads, d.geometry.head_dim);
+  return Status();
+}
+
+KvPrecision resolve_precision(const KvOptions& o) {
+  KvPrecision p;
+  p.hot = o.hot_type;
+  p.hot_window = static_cast<uint64_t>(o.hot_window);
+  p.cold = o.cold_type;
+  if (p.hot_window == 0 || p.hot == p.cold) {
+    p.hot_window = 0;
+    p.cold = p.hot;
+  }
+  return p;
+}
+
+// The default budget: room for max_num_seqs full-length sequences, capped at a quarter of RAM.
+uint64_t default_budget(const KvPlan& p, const KvDemand& d) {
+  const uint64_t blocks_per_seq = (static_cast<uint64_t>(d.max_model_len) + p.block_tokens - 1) / p.block_tokens;
+  const uint64_t ram = d.total_ram_bytes > 0 ? d.total_ram_bytes : (uint64_t{8} << 30);
+  return std::min<uint64_t>(blocks_per_seq * static_cast<uint64_t>(d.max_num_seqs) * p.block_bytes, ram / 4);
+}
+
+// Prefix caching with a hot window keeps the hot (staging) form of recently cached blocks so that a
+// later sequence can attach them (KvCache::set_hot_retention); that memory comes out of the budget:
+// enough for every sequence slot's attach point (hot blocks + 1) four times over, at most a quarter.
+int32_t retained_blocks(const KvPlan& p, const KvDemand& d) {
+  if (!p.prefix_caching || p.precision.hot_window == 0) return 0;
+  const KvType staging = p.precision.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16;
+  const uint64_t staging_bytes = kv_block_bytes(d.geometry, staging, p.block_tokens);
+  return static_cast<int32_t>(
+      std::min<uint64_t>(4 * static_cast<uint64_t>(p.hot_blocks + 1) * static_cast<uint64_t>(d.max_num_seqs),
+                         p.budget_bytes / 4 / staging_bytes));
+}
+
+}  // namespace
+
+Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
+  HZ_RETURN_IF_ERROR(check_fields(*this, d));
+  KvPlan p;
+  p.block_tokens = block_tokens;
+  p.precision = resolve_precision(*this);
+  const bool hot_window = p.precision.hot_window > 0;
+  p.hot_blocks = hot_window ? static_cast<int32_t>((p.precision.hot_window - 1 + block_tokens - 1) / block_tokens) : 0;
+  // The disk's prefix store is a tier of the prefix cache: it implies it, but not with a hot window.
+  p.prefix_store = !disk_dir.empty() && !hot_window;
+  p.prefix_caching = prefix_caching || p.prefix_store;
+  if (!disk_dir.empty() && hot_window)
+    p.warnings.push_back("--kv-disk-dir with --kv-hot-window: the prefix store is off (blocks would come back from disk "
+                         "in their cold form only); long contexts still keep their far blocks on disk");
+  p.block_bytes = kv_block_bytes(d.geometry, hot_window ? p.precision.cold : p.precision.hot, block_tokens);
+  p.budget_bytes = budget_bytes > 0 ? budget_bytes : default_budget(p, d);
+  p.retained_blocks = retained_blocks(p, d);
+  const KvType staging = p.precision.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16;
+  const uint64_t pool_bytes =
+      p.budget_bytes - static_cast<uint64_t>(p.retained_blocks) * kv_block_bytes(d.geometry, staging, block_tokens);
+  const uint64_t num_blocks = pool_bytes / p.block_bytes;
+  if (num_blocks == 0)
+    return out_of_range("--kv-budget {} bytes holds no KV block (one block of {} tokens takes {} bytes)", pool_bytes,
+                        block_tokens, p.block_bytes);
+  p.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
+  if (!disk_dir.empty()) {
+    // What one running sequence must keep in RAM: the blocks a prefill chunk writes, those its
+    // queries read hot or exactly, and one partly written block. A smaller pool gains nothing from
+    // the far tier (prompts must fit in it anyway).
+    const int64_t min_blocks = (d.prefill_chunk + block_tokens - 1) / block_tokens + p.hot_blocks + 2;
+    p.far_tier = p.num_blocks >= min_blocks;
+    if (!p.far_tier)
+      p.warnings.push_back(fmt::format(
+          "KV far tier off: --kv-budget holds {} KV blocks, and a running sequence with its far blocks on disk needs {} "
+          "in RAM (a --prefill-chunk of {} tokens plus the hot window); contexts are limited to the RAM pool",
+          p.num_blocks, min_blocks, d.prefill_chunk));
+  }
+  return p;
+}
+
+}  // namespace hz

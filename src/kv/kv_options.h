@@ -1,0 +1,69 @@
+// KvOptions: every setting of the KV cache (types, hot window, block size, budget, prefix caching,
+// disk store, far tier, policies), and validate(), the one place that knows how these features
+// compose. The engine maps its flags onto KvOptions and builds a KvManager from the result.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/kv_layout.h"
+
+namespace hz {
+
+struct KvDemand;
+struct KvPlan;
+
+struct KvOptions {
+  int32_t block_tokens = 16;               // positions per block (16..256, a multiple of 16)
+  KvType hot_type = KvType::kF16;          // the newest hot_window tokens, or every token
+  int32_t hot_window = 0;                  // 0: one type for every position
+  KvType cold_type = KvType::kInt8;        // blocks older than the hot window
+  uint64_t budget_bytes = 0;               // 0: room for the demand's sequences, capped at 25% of RAM
+  bool prefix_caching = false;
+  // Disk: on when disk_dir is set. It holds a prefix store (a tier of the prefix cache) and the far
+  // tier (running sequences' old blocks).
+  std::string disk_dir;
+  uint64_t disk_budget_bytes = uint64_t{64} << 30;
+  std::string disk_codec = "none";         // none, zstd, lz4
+  int32_t disk_level = 1;                  // zstd level / lz4 acceleration
+  std::string disk_policy = "lru";         // lru, lfu-decay: RAM eviction and disk drop order
+  std::optional<KvType> disk_type;         // none: the arena's type (promoted blocks are bit-identical)
+
+  // Checks every field (errors name the flag) and composes the features for `demand`:
+  //  - a disk dir implies prefix caching and a prefix store, except with a hot window: blocks come
+  //    back from disk in their cold form only while a new sequence reads its prefix's newest blocks
+  //    hot, so the store is off (a warning); the far tier works with any types;
+  //  - prefix caching with a hot window retains staging copies for hot attach, out of the budget;
+  //  - the far tier needs a pool that holds one running sequence's RAM part, else it is off (a warning).
+  Result<KvPlan> validate(const KvDemand& demand) const;
+};
+
+// What the rest of the engine asks of the KV cache: the sizes that decide the default budget, the
+// hot retention and the far tier's minimum pool.
+struct KvDemand {
+  KvGeometry geometry;
+  int32_t max_num_seqs = 1;
+  int32_t max_model_len = 0;
+  int32_t prefill_chunk = 512;
+  uint64_t total_ram_bytes = 0;  // caps the default budget at a quarter
+};
+
+// The composed configuration: what validate() decided, every decision in one place.
+struct KvPlan {
+  KvPrecision precision;            // resolved: a window whose types match is dropped
+  int32_t block_tokens = 16;
+  bool prefix_caching = false;      // requested, or implied by the prefix store
+  bool prefix_store = false;        // disk store of cached prefixes
+  bool far_tier = false;            // running sequences' far blocks on disk
+  int32_t hot_blocks = 0;           // blocks a query reads hot besides its own
+  uint64_t block_bytes = 0;         // one arena block (the planner's figure)
+  uint64_t budget_bytes = 0;        // pool + retained staging
+  int32_t retained_blocks = 0;      // staging copies kept for hot attach (out of the budget)
+  int32_t num_blocks = 0;           // arena blocks
+  std::vector<std::string> warnings;  // decisions the user should hear about (logged by the engine)
+};
+
+}  // namespace hz

@@ -1,0 +1,22 @@
+#include "runtime/engine_options.h"
+
+namespace hz {
+
+KvOptions kv_options(const EngineOptions& o) {
+  KvOptions k;
+  k.block_tokens = o.block_size;
+  k.hot_type = o.kv_dtype;
+  k.hot_window = o.kv_hot_window;
+  k.cold_type = o.kv_cold_dtype;
+  k.budget_bytes = o.kv_budget_bytes;
+  k.prefix_caching = o.enable_prefix_caching;
+  k.disk_dir = o.kv_disk_dir;
+  k.disk_budget_bytes = o.kv_disk_budget_bytes;
+  k.disk_codec = o.kv_disk_codec;
+  k.disk_level = o.kv_disk_level;
+  k.disk_policy = o.kv_disk_policy;
+  k.disk_type = o.kv_disk_dtype;
+  return k;
+}
+
+}  // namespace hz

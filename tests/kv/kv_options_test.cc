@@ -1,0 +1,160 @@
+// KvOptions::validate: every feature interaction of the KV cache, decided in one place.
+#include "kv/kv_options.h"
+
+#include <gtest/gtest.h>
+
+namespace hz {
+namespace {
+
+KvDemand demand() {
+  KvDemand d;
+  d.geometry.num_layers = 2;
+  d.geometry.num_heads = 2;
+  d.geometry.head_dim = 64;
+  d.max_num_seqs = 4;
+  d.max_model_len = 1024;
+  d.prefill_chunk = 64;
+  d.total_ram_bytes = uint64_t{16} << 30;
+  return d;
+}
+
+bool has_warning(const KvPlan& p, const std::string& text) {
+  for (const auto& w : p.warnings) {
+    if (w.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(KvOptionsTest, RejectsBadFieldsNamingTheFlag) {
+  KvOptions o;
+  o.block_tokens = 24;
+  auto p = o.validate(demand());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--block-size 24"), std::string::npos);
+  o.block_tokens = 16;
+  o.hot_window = -1;
+  p = o.validate(demand());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--kv-hot-window"), std::string::npos);
+}
+
+TEST(KvOptionsTest, DefaultBudgetHoldsEverySequenceCappedAtAQuarterOfRam) {
+  KvOptions o;
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const uint64_t block = kv_block_bytes(demand().geometry, KvType::kF16, 16);
+  EXPECT_EQ(p->block_bytes, block);
+  EXPECT_EQ(p->budget_bytes, 4 * (1024 / 16) * block);
+  EXPECT_EQ(p->num_blocks, 4 * 1024 / 16);
+  KvDemand small = demand();
+  small.total_ram_bytes = 64 * block;
+  p = o.validate(small);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->num_blocks, 16);
+}
+
+TEST(KvOptionsTest, BudgetThatHoldsNoBlockIsAnError) {
+  KvOptions o;
+  o.budget_bytes = 100;
+  auto p = o.validate(demand());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--kv-budget"), std::string::npos);
+}
+
+TEST(KvOptionsTest, WindowWhoseTypesMatchIsDropped) {
+  KvOptions o;
+  o.hot_type = o.cold_type = KvType::kInt8;
+  o.hot_window = 64;
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->precision.hot_window, 0u);
+  EXPECT_EQ(p->hot_blocks, 0);
+}
+
+TEST(KvOptionsTest, DiskDirImpliesPrefixCachingAndAPrefixStore) {
+  KvOptions o;
+  o.disk_dir = "/tmp/kv";
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->prefix_store);
+  EXPECT_TRUE(p->prefix_caching);
+  EXPECT_TRUE(p->far_tier);
+  EXPECT_TRUE(p->warnings.empty());
+}
+
+TEST(KvOptionsTest, HotWindowTurnsThePrefixStoreOffWithAWarning) {
+  KvOptions o;
+  o.disk_dir = "/tmp/kv";
+  o.hot_type = KvType::kF16;
+  o.cold_type = KvType::kInt4;
+  o.hot_window = 64;
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->prefix_store);
+  EXPECT_FALSE(p->prefix_caching);
+  EXPECT_TRUE(p->far_tier) << "the far tier works with any KV types";
+  EXPECT_TRUE(has_warning(*p, "the prefix store is off"));
+  // The arena holds the cold type.
+  EXPECT_EQ(p->block_bytes, kv_block_bytes(demand().geometry, KvType::kInt4, 16));
+}
+
+TEST(KvOptionsTest, PrefixCachingWithAHotWindowRetainsStagingOutOfTheBudget) {
+  KvOptions o;
+  o.prefix_caching = true;
+  o.hot_type = KvType::kF16;
+  o.cold_type = KvType::kInt8;
+  o.hot_window = 64;  // a query at p reads [p - 63, p]: up to 4 blocks besides its own
+  const KvDemand d = demand();
+  const uint64_t staging = kv_block_bytes(d.geometry, KvType::kF16, 16);
+  const uint64_t block = kv_block_bytes(d.geometry, KvType::kInt8, 16);
+  o.budget_bytes = 1000 * block;
+  auto p = o.validate(d);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->hot_blocks, 4);
+  EXPECT_EQ(p->retained_blocks, 4 * (4 + 1) * 4);
+  EXPECT_EQ(p->num_blocks, static_cast<int32_t>((o.budget_bytes - 80 * staging) / block));
+  // Retention takes at most a quarter of the budget.
+  o.budget_bytes = 100 * block;
+  p = o.validate(d);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->retained_blocks, static_cast<int32_t>(o.budget_bytes / 4 / staging));
+  // Without prefix caching nothing is retained.
+  o.prefix_caching = false;
+  p = o.validate(d);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->retained_blocks, 0);
+  EXPECT_EQ(p->num_blocks, 100);
+}
+
+TEST(KvOptionsTest, FarTierNeedsAPoolThatHoldsOneRunningSequence) {
+  KvOptions o;
+  o.disk_dir = "/tmp/kv";
+  const KvDemand d = demand();  // a prefill chunk of 64 tokens: 4 blocks, + 2
+  const uint64_t block = kv_block_bytes(d.geometry, KvType::kF16, 16);
+  o.budget_bytes = 6 * block;
+  auto p = o.validate(d);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->far_tier);
+  o.budget_bytes = 5 * block;
+  p = o.validate(d);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->far_tier);
+  EXPECT_TRUE(has_warning(*p, "KV far tier off"));
+  // Its hot window counts too: 6 blocks hold a chunk and a partial block, not one more hot block.
+  const uint64_t int8_block = kv_block_bytes(d.geometry, KvType::kInt8, 16);
+  o.budget_bytes = 6 * int8_block;
+  o.hot_type = o.cold_type = KvType::kInt8;
+  p = o.validate(d);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->num_blocks, 6);
+  EXPECT_TRUE(p->far_tier);
+  o.hot_type = KvType::kF16;
+  o.hot_window = 17;
+  p = o.validate(d);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->num_blocks, 6);
+  EXPECT_FALSE(p->far_tier);
+}
+
+}  // namespace
+}  // namespace hz
