@@ -198,6 +198,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   info.path = opts.model_path;
   info.max_model_len = max_len;
   info.vocab_size = c.vocab;
+  info.max_token_bytes = static_cast<int32_t>(std::min<size_t>(e->tokenizer_->max_token_bytes(), INT32_MAX));
   auto tmpl = e->model_->file().get_string_or("tokenizer.chat_template", "");
   if (tmpl.ok()) info.chat_template = *tmpl;
   if (e->tokenizer_->bos_id() >= 0) info.bos_token = e->tokenizer_->token_text(e->tokenizer_->bos_id());
