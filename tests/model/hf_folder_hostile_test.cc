@@ -38,15 +38,21 @@ std::string read_text(const std::string& p) {
 
 void write_text(const std::string& p, const std::string& text) { std::ofstream(p) << text; }
 
-// A valid folder from stories260K.gguf, written once per test binary.
+// A valid folder from stories260K.gguf, written once per test binary and removed at exit.
 const std::string& base_folder() {
-  static const std::string dir = [] {
-    std::string d = test::make_temp_dir("hostile_base");
-    Status s = test::write_hf_folder(test::model_path("stories260K.gguf"), d);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return d;
-  }();
-  return dir;
+  struct Folder {
+    Folder() : dir(test::make_temp_dir("hostile_base")) {
+      Status s = test::write_hf_folder(test::model_path("stories260K.gguf"), dir);
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
+    ~Folder() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+    std::string dir;
+  };
+  static const Folder folder;
+  return folder.dir;
 }
 
 std::string copy_folder(const std::string& name) {
