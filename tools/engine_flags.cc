@@ -1,10 +1,13 @@
 #include "tools/engine_flags.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <filesystem>
 
 #include "base/byte_size.h"
+#include "base/log.h"
 #include "model/rope_scaling.h"
 
 namespace hz::cli {
@@ -48,6 +51,29 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   }
 }
 
+namespace {
+
+// Bytes the disk tier can use in `dir`: the free space of its file system (of the nearest folder
+// that exists) plus what files already in `dir` hold (a store reopened keeps its slots). 0 when
+// unknown.
+uint64_t usable_disk_bytes(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
+  struct statvfs st {};
+  if (p.empty() || statvfs(p.c_str(), &st) != 0) return 0;
+  uint64_t bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (fs::is_directory(dir, ec)) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.is_regular_file(ec)) bytes += e.file_size(ec);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
 Result<EngineOptions> EngineFlags::resolve() const {
   EngineOptions o = opts;
   HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype, "--kv-cache-dtype"));
@@ -62,6 +88,13 @@ Result<EngineOptions> EngineFlags::resolve() const {
   if (!opts.kv_disk_dir.empty()) {
     HZ_ASSIGN_OR_RETURN(o.kv_disk_budget_bytes, parse_byte_size(kv_disk_budget, "--kv-disk-budget", 0));
     if (o.kv_disk_budget_bytes == 0) return invalid_argument("--kv-disk-budget must be more than 0 bytes");
+    // A budget past the free space would be planned for, then fail in the middle of a request:
+    // plan with what the disk has, so admission refuses what cannot fit.
+    if (const uint64_t usable = usable_disk_bytes(opts.kv_disk_dir); usable > 0 && o.kv_disk_budget_bytes > usable) {
+      HZ_LOG_WARN("--kv-disk-budget {} is more than the {} free for {}; the disk tier plans with {}",
+                  format_bytes(o.kv_disk_budget_bytes), format_bytes(usable), opts.kv_disk_dir, format_bytes(usable));
+      o.kv_disk_budget_bytes = usable;
+    }
     if (o.kv_disk_codec != "zstd" && o.kv_disk_codec != "lz4" && o.kv_disk_codec != "none")
       return invalid_argument("--kv-disk-codec '{}' is not one of zstd, lz4, none", o.kv_disk_codec);
     if (kv_disk_dtype != "same") {

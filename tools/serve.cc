@@ -49,6 +49,7 @@ int run_serve(ServeFlags& f) {
   f.server.shutdown_grace = ms(f.shutdown_grace_s);
   f.server.idle_timeout = ms(f.idle_timeout_s);
   f.server.access_log = !f.disable_log_requests;
+  if (f.server.metrics_auth && f.server.api_key.empty()) return fail("--metrics-auth needs --api-key (or HORIZON_API_KEY)");
 
   auto engine = make_engine(f.engine);
   if (!engine.ok()) return fail(engine.status().message());
@@ -74,6 +75,7 @@ Subcommand kServe("serve", "Serve a model over an OpenAI-compatible HTTP API", [
   app.add_option("--port", o.port, "Port to listen on (0 = any free port)")->capture_default_str()->check(
       CLI::Range(0, 65535));
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (or env HORIZON_API_KEY)");
+  app.add_flag("--metrics-auth", o.metrics_auth, "/metrics needs the API key too");
   app.add_option("--http-threads", o.http_threads, "Threads for HTTP I/O")->capture_default_str()->check(
       CLI::Range(1, 64));
   app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();

@@ -66,6 +66,40 @@ Status read_string(Reader& r, std::string* out, const std::string& what, uint64_
   return Status();
 }
 
+// Strict UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). Returns the offset of
+// the first byte that does not start a valid character, or npos. The format layer keeps its own
+// check: the tokenizer's UTF-8 helpers sit above it.
+size_t invalid_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<uint8_t>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2, cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3, cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (s.size() - i < len) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<uint8_t>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 Status read_value(Reader& r, GgufType type, GgufValue* v, const std::string& key, int depth);
 
 Status read_array(Reader& r, GgufArray* a, const std::string& key, int depth) {
@@ -315,8 +349,14 @@ Result<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, const std::st
 
   for (uint64_t k = 0; k < num_kv; ++k) {
     std::string key;
+    const size_t key_offset = r.pos();
     HZ_RETURN_IF_ERROR(fail(read_string(r, &key, fmt::format("metadata key #{}", k), kMaxNameBytes)));
     if (key.empty()) return fail(data_loss("metadata key #{} is empty", k));
+    // NOTE: keys only. The GGUF spec makes every string UTF-8, but real vocabularies carry token
+    // strings that are not (byte pieces), so values are left as they are.
+    if (size_t bad = invalid_utf8_at(key); bad != std::string_view::npos)
+      return fail(data_loss("metadata key #{} at offset {} is not valid UTF-8 (bad byte 0x{:02x} at offset {})", k,
+                            key_offset, static_cast<uint8_t>(key[bad]), key_offset + 8 + bad));
     if (f.kv_index_.count(key) != 0) return fail(data_loss("metadata key '{}' appears twice", key));
     uint32_t t;
     if (!r.read(&t)) return fail(data_loss("metadata '{}': truncated (value type)", key));

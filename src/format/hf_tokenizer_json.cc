@@ -24,15 +24,23 @@ constexpr const char* kLlama3Regex =
 constexpr const char* kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Sequences nest a few levels in real files; the bound keeps a hostile file from exhausting the
+// stack even when the JSON did not come through parse_json_bounded.
+constexpr int kMaxSequenceDepth = 16;
+
 // Calls f on `node` and, for Sequence nodes, on each element of `list_key` (recursively).
 template <typename F>
-void walk(const json& node, const char* list_key, F&& f) {
-  if (!node.is_object()) return;
+Status walk(const json& node, const char* list_key, const std::string& src, F&& f, int depth = 0) {
+  if (!node.is_object()) return Status();
+  if (depth > kMaxSequenceDepth)
+    return data_loss("{}: '{}' Sequences nest deeper than {} levels", src, list_key, kMaxSequenceDepth);
   f(node);
   auto it = node.find(list_key);
-  if (node.value("type", "") == "Sequence" && it != node.end() && it->is_array()) {
-    for (const auto& child : *it) walk(child, list_key, f);
+  auto type = node.find("type");
+  if (type != node.end() && *type == "Sequence" && it != node.end() && it->is_array()) {
+    for (const auto& child : *it) HZ_RETURN_IF_ERROR(walk(child, list_key, src, f, depth + 1));
   }
+  return Status();
 }
 
 std::string str_or(const json& j, const char* key, const std::string& def) {
@@ -87,6 +95,9 @@ class Converter {
       if (!idj.is_number_integer()) return data_loss("{}: {} has a non-integer id", src_, field);
       int64_t id = idj.get<int64_t>();
       if (id < 0 || id >= (int64_t{1} << 24)) return data_loss("{}: {} id {} is out of range", src_, field, id);
+      if (f_.max_vocab > 0 && id >= f_.max_vocab)
+        return data_loss("{}: {} id {} is outside the model's {}-token vocabulary (the embedding's rows)", src_, field,
+                         id, f_.max_vocab);
       auto [it, fresh] = by_id.emplace(id, text);
       if (!fresh && it->second != text)
         return data_loss("{}: {}: id {} is given to both '{}' and '{}'", src_, field, id, it->second, text);
@@ -163,7 +174,7 @@ class Converter {
     std::string other_name;
     auto pre = tok.find("pre_tokenizer");
     if (pre != tok.end() && !pre->is_null()) {
-      walk(*pre, "pretokenizers", [&](const json& node) {
+      HZ_RETURN_IF_ERROR(walk(*pre, "pretokenizers", src_, [&](const json& node) {
         const std::string t = str_or(node, "type", "");
         if (t == "Sequence") return;
         if (t == "ByteLevel") {
@@ -179,24 +190,24 @@ class Converter {
           other_step = true;
           other_name = t;
         }
-      });
+      }));
     }
     auto dec = tok.find("decoder");
     if (dec != tok.end() && !dec->is_null()) {
-      walk(*dec, "decoders", [&](const json& node) {
+      HZ_RETURN_IF_ERROR(walk(*dec, "decoders", src_, [&](const json& node) {
         if (str_or(node, "type", "") == "ByteLevel") byte_level = true;
-      });
+      }));
     }
     bool prepend = false, replace_space = false;
     auto norm = tok.find("normalizer");
     if (norm != tok.end() && !norm->is_null()) {
-      walk(*norm, "normalizers", [&](const json& node) {
+      HZ_RETURN_IF_ERROR(walk(*norm, "normalizers", src_, [&](const json& node) {
         const std::string t = str_or(node, "type", "");
         if (t == "Prepend" && str_or(node, "prepend", "") == kSpaceMark) prepend = true;
         if (t == "Replace" && node.contains("pattern") && node["pattern"].is_object() &&
             str_or(node["pattern"], "String", "") == " " && str_or(node, "content", "") == kSpaceMark)
           replace_space = true;
-      });
+      }));
     }
     const bool byte_fallback = model.value("byte_fallback", false);
     if (byte_level) {
@@ -311,7 +322,7 @@ class Converter {
     // BOS/EOS insertion: tokenizer_config.json's flags, else what the post-processor template adds.
     auto post = tok.find("post_processor");
     if (post != tok.end() && !post->is_null()) {
-      walk(*post, "processors", [&](const json& node) {
+      HZ_RETURN_IF_ERROR(walk(*post, "processors", src_, [&](const json& node) {
         if (str_or(node, "type", "") != "TemplateProcessing" || !node.contains("single") || !node["single"].is_array()) return;
         const json& single = node["single"];
         auto special_at = [&](const json& item) -> std::string {
@@ -321,7 +332,7 @@ class Converter {
         };
         if (!single.empty() && bos_id_ >= 0 && special_at(single.front()) == tokens_[bos_id_]) post_bos_ = true;
         if (!single.empty() && !eos_ids_.empty() && special_at(single.back()) == tokens_[eos_ids_[0]]) post_eos_ = true;
-      });
+      }));
     }
     add_bos_ = post_bos_;
     add_eos_ = post_eos_;

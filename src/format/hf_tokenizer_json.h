@@ -23,6 +23,9 @@ struct HfTokenizerFiles {
   const nlohmann::json* generation_config = nullptr;  // generation_config.json (optional)
   std::string source = "tokenizer.json";              // named in errors
   int64_t min_vocab = 0;  // pad the vocabulary to this many tokens (config.json vocab_size)
+  // Refuse token ids at or past this (the embedding's row count), before allocating for them;
+  // 0: only the format's own limit of 2^24.
+  int64_t max_vocab = 0;
 };
 
 // tokenizer.ggml.{model,pre,tokens,scores,token_type,merges,bos/eos/unknown/eot/eom/padding

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/checked_math.h"
+#include "format/json_limits.h"
 
 namespace hz {
 namespace {
@@ -35,25 +36,6 @@ const DTypeEntry* find_dtype(std::string_view name) {
 
 // JSON nesting depth of the header text (strings skipped). A valid header nests 3 deep; deep
 // nesting is refused before the parser sees it.
-size_t max_nesting(std::string_view s) {
-  size_t depth = 0, max_depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
 Result<uint64_t> json_u64(const nlohmann::json& v, const std::string& what) {
   if (!v.is_number_unsigned()) return data_loss("{} is {}, expected a non-negative integer", what, v.dump().substr(0, 64));
   return v.get<uint64_t>();
@@ -126,7 +108,7 @@ Result<SafetensorsFile> SafetensorsFile::parse(const uint8_t* data, size_t size,
   f.header_bytes_ = hlen;
   std::string_view text(reinterpret_cast<const char*>(data + 8), hlen);
   if (text[0] != '{') return fail(data_loss("header does not start with '{{' (not a safetensors file?)"));
-  if (max_nesting(text) > 4) return fail(data_loss("header JSON nests deeper than a safetensors header can"));
+  if (json_nesting(text, 4).exceeded_at != std::string_view::npos) return fail(data_loss("header JSON nests deeper than a safetensors header can"));
 
   // Duplicate top-level keys would silently shadow each other in the parsed object: refuse them.
   std::set<std::string> seen;

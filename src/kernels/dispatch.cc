@@ -2,6 +2,8 @@
 // the active table is picked once (CPU detection, HORIZON_ISA, force_isa; HORIZON_VNNI, force_vnni
 // for the VNNI matmuls) and every entry point calls through it. Also the ISA-independent helpers
 // (activation types and sizes).
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -17,9 +19,19 @@
 namespace hz::kernels {
 namespace {
 
+// f16c and bmi2 straight from CPUID: clang before 16 does not know these names in
+// __builtin_cpu_supports (and the fuzz build uses clang 14).
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+bool cpu_has_bmi2() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 8)) != 0;
+}
+
 bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
   return has;
 }
 
@@ -140,7 +152,7 @@ const char* cpu_features() {
     const bool has[] = {
         __builtin_cpu_supports("sse4.2") != 0, __builtin_cpu_supports("avx") != 0,
         __builtin_cpu_supports("avx2") != 0,   __builtin_cpu_supports("fma") != 0,
-        __builtin_cpu_supports("f16c") != 0,   __builtin_cpu_supports("bmi2") != 0,
+        cpu_has_f16c(),                        cpu_has_bmi2(),
         __builtin_cpu_supports("avx512f") != 0, __builtin_cpu_supports("avx512bw") != 0,
         __builtin_cpu_supports("avx512vnni") != 0,
     };

@@ -79,7 +79,7 @@ Status decompress(Codec c, const uint8_t* src, size_t len, uint8_t* dst, size_t 
   switch (c) {
     case Codec::kNone:
       if (len != raw_len) return data_loss("stored payload has {} bytes, expected {}", len, raw_len);
-      std::memcpy(dst, src, len);
+      if (len > 0) std::memcpy(dst, src, len);  // an empty payload may come with null pointers
       return Status();
     case Codec::kZstd: {
       size_t n = ZSTD_decompressDCtx(dctx(), dst, raw_len, src, len);

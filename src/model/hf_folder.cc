@@ -6,6 +6,7 @@
 
 #include "base/mapped_file.h"
 #include "format/hf_tokenizer_json.h"
+#include "format/json_limits.h"
 #include "model/hf_config.h"
 
 namespace hz {
@@ -22,8 +23,7 @@ Result<json> read_json(const fs::path& p, bool required) {
     return json();
   }
   HZ_ASSIGN_OR_RETURN(std::string text, read_file(p.string()));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return data_loss("{}: not valid JSON", p.string());
+  HZ_ASSIGN_OR_RETURN(json j, parse_json_bounded(text, p.string()));
   if (!j.is_object()) return data_loss("{}: not a JSON object", p.string());
   return j;
 }
@@ -65,6 +65,14 @@ Result<HfFolder> HfFolder::open(const std::string& dir) {
   cfg.name = base;
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<HfTensorSource> tensors, HfTensorSource::open(dir));
   cfg.tied_embeddings = tensors->get_tensor("output.weight") == nullptr;
+  // The embedding's shape bounds the vocabulary: checked before anything is sized by config.json's
+  // vocab_size or by tokenizer.json's ids, so a hostile folder cannot make either allocate.
+  const TensorInfo* embd = tensors->get_tensor("token_embd.weight");
+  if (embd == nullptr) return not_found("{}: no model.embed_tokens.weight tensor", dir);
+  if (embd->dims.size() != 2 || embd->dims[0] != static_cast<uint64_t>(cfg.hidden) ||
+      embd->dims[1] != static_cast<uint64_t>(cfg.vocab))
+    return data_loss("{}: vocab_size {} and hidden_size {} do not match model.embed_tokens.weight's shape {}",
+                     (root / "config.json").string(), cfg.vocab, cfg.hidden, embd->shape_string());
 
   HfTokenizerFiles files;
   files.tokenizer = &tok;
@@ -72,6 +80,7 @@ Result<HfFolder> HfFolder::open(const std::string& dir) {
   files.generation_config = gen.is_null() ? nullptr : &gen;
   files.source = (root / "tokenizer.json").string();
   files.min_vocab = cfg.vocab;
+  files.max_vocab = cfg.vocab;
   HZ_ASSIGN_OR_RETURN(GgufMetadata kv, hf_tokenizer_to_gguf(files));
   GgufMetadata all = gguf_hparams(cfg);
   all.insert(all.end(), std::make_move_iterator(kv.begin()), std::make_move_iterator(kv.end()));

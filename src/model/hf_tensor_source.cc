@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/mapped_file.h"
+#include "format/json_limits.h"
 
 namespace hz {
 
@@ -60,8 +61,8 @@ Result<std::unique_ptr<HfTensorSource>> HfTensorSource::open(const std::string& 
   std::vector<std::string> shard_names;
   if (fs::exists(index_path, ec)) {
     HZ_ASSIGN_OR_RETURN(std::string text, read_file(index_path.string()));
-    nlohmann::json idx = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (idx.is_discarded() || !idx.is_object()) return data_loss("{}: not valid JSON", index_path.string());
+    HZ_ASSIGN_OR_RETURN(nlohmann::json idx, parse_json_bounded(text, index_path.string()));
+    if (!idx.is_object()) return data_loss("{}: not a JSON object", index_path.string());
     if (!idx.contains("weight_map") || !idx["weight_map"].is_object() || idx["weight_map"].empty())
       return data_loss("{}: 'weight_map' is missing, empty or not an object", index_path.string());
     std::set<std::string> seen;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "format/gguf.h"
+#include "format/json_limits.h"
 #include "planner/model_shape.h"
 
 namespace hz {
@@ -62,6 +63,7 @@ std::string safetensors_problem(const fs::path& p) {
   if (n > size - 8 || n > (uint64_t{100} << 20)) return fmt::format("header length {} exceeds the {}-byte file (truncated?)", n, size);
   std::string header(n, '\0');
   in.read(header.data(), static_cast<std::streamsize>(n));
+  if (json_nesting(header, kMaxJsonFileDepth).exceeded_at != std::string_view::npos) return "the header JSON nests too deeply";
   auto j = nlohmann::json::parse(header, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "the header is not a JSON object";
   // Every tensor's data_offsets must lie inside the file.
@@ -102,7 +104,10 @@ void check_hf_folder(const fs::path& dir, std::vector<CheckResult>* out) {
     std::ifstream in(index);
     std::stringstream ss;
     ss << in.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    const std::string text = ss.str();
+    auto j = json_nesting(text, kMaxJsonFileDepth).exceeded_at != std::string_view::npos
+                 ? nlohmann::json(nlohmann::json::value_t::discarded)
+                 : nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
       out->push_back(failure("shards", fmt::format("{}: not valid JSON with a weight_map object", index.string())));
       return;

@@ -1,5 +1,6 @@
 #include "planner/model_shape.h"
 
+#include "format/json_limits.h"
 #include "planner/weight_bytes.h"
 
 #include <nlohmann/json.hpp>
@@ -321,7 +322,10 @@ Result<ModelShape> load_model_shape(const std::string& path) {
   in.seekg(0);
   std::stringstream ss;
   ss << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  const std::string text = ss.str();
+  if (json_nesting(text, kMaxJsonFileDepth).exceeded_at != std::string_view::npos)
+    return invalid_argument("{}: JSON nests deeper than {} levels", file, kMaxJsonFileDepth);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_argument("{}: neither a GGUF file nor valid JSON", file);
   return model_shape_from_hf_config(j, file);
 }

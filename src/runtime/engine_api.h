@@ -84,6 +84,9 @@ struct ModelInfo {
   std::string path;
   int32_t max_model_len = 0;   // prompt + output tokens per sequence
   int32_t vocab_size = 0;
+  // Bytes of the longest token text (0 = unknown): a prompt of more than max_model_len times this
+  // many bytes cannot fit, which the server tells without tokenizing it.
+  int32_t max_token_bytes = 0;
   std::string chat_template;   // from the model, empty when it has none
   std::string bos_token;       // token texts, for chat templates
   std::string eos_token;

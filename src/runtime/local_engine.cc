@@ -153,6 +153,7 @@ void LocalEngine::fill_model_info() {
   info.path = opts_.model_path;
   info.max_model_len = opts_.max_model_len;
   info.vocab_size = c.vocab;
+  info.max_token_bytes = static_cast<int32_t>(std::min<size_t>(tokenizer_->max_token_bytes(), INT32_MAX));
   auto tmpl = model_->file().get_string_or("tokenizer.chat_template", "");
   if (tmpl.ok()) info.chat_template = *tmpl;
   if (tokenizer_->bos_id() >= 0) info.bos_token = tokenizer_->token_text(tokenizer_->bos_id());

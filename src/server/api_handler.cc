@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "server/auth.h"
@@ -64,22 +65,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
 
   if (path == "/health") return get ? json_reply(200, {{"status", "ok"}}) : method_not_allowed("GET");
   if (path == "/ready") return get ? ready() : method_not_allowed("GET");
-  if (path == "/metrics") {
-    if (!get) return method_not_allowed("GET");
-    HttpReply r;
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = metrics_.render(engine_.stats());
-    return r;
-  }
-  if (path == "/metrics.json") {  // the same figures as /metrics, for a status page (shape: server/metrics.h)
-    if (!get) return method_not_allowed("GET");
-    HttpReply r;
-    r.content_type = "application/json";
-    r.body = metrics_.render_json(engine_.stats());
-    return r;
-  }
-  bool is_v1 = path == "/v1" || path.substr(0, 4) == "/v1/";
-  if (is_v1 && !is_authorized(req.authorization, options_.api_key)) {
+  auto unauthorized = [&] {
     ApiError e;
     e.http_status = 401;
     e.type = "authentication_error";
@@ -88,7 +74,25 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
                                           : "invalid API key";
     e.headers.emplace_back("WWW-Authenticate", "Bearer");
     return error_reply(e);
+  };
+  if (path == "/metrics") {
+    if (!get) return method_not_allowed("GET");
+    if (options_.metrics_auth && !is_authorized(req.authorization, options_.api_key)) return unauthorized();
+    HttpReply r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = metrics_.render(engine_.stats());
+    return r;
   }
+  if (path == "/metrics.json") {  // the same figures as /metrics, for a status page (shape: server/metrics.h)
+    if (!get) return method_not_allowed("GET");
+    if (options_.metrics_auth && !is_authorized(req.authorization, options_.api_key)) return unauthorized();
+    HttpReply r;
+    r.content_type = "application/json";
+    r.body = metrics_.render_json(engine_.stats());
+    return r;
+  }
+  bool is_v1 = path == "/v1" || path.substr(0, 4) == "/v1/";
+  if (is_v1 && !is_authorized(req.authorization, options_.api_key)) return unauthorized();
   if (path == "/v1/models") return get ? models() : method_not_allowed("GET");
   if (path == "/v1/completions") {
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");
@@ -139,10 +143,24 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   const ParsedRequest& r = plan.request;
   const ModelInfo& info = engine_.model_info();
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
+  // A text that cannot fit even at the longest token's bytes per token is refused before it is
+  // tokenized (megabytes of prompt cost about a second of tokenizer time).
+  auto too_long = [&](std::string_view text) -> std::optional<HttpReply> {
+    const int64_t max_bytes = int64_t{info.max_model_len} * info.max_token_bytes;
+    if (info.max_model_len <= 0 || info.max_token_bytes <= 0 || static_cast<int64_t>(text.size()) <= max_bytes)
+      return std::nullopt;
+    ApiError e = bad_request(fmt::format("this model's maximum context length is {} tokens, but the prompt has {} "
+                                         "bytes, more than {} tokens can hold",
+                                         info.max_model_len, text.size(), info.max_model_len),
+                             prompt_field);
+    e.code = "context_length_exceeded";
+    return error_reply(e);
+  };
 
   if (kind == ApiKind::kChat) {
     auto chat = render_chat_prompt(info, r.messages);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
+    if (auto reply = too_long(chat->text)) return *reply;
     plan.prompt = options_.allow_special_in_content
                       ? engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true)
                       : engine_.tokenize_mixed(chat->text, chat->input, chat->add_special);
@@ -156,6 +174,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     }
     plan.prompt = r.prompt_tokens;
   } else {
+    if (auto reply = too_long(r.prompt_text)) return *reply;
     plan.prompt = engine_.tokenize(r.prompt_text, /*add_special=*/true, /*parse_special=*/true);
   }
   if (plan.prompt.empty()) return error_reply(bad_request(fmt::format("'{}' is empty", prompt_field), prompt_field));

@@ -28,4 +28,50 @@ bool is_authorized(std::string_view header, std::string_view expected_key) {
   return constant_time_equal(token, expected_key);
 }
 
+namespace {
+
+bool names_a_credential(std::string_view name) {
+  std::string lower(name);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view w : {"key", "token", "auth", "secret", "passw", "pwd", "sig", "credential", "session"}) {
+    if (lower.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string redact_target(std::string_view target, std::string_view api_key) {
+  constexpr std::string_view kRedacted = "REDACTED";
+  std::string out;
+  const size_t q = target.find('?');
+  out.append(target.substr(0, q));
+  if (q != std::string_view::npos) {
+    out.push_back('?');
+    std::string_view query = target.substr(q + 1);
+    bool first = true;
+    while (true) {
+      const size_t amp = query.find('&');
+      std::string_view param = query.substr(0, amp);
+      if (!first) out.push_back('&');
+      first = false;
+      const size_t eq = param.find('=');
+      if (eq != std::string_view::npos && names_a_credential(param.substr(0, eq))) {
+        out.append(param.substr(0, eq + 1));
+        out.append(kRedacted);
+      } else {
+        out.append(param);
+      }
+      if (amp == std::string_view::npos) break;
+      query.remove_prefix(amp + 1);
+    }
+  }
+  if (!api_key.empty()) {
+    for (size_t at = out.find(api_key); at != std::string::npos; at = out.find(api_key, at + kRedacted.size())) {
+      out.replace(at, api_key.size(), kRedacted);
+    }
+  }
+  return out;
+}
+
 }  // namespace hz

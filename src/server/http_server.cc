@@ -42,6 +42,7 @@ struct HttpServer::Impl {
   bool drained_cleanly = true;
 
   std::vector<std::thread> threads;
+  std::unique_ptr<RequestWorkers> workers;
   // Declared last: destroyed first, so sessions (destroyed with the io_context's pending handlers)
   // still see the handler, metrics and options above.
   net::io_context ioc;
@@ -70,6 +71,7 @@ void HttpServer::Impl::do_accept() {
     ctx.gate = gate;
     ctx.active_requests = &active_requests;
     ctx.shutting_down = &shutting_down;
+    ctx.workers = workers.get();
     std::make_shared<HttpSession>(std::move(socket), std::move(ctx))->start();
     do_accept();
   });
@@ -102,6 +104,10 @@ Status HttpServer::start() {
   if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return io_error("cannot listen on {}:{}: {}", s.options.host, s.options.port, ec.message());
   s.port = s.acceptor.local_endpoint().port();
+  if (s.options.request_threads > 0) {
+    s.workers = std::make_unique<RequestWorkers>(s.options.request_threads,
+                                                 static_cast<size_t>(std::max(1, s.options.max_pending_requests)));
+  }
   s.work.emplace(s.ioc.get_executor());
   s.do_accept();
   for (int i = 0; i < s.options.http_threads; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
@@ -145,6 +151,9 @@ bool HttpServer::shutdown() {
     closed.set_value();
   });
   closed.get_future().wait();
+  // Bodies being read finish (queued ones are answered 503 at once) and post their answers while
+  // the HTTP threads still run.
+  if (s.workers) s.workers->stop();
   // 2. The engine refuses new work (submit -> kCancelled -> 503) and finishes what it has; after the
   // grace period it cancels the rest, whose clients then get their error chunk or 503.
   s.engine.begin_drain();

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "server/api_error.h"
+#include "server/auth.h"
 
 namespace hz {
 
@@ -17,6 +18,45 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// RFC 9112 framing rules a server must enforce, since a proxy in front of it may frame the same
+// bytes differently (request smuggling): the message to answer with 400, or empty when the head
+// is acceptable. The connection is closed after such an answer.
+std::optional<std::string> framing_error(const http::request<http::string_body>& req) {
+  int num_host = 0, num_te = 0, num_cl = 0;
+  std::string_view last_coding;
+  for (const auto& f : req) {
+    switch (f.name()) {
+      case http::field::host: ++num_host; break;
+      case http::field::content_length: ++num_cl; break;
+      case http::field::transfer_encoding: {
+        ++num_te;
+        std::string_view v(f.value().data(), f.value().size());
+        size_t comma = v.rfind(',');
+        last_coding = trim(comma == std::string_view::npos ? v : v.substr(comma + 1));
+        break;
+      }
+      default: break;
+    }
+  }
+  if (num_te > 0 && num_cl > 0) return "a request may not have both Transfer-Encoding and Content-Length";
+  if (num_te > 0 && req.version() < 11) return "Transfer-Encoding is not allowed in an HTTP/1.0 request";
+  if (num_te > 0 && !beast::iequals(beast::string_view(last_coding.data(), last_coding.size()), "chunked"))
+    return "the final Transfer-Encoding of a request must be chunked";
+  if (num_host > 1) return "a request may not have more than one Host header";
+  if (num_host == 0 && req.version() >= 11) return "an HTTP/1.1 request must have a Host header";
+  return std::nullopt;
+}
+
+}  // namespace
 
 struct HttpSession::Generation {
   explicit Generation(GenerationPlan p) : plan(std::move(p)), assembler(plan.response) {}
@@ -77,6 +117,7 @@ void HttpSession::on_header(beast::error_code ec) {
   // curl and others send `Expect: 100-continue` with larger bodies and wait for this interim
   // answer before sending the body (about a second, otherwise).
   const auto& req = parser_->get();
+  if (auto why = framing_error(req)) return refuse_head(*why);
   auto expect = req.find(http::field::expect);
   if (expect != req.end() && beast::iequals(expect->value(), "100-continue") && req.version() >= 11) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -89,18 +130,32 @@ void HttpSession::on_header(beast::error_code ec) {
   read_body();
 }
 
+// Answers 400 to a request whose head is not acceptable, without reading its body, and closes.
+void HttpSession::refuse_head(const std::string& why) {
+  begin_request();
+  ApiError e;
+  e.message = fmt::format("malformed HTTP request: {}", why);
+  send_reply(ApiHandler::error_reply(e), /*keep_alive=*/false);
+}
+
+void HttpSession::begin_request() {
+  request_start_ = Clock::now();
+  const auto& req = parser_->get();
+  method_ = std::string(req.method_string());
+  // Redacted before truncation, so that a cut cannot leave part of a key in the log.
+  path_ = redact_target(std::string_view(req.target().data(), req.target().size()), ctx_.options->api_key).substr(0, 256);
+  http_version_ = req.version() == 10 ? 10 : 11;
+  request_active_ = true;
+  ctx_.active_requests->fetch_add(1);
+}
+
 void HttpSession::on_read(beast::error_code ec) {
   if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
       ec == net::error::operation_aborted || ec == net::error::connection_reset) {
     return close();
   }
-  request_start_ = Clock::now();
+  begin_request();
   const auto& req = parser_->get();
-  method_ = std::string(req.method_string());
-  path_ = std::string(req.target().substr(0, 256));
-  http_version_ = req.version() == 10 ? 10 : 11;
-  request_active_ = true;
-  ctx_.active_requests->fetch_add(1);
   if (ec) {
     // A request we cannot read to the end: answer once, then drop the connection (the rest of
     // its bytes are unread and the stream is out of sync).
@@ -126,7 +181,40 @@ void HttpSession::on_read(beast::error_code ec) {
   auto auth = req.find(http::field::authorization);
   if (auth != req.end()) info.authorization = sv(auth->value());
   info.body = req.body();
-  auto result = ctx_.handler->handle(info);
+  // Bodies (JSON, chat rendering, tokenization: up to a second for megabytes) are handled by the
+  // worker threads; the request's bytes stay in parser_, untouched until the answer is back.
+  if (req.method() != http::verb::post || ctx_.workers == nullptr) return on_handled(ctx_.handler->handle(info));
+  std::shared_ptr<PostGate> gate = ctx_.gate;
+  bool queued = ctx_.workers->try_post([self = shared_from_this(), gate, info] {
+    std::variant<HttpReply, GenerationPlan> result;
+    if (self->ctx_.shutting_down->load()) {
+      ApiError e;
+      e.http_status = 503;
+      e.type = "server_error";
+      e.code = "shutting_down";
+      e.message = "the server is shutting down";
+      result = ApiHandler::error_reply(e);
+    } else {
+      result = self->ctx_.handler->handle(info);
+    }
+    std::lock_guard<std::mutex> lock(gate->mu);
+    if (!gate->open) return;
+    net::post(self->stream_.get_executor(),
+              [self, r = std::move(result)]() mutable { self->on_handled(std::move(r)); });
+  });
+  if (!queued) {
+    ApiError e;
+    e.http_status = 503;
+    e.type = "server_error";
+    e.code = "server_busy";
+    e.message = fmt::format("the server is busy: {} requests are being read; retry shortly",
+                            ctx_.options->max_pending_requests);
+    e.headers.emplace_back("Retry-After", "1");
+    send_reply(ApiHandler::error_reply(e), keep_alive_);
+  }
+}
+
+void HttpSession::on_handled(std::variant<HttpReply, GenerationPlan> result) {
   if (auto* reply = std::get_if<HttpReply>(&result)) return send_reply(*reply, keep_alive_);
   start_generation(std::move(std::get<GenerationPlan>(result)));
 }

@@ -20,6 +20,7 @@
 #include "server/event_channel.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
+#include "server/request_workers.h"
 #include "server/server_options.h"
 
 namespace hz {
@@ -40,6 +41,7 @@ struct SessionContext {
   std::shared_ptr<PostGate> gate;
   std::atomic<int>* active_requests = nullptr;  // requests read and not yet fully answered
   std::atomic<bool>* shutting_down = nullptr;
+  RequestWorkers* workers = nullptr;  // null: requests are handled on the I/O thread
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -56,6 +58,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void do_read();
   void on_header(boost::beast::error_code ec);
   void on_read(boost::beast::error_code ec);
+  void begin_request();  // a request's head is read: start its bookkeeping
+  void refuse_head(const std::string& why);
+  // The handler's answer (on this session's strand): a reply to send, or a generation to start.
+  void on_handled(std::variant<HttpReply, GenerationPlan> result);
   void send_reply(const HttpReply& reply, bool keep_alive);
   void on_reply_written(bool keep_alive, boost::beast::error_code ec);
 

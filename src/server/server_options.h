@@ -11,8 +11,12 @@ struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback by default: exposing the server is an explicit choice
   int port = 8080;                 // 0 = an ephemeral port (tests); HttpServer::port() tells which
   std::string api_key;             // empty = no auth; else `Authorization: Bearer KEY` on /v1/*
+  bool metrics_auth = false;       // /metrics needs the API key too (when one is set)
   std::string served_model_name;   // empty = the engine's model name
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
+  // Threads that parse, render and tokenize POST bodies off the I/O threads; 0 = on the I/O threads.
+  int request_threads = 2;
+  int max_pending_requests = 64;   // bodies queued or in work for those threads; more -> 503
 
   // Limits. A request over max_body_bytes gets 413, headers over max_header_bytes get 431.
   uint64_t max_body_bytes = 4ull << 20;

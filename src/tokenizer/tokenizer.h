@@ -69,6 +69,7 @@ class Tokenizer {
   bool is_eog(int32_t id) const { return vocab_.is_eog(id); }
   bool is_control(int32_t id) const { return vocab_.valid_id(id) && vocab_.type(id) == TokenType::kControl; }
   const Vocab& vocab() const { return vocab_; }
+  size_t max_token_bytes() const { return vocab_.max_token_bytes(); }
 
  private:
   explicit Tokenizer(Vocab vocab);

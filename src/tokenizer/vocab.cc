@@ -70,6 +70,7 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
     // An empty text could never be matched and would make the special-token matcher loop.
     if (v.texts_[i].empty()) v.texts_[i] = "[EMPTY_" + std::to_string(i) + "]";
     v.text_to_id_[v.texts_[i]] = static_cast<int32_t>(i);
+    v.max_token_bytes_ = std::max(v.max_token_bytes_, v.texts_[i].size());
   }
 
   if (v.kind_ == VocabKind::kBpe) {

@@ -62,6 +62,9 @@ class Vocab {
   bool add_space_prefix() const { return add_space_prefix_; }
   const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
   bool is_eog(int32_t id) const;
+  // Bytes of the longest token text (at least 4). No token covers more input bytes than its text
+  // has (normalization only lengthens text), so a text of B bytes needs >= B / this many tokens.
+  size_t max_token_bytes() const { return max_token_bytes_; }
 
  private:
   Vocab() = default;
@@ -85,6 +88,7 @@ class Vocab {
   bool add_eos_ = false;
   bool add_space_prefix_ = false;
   std::vector<int32_t> eog_ids_;  // sorted
+  size_t max_token_bytes_ = 4;
 };
 
 }  // namespace hz

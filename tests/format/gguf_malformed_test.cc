@@ -298,6 +298,24 @@ TEST(GgufMalformedTest, RefusesEmptyKey) {
   EXPECT_REFUSED(b.vec(), "metadata key #0 is empty");
 }
 
+TEST(GgufMalformedTest, RefusesKeyThatIsNotUtf8) {
+  // The header is 24 bytes, so key #0's length field sits at offset 24 and its text at 32.
+  for (const std::string& bad : {std::string("ab\xff"), std::string("x\xc0\xaf"), std::string("\xed\xa0\x80"),
+                                 std::string("k\xe2\x82"), std::string("\xf4\x90\x80\x80")}) {
+    Bytes b;
+    b.header(0, 1).kv_u32(bad, 2);
+    EXPECT_REFUSED(b.vec(), "metadata key #0 at offset 24 is not valid UTF-8");
+  }
+  Bytes second;
+  second.header(0, 2).kv_u32("ok", 1).kv_u32("b\x80", 2);  // key #1 starts at 24 + 8 + 2 + 4 + 4
+  EXPECT_REFUSED(second.vec(), "metadata key #1 at offset 42 is not valid UTF-8 (bad byte 0x80 at offset 51)");
+  // Valid multi-byte keys and non-UTF-8 string values are accepted.
+  Bytes good;
+  good.header(0, 2).kv_u32("caf\xc3\xa9.\xf0\x9f\x98\x80", 1).str("v").u32(static_cast<uint32_t>(GgufType::kString)).str("\xff\xfe");
+  auto f = GgufFile::parse(good.vec().data(), good.size(), "good.gguf");
+  EXPECT_TRUE(f.ok()) << f.status().message();
+}
+
 TEST(GgufMalformedTest, RefusesDuplicateTensorName) {
   Bytes b;
   b.header(2, 0).tensor("w", {8}, 0, 0).tensor("w", {8}, 0, 32).data_section(64);

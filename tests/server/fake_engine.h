@@ -32,6 +32,9 @@ class FakeEngine : public Engine {
     int32_t max_running = 4;  // requests stepped together
     std::chrono::milliseconds token_delay{0};  // per step
     int32_t cached_tokens = 0;                 // reported as prefix-cache hits per request
+    // tokenize() takes this long per KiB of text (a stand-in for a real tokenizer's cost).
+    std::chrono::microseconds tokenize_cost_per_kib{0};
+    int32_t max_token_bytes = 0;               // ModelInfo::max_token_bytes
   };
 
   FakeEngine() : FakeEngine(Options()) {}
@@ -40,6 +43,7 @@ class FakeEngine : public Engine {
     info_.path = "/models/fake-model.gguf";
     info_.max_model_len = o.max_model_len;
     info_.vocab_size = 256 + kByteBase;
+    info_.max_token_bytes = o.max_token_bytes;
     info_.created_unix = 1700000000;
     last_progress_ = Clock::now();
     thread_ = std::thread([this] { loop(); });
@@ -72,6 +76,7 @@ class FakeEngine : public Engine {
   }
   int cancel_calls() const { return cancel_calls_.load(); }
   int submitted() const { return submitted_.load(); }
+  int tokenize_calls() const { return tokenize_calls_.load(); }
   std::vector<FinishReason> finish_reasons() const {
     std::lock_guard<std::mutex> lock(mu_);
     return finish_reasons_;
@@ -120,6 +125,8 @@ class FakeEngine : public Engine {
   }
 
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool) const override {
+    ++tokenize_calls_;
+    if (opts_.tokenize_cost_per_kib.count() > 0) std::this_thread::sleep_for(opts_.tokenize_cost_per_kib * (text.size() / 1024));
     std::vector<int32_t> out;
     if (add_special) out.push_back(kBos);
     for (unsigned char c : text) out.push_back(kByteBase + c);
@@ -317,6 +324,7 @@ class FakeEngine : public Engine {
   int32_t max_seqs_in_step_ = 0;
   Clock::time_point last_progress_;
   std::atomic<int> cancel_calls_{0}, submitted_{0};
+  mutable std::atomic<int> tokenize_calls_{0};
   std::thread thread_;
 };
 

@@ -39,6 +39,14 @@ TEST(KvDiskFlags, BadValuesNameTheFlag) {
   EXPECT_NE(err.find("the prefix store is off"), std::string::npos) << err;
 }
 
+TEST(KvDiskFlags, BudgetPastTheFreeSpaceIsClampedWithAWarning) {
+  const std::string dir = test::make_temp_dir("hz_kvflags");
+  std::string err;
+  EXPECT_EQ(horizon_run("--kv-disk-dir " + dir + " --kv-disk-budget 4000TiB", &err), 0) << err;
+  EXPECT_NE(err.find("--kv-disk-budget 3.91 PiB is more than the"), std::string::npos) << err;
+  EXPECT_NE(err.find("the disk tier plans with"), std::string::npos) << err;
+}
+
 TEST(KvDiskFlags, UnusableFolderTurnsTheTierOffAndTheRunSucceeds) {
   const std::string dir = test::make_temp_dir("hz_kvflags");
   ASSERT_EQ(0, test::run_command("touch " + dir + "/afile"));
