@@ -19,6 +19,13 @@ bool StackSet::has_nonempty_stack() const {
   return false;
 }
 
+uint64_t StackSet::hash() const {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ ends_.size();
+  for (uint32_t v : data_) h = (h ^ v) * 0x100000001B3ULL;
+  for (uint32_t v : ends_) h = (h ^ v) * 0x100000001B3ULL;
+  return h;
+}
+
 void StackSet::add(const uint32_t* begin, const uint32_t* end) {
   const size_t n = end - begin;
   for (size_t i = 0; i < ends_.size(); ++i) {
@@ -39,12 +46,27 @@ Status Grammar::finish() {
       }
     }
   }
+  reachable_.assign(rules_.size(), false);
+  std::vector<uint32_t> todo{root_};
+  reachable_[root_] = true;
+  while (!todo.empty()) {
+    const uint32_t r = todo.back();
+    todo.pop_back();
+    for (uint32_t start : rules_[r]) {
+      for (uint32_t p = start; elems_[p].kind != Element::Kind::kEnd; ++p) {
+        if (elems_[p].kind == Element::Kind::kRule && !reachable_[elems_[p].arg]) {
+          reachable_[elems_[p].arg] = true;
+          todo.push_back(elems_[p].arg);
+        }
+      }
+    }
+  }
   // Call sites. A tail call of a rule to itself does not count: it leaves below the same stack the
   // outer call left, so the rule's continuation is still the outer call site's.
   std::vector<int64_t> sites(rules_.size(), -1);
   std::vector<int32_t> num_sites(rules_.size(), 0);
   for (uint32_t p = 0; p < elems_.size(); ++p) {
-    if (elems_[p].kind != Element::Kind::kRule) continue;
+    if (elems_[p].kind != Element::Kind::kRule || !reachable_[rule_of_[p]]) continue;
     const uint32_t r = elems_[p].arg;
     if (rule_of_[p] == r && elems_[p + 1].kind == Element::Kind::kEnd) continue;
     ++num_sites[r];

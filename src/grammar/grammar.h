@@ -47,6 +47,8 @@ class StackSet {
   }
   // Adds a stack unless an equal one is present.
   void add(const uint32_t* begin, const uint32_t* end);
+  bool operator==(const StackSet& o) const { return ends_ == o.ends_ && data_ == o.data_; }
+  uint64_t hash() const;
 
  private:
   std::vector<uint32_t> data_;
@@ -90,6 +92,7 @@ class Grammar {
   // The rule each element belongs to, and the rule's single call site (see token_matcher.cc), or -1.
   uint32_t rule_of(uint32_t pos) const { return rule_of_[pos]; }
   int64_t single_call_site(uint32_t rule) const { return single_call_site_[rule]; }
+  bool reachable(uint32_t rule) const { return reachable_[rule]; }
 
  private:
   friend class GrammarBuilder;
@@ -103,6 +106,7 @@ class Grammar {
   uint32_t root_ = 0;
   std::vector<uint32_t> rule_of_;           // [elements]
   std::vector<int64_t> single_call_site_;   // [rules]
+  std::vector<bool> reachable_;             // [rules] from root
 };
 
 }  // namespace hz::grammar

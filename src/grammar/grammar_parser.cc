@@ -116,6 +116,7 @@ class GrammarBuilder {
     for (size_t r = 0; r < rules_.size(); ++r) {
       if (!defined_[r]) return invalid_argument("grammar: rule '{}' is used but not defined", names_[r]);
     }
+    inline_small_rules(root->second);
     Grammar g;
     g.root_ = root->second;
     g.byte_sets_ = std::move(sets_);
@@ -522,6 +523,132 @@ class GrammarBuilder {
     }
     if (prev >= 0) seq->push_back({true, static_cast<uint32_t>(prev)});
     return Status();
+  }
+
+  // Small non-recursive rules used in several places (whitespace, a JSON string) get a copy per call
+  // site: a position in a rule with a single call site knows what follows it, so the token masks
+  // of token_matcher.cc decide nearly every token ahead of time.
+  void inline_small_rules(uint32_t root) {
+    constexpr size_t kInlineMaxItems = 160;
+    const size_t n = rules_.size();
+    // Tarjan's strongly connected components (iterative): recursive = on a cycle.
+    std::vector<int32_t> index(n, -1), low(n, 0);
+    // A rule whose only recursion is a reference to itself (x* lowers so) can still be copied.
+    std::vector<bool> on_stack(n, false), recursive(n, false), self_loop(n, false);
+    std::vector<uint32_t> stack, order;  // order: rules in reverse topological order (callees first)
+    int32_t next_index = 0;
+    auto refs = [&](uint32_t r) {
+      std::vector<uint32_t> out;
+      for (const Seq& seq : rules_[r]) {
+        for (const Item& it : seq) {
+          if (it.is_rule) out.push_back(it.arg);
+        }
+      }
+      return out;
+    };
+    for (uint32_t s0 = 0; s0 < n; ++s0) {
+      if (index[s0] >= 0) continue;
+      struct Frame {
+        uint32_t r;
+        std::vector<uint32_t> succ;
+        size_t i;
+      };
+      std::vector<Frame> dfs;
+      auto push = [&](uint32_t r) {
+        index[r] = low[r] = next_index++;
+        stack.push_back(r);
+        on_stack[r] = true;
+        dfs.push_back({r, refs(r), 0});
+      };
+      push(s0);
+      while (!dfs.empty()) {
+        Frame& f = dfs.back();
+        if (f.i < f.succ.size()) {
+          const uint32_t t = f.succ[f.i++];
+          if (t == f.r) {
+            self_loop[t] = true;
+            continue;
+          }
+          if (index[t] < 0) {
+            push(t);
+          } else if (on_stack[t]) {
+            low[f.r] = std::min(low[f.r], index[t]);
+          }
+          continue;
+        }
+        const uint32_t r = f.r;
+        if (low[r] == index[r]) {
+          std::vector<uint32_t> comp;
+          while (true) {
+            const uint32_t t = stack.back();
+            stack.pop_back();
+            on_stack[t] = false;
+            comp.push_back(t);
+            if (t == r) break;
+          }
+          if (comp.size() > 1) {
+            for (uint32_t t : comp) recursive[t] = true;
+          }
+          order.insert(order.end(), comp.begin(), comp.end());
+        }
+        dfs.pop_back();
+        if (!dfs.empty()) low[dfs.back().r] = std::min(low[dfs.back().r], low[r]);
+      }
+    }
+    // Expanded size of each non-recursive rule (callees first).
+    std::vector<size_t> size(n, SIZE_MAX);
+    for (uint32_t r : order) {
+      if (recursive[r]) continue;
+      size_t total = 0;
+      for (const Seq& seq : rules_[r]) {
+        for (const Item& it : seq) total += it.is_rule && it.arg != r && size[it.arg] != SIZE_MAX ? size[it.arg] : 1;
+        ++total;
+      }
+      size[r] = total;
+    }
+    std::vector<uint32_t> callers(n, 0);
+    size_t items = 0;
+    for (uint32_t r = 0; r < n; ++r) {
+      for (const Seq& seq : rules_[r]) {
+        items += seq.size() + 1;
+        for (const Item& it : seq) {
+          if (it.is_rule && it.arg != r) ++callers[it.arg];
+        }
+      }
+    }
+    const size_t budget = std::min(lim_.max_elements, items * 8 + 20000);
+    for (uint32_t r = 0; r < rules_.size(); ++r) {  // clones are appended and visited too
+      for (size_t a = 0; a < rules_[r].size(); ++a) {
+        for (size_t i = 0; i < rules_[r][a].size(); ++i) {
+          const Item it = rules_[r][a][i];
+          if (!it.is_rule || it.arg == r || it.arg == root || recursive[it.arg] || callers[it.arg] < 2 || size[it.arg] > kInlineMaxItems ||
+              items + size[it.arg] > budget)
+            continue;
+          const uint32_t s = it.arg;
+          const uint32_t copy = static_cast<uint32_t>(rules_.size());
+          Alts alts = rules_[s];
+          names_.push_back(fmt::format("{}-i{}", names_[s], copy));
+          rules_.push_back(std::move(alts));
+          defined_.push_back(true);
+          recursive.push_back(false);
+          size.push_back(size[s]);
+          callers.push_back(1);
+          --callers[s];
+          for (Seq& seq : rules_[copy]) {
+            items += seq.size() + 1;
+            for (Item& x : seq) {
+              if (!x.is_rule) continue;
+              if (x.arg == s) {
+                x.arg = copy;  // a self-reference stays inside the copy
+              } else {
+                ++callers[x.arg];
+              }
+            }
+          }
+          rules_[r][a][i].arg = copy;
+        }
+      }
+    }
   }
 
   std::string_view src_;

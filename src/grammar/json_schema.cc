@@ -93,7 +93,7 @@ class SchemaCompiler {
   Result<std::string> compile() {
     std::string root_ref;
     HZ_ASSIGN_OR_RETURN(root_ref, visit(root_, "", "root-value", 0));
-    std::string out = "root ::= " + root_ref + "\n";
+    std::string out = "root ::= \" \"? " + root_ref + "\n";  // SentencePiece models start with "▁{"
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out + kCommonRules;
   }
@@ -392,6 +392,6 @@ Result<std::string> json_schema_to_grammar(const nlohmann::ordered_json& schema)
   return SchemaCompiler<nlohmann::ordered_json>(schema).compile();
 }
 
-std::string json_object_grammar() { return std::string("root ::= json-object\n") + kCommonRules; }
+std::string json_object_grammar() { return std::string("root ::= \" \"? json-object\n") + kCommonRules; }
 
 }  // namespace hz::grammar

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 namespace hz::grammar {
 namespace {
@@ -9,8 +10,6 @@ namespace {
 // Above this many uncertain tokens a position's check walks the trie from the real stack instead of
 // checking tokens one by one (the walk shares their common prefixes).
 constexpr size_t kMaxTokenChecks = 2048;
-// How far the static context of a position may reach through single-call-site rules.
-constexpr int kMaxChain = 64;
 
 void set_bit(uint64_t* bits, int32_t id) { bits[id >> 6] |= uint64_t{1} << (id & 63); }
 bool test_bit(const uint64_t* bits, int32_t id) { return (bits[id >> 6] >> (id & 63)) & 1; }
@@ -37,11 +36,60 @@ const TokenGrammar::PositionMask& TokenGrammar::position_mask(uint32_t pos) cons
 void TokenGrammar::precompute_all() const {
   const auto& elems = grammar_.elements();
   for (uint32_t p = 0; p < elems.size(); ++p) {
-    if (elems[p].kind == Element::Kind::kBytes) position_mask(p);
+    if (elems[p].kind == Element::Kind::kBytes && grammar_.reachable(grammar_.rule_of(p))) position_mask(p);
   }
 }
 
 namespace {
+
+// StackSets met during one trie walk, interned, with their transitions filled on first use: inside
+// a JSON string nearly every prefix leads back to the same few sets, so most trie nodes cost one
+// table lookup instead of a stack expansion.
+class LazyDfa {
+ public:
+  static constexpr int32_t kDead = -1;
+  explicit LazyDfa(const Grammar& g) : g_(g) {}
+
+  int32_t intern(const StackSet& s) {
+    if (s.empty()) return kDead;
+    const uint64_t h = s.hash();
+    auto [lo, hi] = index_.equal_range(h);
+    for (auto it = lo; it != hi; ++it) {
+      if (states_[it->second] == s) return it->second;
+    }
+    const int32_t id = static_cast<int32_t>(states_.size());
+    states_.push_back(s);
+    has_empty_.push_back(s.has_empty_stack());
+    has_nonempty_.push_back(s.has_nonempty_stack());
+    next_.resize(next_.size() + 256, kUnknown);
+    index_.emplace(h, id);
+    return id;
+  }
+
+  int32_t step(int32_t s, uint8_t b) {
+    int32_t& n = next_[static_cast<size_t>(s) * 256 + b];
+    if (n == kUnknown) {
+      g_.advance(states_[s], b, &tmp_, &scratch_);
+      const int32_t id = intern(tmp_);
+      next_[static_cast<size_t>(s) * 256 + b] = id;  // `n` may dangle: intern grows next_
+      return id;
+    }
+    return n;
+  }
+
+  bool has_empty(int32_t s) const { return s >= 0 && has_empty_[s]; }
+  bool has_nonempty(int32_t s) const { return s >= 0 && has_nonempty_[s]; }
+
+ private:
+  static constexpr int32_t kUnknown = -2;
+  const Grammar& g_;
+  std::vector<StackSet> states_;
+  std::vector<bool> has_empty_, has_nonempty_;
+  std::vector<int32_t> next_;  // [states][256]
+  std::unordered_multimap<uint64_t, int32_t> index_;
+  StackSet tmp_;
+  std::vector<uint32_t> scratch_;
+};
 
 // Walks the vocabulary trie from `start`. Tokens whose bytes keep a stack alive go to `accepted`.
 // With `local` (start is the statically known top of the real stack): a token that runs past the
@@ -49,25 +97,24 @@ namespace {
 // accepts it; `start` then must not contain an empty stack.
 void walk_trie(const Grammar& g, const TokenVocab::Trie& t, const StackSet& start, bool local,
                std::vector<int32_t>* accepted, std::vector<int32_t>* uncertain) {
-  std::vector<StackSet> st(t.max_depth + 1);
+  LazyDfa dfa(g);
+  std::vector<int32_t> st(t.max_depth + 1);
   std::vector<uint8_t> ctx(t.max_depth + 1, 0);
-  st[0] = start;
-  std::vector<uint32_t> scratch;
+  st[0] = dfa.intern(start);
   const uint32_t n = static_cast<uint32_t>(t.byte.size());
   for (uint32_t i = 1; i < n;) {
     const size_t d = t.depth[i];
-    StackSet& cur = st[d];
-    g.advance(st[d - 1], t.byte[i], &cur, &scratch);
+    const int32_t cur = dfa.step(st[d - 1], t.byte[i]);
+    st[d] = cur;
     const uint32_t here_begin = t.tok_begin[i];
     const uint32_t here_end = here_begin + t.num_here[i];
-    const bool alive = !cur.empty();
-    if (alive) {
+    if (cur != LazyDfa::kDead) {
       for (uint32_t k = here_begin; k < here_end; ++k) accepted->push_back(t.tokens[k]);
     } else if (local && ctx[d - 1]) {
       for (uint32_t k = here_begin; k < here_end; ++k) uncertain->push_back(t.tokens[k]);
     }
-    if (local) ctx[d] = ctx[d - 1] || cur.has_empty_stack();
-    if (!cur.has_nonempty_stack()) {
+    if (local) ctx[d] = ctx[d - 1] || dfa.has_empty(cur);
+    if (!dfa.has_nonempty(cur)) {
       if (local && ctx[d]) {
         for (uint32_t k = here_end; k < t.tok_begin[t.end[i]]; ++k) uncertain->push_back(t.tokens[k]);
       }
@@ -86,7 +133,8 @@ void TokenGrammar::build_position(uint32_t pos, PositionMask* out) const {
   const auto& elems = grammar_.elements();
   std::vector<uint32_t> below;
   uint32_t r = grammar_.rule_of(pos);
-  for (int k = 0; k < kMaxChain; ++k) {
+  // Chains end at the root (it has no call site); the bound only guards against a cycle.
+  for (size_t k = 0; k < grammar_.rules().size(); ++k) {
     const int64_t site = grammar_.single_call_site(r);
     if (site < 0) break;
     if (elems[site + 1].kind != Element::Kind::kEnd) below.push_back(static_cast<uint32_t>(site + 1));
