@@ -9,11 +9,22 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 
 namespace hz {
+
+// Restricts which tokens may come next (e.g. a grammar). One per request, used on the engine thread
+// only: apply() before each sampling step, accept() with the token sampled.
+class LogitMask {
+ public:
+  virtual ~LogitMask() = default;
+  // Sets the logits of disallowed tokens to -infinity. `logits` has `vocab` entries.
+  virtual void apply(float* logits, int32_t vocab) = 0;
+  virtual void accept(int32_t token) = 0;
+};
 
 struct SamplingParams {
   float temperature = 1.0f;  // 0 = greedy
@@ -30,6 +41,8 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool logprobs = false;     // return the chosen token's log-probability
   int32_t top_logprobs = 0;  // and this many alternatives (0..20)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, added to its logit), before the mask
+  std::shared_ptr<LogitMask> logit_mask;               // none: every token allowed
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kTimeout, kError };
@@ -142,6 +155,8 @@ struct EngineStats {
   std::chrono::steady_clock::time_point last_progress{};
 };
 
+class Tokenizer;
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -156,6 +171,8 @@ class Engine {
 
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  // The tokenizer, for features that need the whole vocabulary (grammars); may be null.
+  virtual const Tokenizer* get_tokenizer() const { return nullptr; }
   virtual const ModelInfo& model_info() const = 0;
   virtual EngineStats stats() const = 0;
 

@@ -34,6 +34,7 @@ class LocalEngine : public Engine {
   void cancel(uint64_t request_id) override;
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
+  const Tokenizer* get_tokenizer() const override { return tokenizer_.get(); }
   const ModelInfo& model_info() const override { return info_; }
   EngineStats stats() const override;
   void begin_drain() override;

@@ -172,6 +172,23 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   }
   if (max_len > 0 && s.max_tokens > max_len - num_prompt) s.max_tokens = static_cast<int32_t>(max_len - num_prompt);
 
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (info.vocab_size > 0 && id >= info.vocab_size) {
+      return error_reply(bad_request(fmt::format("'logit_bias' key {} is not a token id (the vocabulary has {})", id,
+                                                 info.vocab_size),
+                                     "logit_bias"));
+    }
+  }
+  if (!r.grammar_text.empty()) {
+    const Tokenizer* tok = engine_.get_tokenizer();
+    if (tok == nullptr) {
+      return error_reply(bad_request("constrained output is not available with this engine", r.grammar_field));
+    }
+    auto g = grammars_.get(r.grammar_text, *tok);
+    if (!g.ok()) return error_reply(bad_request(g.status().message(), r.grammar_field));
+    s.logit_mask = std::make_shared<GrammarLogitMask>(std::move(g).value());
+  }
+
   plan.response.kind = kind;
   plan.response.id = new_id(kind);
   plan.response.created = unix_now();

@@ -15,6 +15,7 @@
 
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
+#include "server/grammar_constraint.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -69,6 +70,7 @@ class ApiHandler {
   std::atomic<bool> shutting_down_{false};
   std::mutex id_mu_;
   std::mt19937_64 id_rng_;
+  GrammarCache grammars_;
 };
 
 }  // namespace hz
