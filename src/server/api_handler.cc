@@ -8,6 +8,8 @@
 
 #include "server/auth.h"
 #include "server/chat_prompt.h"
+#include "server/text_hygiene.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hz {
 namespace {
@@ -83,6 +85,19 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     return error_reply(e);
   }
   if (path == "/v1/models") return get ? models() : method_not_allowed("GET");
+  if (path == "/tokenize" || path == "/detokenize") {
+    if (!is_authorized(req.authorization, options_.api_key)) {
+      ApiError e;
+      e.http_status = 401;
+      e.type = "authentication_error";
+      e.code = "invalid_api_key";
+      e.message = "missing or invalid API key: send 'Authorization: Bearer <key>'";
+      e.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return error_reply(e);
+    }
+    if (!post) return method_not_allowed("POST");
+    return path == "/tokenize" ? tokenize(req.body) : detokenize(req.body);
+  }
   if (path == "/v1/completions") {
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");
   }
@@ -91,9 +106,63 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/models, /health, /ready, /metrics)",
+                          "/v1/models, /tokenize, /detokenize, /health, /ready, /metrics)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
+}
+
+// llama-server's shapes: {"content", "add_special", "with_pieces"} -> {"tokens": [id | {id, piece}]}.
+HttpReply ApiHandler::tokenize(std::string_view body) const {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return error_reply(bad_request("the request body must be a JSON object"));
+  auto content = j.find("content");
+  if (content == j.end() || !content->is_string()) return error_reply(bad_request("'content' must be a string", "content"));
+  bool flags[2] = {false, false};
+  const char* names[2] = {"add_special", "with_pieces"};
+  for (int i = 0; i < 2; ++i) {
+    auto it = j.find(names[i]);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_boolean()) return error_reply(bad_request(fmt::format("'{}' must be a boolean", names[i]), names[i]));
+    flags[i] = it->get<bool>();
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "content" && key != "add_special" && key != "with_pieces" && key != "model")
+      return error_reply(bad_request(fmt::format("unrecognized argument '{}'", key.substr(0, 64)), key.substr(0, 64)));
+  }
+  const std::vector<int32_t> ids = engine_.tokenize(content->get<std::string>(), flags[0], /*parse_special=*/true);
+  json tokens = json::array();
+  const Tokenizer* tok = engine_.get_tokenizer();
+  for (int32_t id : ids) {
+    if (!flags[1]) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok != nullptr ? tok->token_to_piece(id, /*special=*/true) : engine_.detokenize({id});
+    json p = piece;
+    if (!is_valid_utf8(piece)) {  // part of a character: the bytes, as llama-server sends them
+      p = json::array();
+      for (unsigned char c : piece) p.push_back(c);
+    }
+    tokens.push_back({{"id", id}, {"piece", p}});
+  }
+  return json_reply(200, {{"tokens", tokens}});
+}
+
+HttpReply ApiHandler::detokenize(std::string_view body) const {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return error_reply(bad_request("the request body must be a JSON object"));
+  auto tokens = j.find("tokens");
+  if (tokens == j.end() || !tokens->is_array()) return error_reply(bad_request("'tokens' must be an array of token ids", "tokens"));
+  const int32_t vocab = engine_.model_info().vocab_size;
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const json& t = (*tokens)[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || (vocab > 0 && t.get<int64_t>() >= vocab)) {
+      return error_reply(bad_request(fmt::format("'tokens[{}]' is not a token id of this model", i), fmt::format("tokens[{}]", i)));
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return json_reply(200, {{"content", engine_.detokenize(ids)}});
 }
 
 HttpReply ApiHandler::ready() const {

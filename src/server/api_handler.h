@@ -60,6 +60,8 @@ class ApiHandler {
  private:
   HttpReply ready() const;
   HttpReply models() const;
+  HttpReply tokenize(std::string_view body) const;
+  HttpReply detokenize(std::string_view body) const;
   std::variant<HttpReply, GenerationPlan> generation(ApiKind kind, std::string_view body);
   std::string new_id(ApiKind kind);
 
