@@ -321,6 +321,21 @@ TEST(CompletionAssemblerTest, FinalBodiesAndFinishReasons) {
   EXPECT_EQ(finish_error(finished(FinishReason::kError, 1, 1))->http_status, 500);
 }
 
+TEST(CompletionAssemblerTest, TopLogprobsKeepProbabilityOrder) {
+  ResponseContext ctx{ApiKind::kCompletion, "cmpl-1", 1, "m", false, false, true, 3};
+  CompletionAssembler a(ctx);
+  GenerationEvent e = tokens("z", 1);
+  e.chosen = {{5, "z", -0.1f}};
+  // The sampler hands alternatives most probable first; "z" > "m" > "a" alphabetically reversed.
+  e.top = {{{5, "z", -0.1f}, {6, "m", -1.5f}, {7, "a", -3.0f}}};
+  a.add_tokens(e);
+  const std::string body = a.final_body(finished(FinishReason::kLength, 1, 1));
+  const size_t z = body.find("\"z\":"), m = body.find("\"m\":"), x = body.find("\"a\":");
+  ASSERT_NE(z, std::string::npos) << body;
+  EXPECT_LT(z, m) << body;
+  EXPECT_LT(m, x) << body;
+}
+
 TEST(ApiErrorTest, SubmitStatusMapping) {
   EXPECT_EQ(api_error_from_status(Status(StatusCode::kResourceExhausted, "")).http_status, 429);
   EXPECT_EQ(api_error_from_status(Status(StatusCode::kResourceExhausted, "")).headers.at(0).first, "Retry-After");
