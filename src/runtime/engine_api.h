@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -17,6 +18,16 @@
 #include "runtime/engine_stats.h"
 
 namespace hz {
+
+// Restricts which tokens may come next (e.g. a grammar). One per request, used on the engine thread
+// only: apply() before each sampling step, accept() with the token sampled.
+class LogitMask {
+ public:
+  virtual ~LogitMask() = default;
+  // Sets the logits of disallowed tokens to -infinity. `logits` has `vocab` entries.
+  virtual void apply(float* logits, int32_t vocab) = 0;
+  virtual void accept(int32_t token) = 0;
+};
 
 struct SamplingParams {
   float temperature = 1.0f;  // 0 = greedy
@@ -33,6 +44,8 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool logprobs = false;     // return the chosen token's log-probability
   int32_t top_logprobs = 0;  // and this many alternatives (0..20)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, added to its logit), before the mask
+  std::shared_ptr<LogitMask> logit_mask;               // none: every token allowed
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kTimeout, kError };
@@ -93,6 +106,8 @@ struct ModelInfo {
   int64_t created_unix = 0;
 };
 
+class Tokenizer;
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -113,6 +128,8 @@ class Engine {
     return tokenize(text, add_special, /*parse_special=*/plain.empty());
   }
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  // The tokenizer, for features that need the whole vocabulary (grammars); may be null.
+  virtual const Tokenizer* get_tokenizer() const { return nullptr; }
   virtual const ModelInfo& model_info() const = 0;
   virtual EngineStats stats() const = 0;
 

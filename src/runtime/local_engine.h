@@ -37,6 +37,7 @@ class LocalEngine : public Engine {
   std::vector<int32_t> tokenize_mixed(std::string_view text, std::span<const TextRange> plain,
                                       bool add_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
+  const Tokenizer* get_tokenizer() const override { return tokenizer_.get(); }
   const ModelInfo& model_info() const override { return info_; }
   EngineStats stats() const override;
   void begin_drain() override;

@@ -13,6 +13,7 @@ void Sampler::add_prompt_tokens(const std::vector<int32_t>& ids) {
 }
 
 void Sampler::accept(int32_t id) {
+  if (p_.logit_mask) p_.logit_mask->accept(id);
   ++seen_[id];
   ++out_counts_[id];
 }
@@ -42,7 +43,12 @@ int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std:
     }
   }
 
-  // Log-probabilities of the penalised distribution (what OpenAI's logprobs report).
+  for (const auto& [id, bias] : p_.logit_bias) {
+    if (id >= 0 && id < vocab) logits[id] += bias;
+  }
+  if (p_.logit_mask) p_.logit_mask->apply(logits, vocab);
+
+  // Log-probabilities of the penalised (biased, masked) distribution (what OpenAI's logprobs report).
   float max_logit = -std::numeric_limits<float>::infinity();
   for (int32_t i = 0; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
   double log_z = 0;

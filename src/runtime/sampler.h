@@ -1,5 +1,6 @@
-// Sampler: turns a logits row into the next token under SamplingParams (M10): penalties,
-// temperature, top-k, top-p, min-p, then a draw from a seeded generator (same seed, same output).
+// Sampler: turns a logits row into the next token under SamplingParams (M10): penalties, logit
+// bias, the logit mask (grammar), temperature, top-k, top-p, min-p, then a draw from a seeded
+// generator (same seed, same output). accept() also advances the logit mask.
 // Also computes log-probabilities of the chosen token and the top alternatives.
 #pragma once
 

@@ -9,6 +9,8 @@
 
 #include "server/auth.h"
 #include "server/chat_prompt.h"
+#include "server/text_hygiene.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hz {
 namespace {
@@ -94,6 +96,19 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   bool is_v1 = path == "/v1" || path.substr(0, 4) == "/v1/";
   if (is_v1 && !is_authorized(req.authorization, options_.api_key)) return unauthorized();
   if (path == "/v1/models") return get ? models() : method_not_allowed("GET");
+  if (path == "/tokenize" || path == "/detokenize") {
+    if (!is_authorized(req.authorization, options_.api_key)) {
+      ApiError e;
+      e.http_status = 401;
+      e.type = "authentication_error";
+      e.code = "invalid_api_key";
+      e.message = "missing or invalid API key: send 'Authorization: Bearer <key>'";
+      e.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return error_reply(e);
+    }
+    if (!post) return method_not_allowed("POST");
+    return path == "/tokenize" ? tokenize(req.body) : detokenize(req.body);
+  }
   if (path == "/v1/completions") {
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");
   }
@@ -102,9 +117,63 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/models, /health, /ready, /metrics, /metrics.json)",
+                          "/v1/models, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
+}
+
+// llama-server's shapes: {"content", "add_special", "with_pieces"} -> {"tokens": [id | {id, piece}]}.
+HttpReply ApiHandler::tokenize(std::string_view body) const {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return error_reply(bad_request("the request body must be a JSON object"));
+  auto content = j.find("content");
+  if (content == j.end() || !content->is_string()) return error_reply(bad_request("'content' must be a string", "content"));
+  bool flags[2] = {false, false};
+  const char* names[2] = {"add_special", "with_pieces"};
+  for (int i = 0; i < 2; ++i) {
+    auto it = j.find(names[i]);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_boolean()) return error_reply(bad_request(fmt::format("'{}' must be a boolean", names[i]), names[i]));
+    flags[i] = it->get<bool>();
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "content" && key != "add_special" && key != "with_pieces" && key != "model")
+      return error_reply(bad_request(fmt::format("unrecognized argument '{}'", key.substr(0, 64)), key.substr(0, 64)));
+  }
+  const std::vector<int32_t> ids = engine_.tokenize(content->get<std::string>(), flags[0], /*parse_special=*/true);
+  json tokens = json::array();
+  const Tokenizer* tok = engine_.get_tokenizer();
+  for (int32_t id : ids) {
+    if (!flags[1]) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok != nullptr ? tok->token_to_piece(id, /*special=*/true) : engine_.detokenize({id});
+    json p = piece;
+    if (!is_valid_utf8(piece)) {  // part of a character: the bytes, as llama-server sends them
+      p = json::array();
+      for (unsigned char c : piece) p.push_back(c);
+    }
+    tokens.push_back({{"id", id}, {"piece", p}});
+  }
+  return json_reply(200, {{"tokens", tokens}});
+}
+
+HttpReply ApiHandler::detokenize(std::string_view body) const {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return error_reply(bad_request("the request body must be a JSON object"));
+  auto tokens = j.find("tokens");
+  if (tokens == j.end() || !tokens->is_array()) return error_reply(bad_request("'tokens' must be an array of token ids", "tokens"));
+  const int32_t vocab = engine_.model_info().vocab_size;
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const json& t = (*tokens)[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || (vocab > 0 && t.get<int64_t>() >= vocab)) {
+      return error_reply(bad_request(fmt::format("'tokens[{}]' is not a token id of this model", i), fmt::format("tokens[{}]", i)));
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return json_reply(200, {{"content", engine_.detokenize(ids)}});
 }
 
 HttpReply ApiHandler::ready() const {
@@ -199,6 +268,23 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
                                                 : kChatDefaultWithoutLimit;
   }
   if (max_len > 0 && s.max_tokens > max_len - num_prompt) s.max_tokens = static_cast<int32_t>(max_len - num_prompt);
+
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (info.vocab_size > 0 && id >= info.vocab_size) {
+      return error_reply(bad_request(fmt::format("'logit_bias' key {} is not a token id (the vocabulary has {})", id,
+                                                 info.vocab_size),
+                                     "logit_bias"));
+    }
+  }
+  if (!r.grammar_text.empty()) {
+    const Tokenizer* tok = engine_.get_tokenizer();
+    if (tok == nullptr) {
+      return error_reply(bad_request("constrained output is not available with this engine", r.grammar_field));
+    }
+    auto g = grammars_.get(r.grammar_text, *tok);
+    if (!g.ok()) return error_reply(bad_request(g.status().message(), r.grammar_field));
+    s.logit_mask = std::make_shared<GrammarLogitMask>(std::move(g).value());
+  }
 
   plan.response.kind = kind;
   plan.response.id = new_id(kind);

@@ -15,6 +15,7 @@
 
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
+#include "server/grammar_constraint.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -59,6 +60,8 @@ class ApiHandler {
  private:
   HttpReply ready() const;
   HttpReply models() const;
+  HttpReply tokenize(std::string_view body) const;
+  HttpReply detokenize(std::string_view body) const;
   std::variant<HttpReply, GenerationPlan> generation(ApiKind kind, std::string_view body);
   std::string new_id(ApiKind kind);
 
@@ -69,6 +72,7 @@ class ApiHandler {
   std::atomic<bool> shutting_down_{false};
   std::mutex id_mu_;
   std::mt19937_64 id_rng_;
+  GrammarCache grammars_;
 };
 
 }  // namespace hz

@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "grammar/json_schema.h"
 #include "server/text_hygiene.h"
 
 namespace hz {
@@ -355,6 +356,120 @@ std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& 
   return r.error;
 }
 
+// Every field a request may carry; anything else is a 400 naming it (OpenAI answers so).
+std::optional<ApiError> check_fields(ApiKind kind, const json& body) {
+  static const char* const kCommon[] = {
+      "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k", "min_p",
+      "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "ignore_eos", "stop_token_ids", "stop",
+      "n", "logprobs", "logit_bias", "response_format", "grammar",
+      // Accepted and ignored: no behaviour of their own (README lists them).
+      "user", "metadata", "store", "service_tier", "parallel_tool_calls"};
+  static const char* const kCompletion[] = {"prompt", "echo", "best_of", "suffix"};
+  static const char* const kChat[] = {"messages", "max_completion_tokens", "top_logprobs"};
+  for (const auto& [key, value] : body.items()) {
+    bool known = false;
+    for (const char* k : kCommon) known = known || key == k;
+    if (kind == ApiKind::kCompletion) {
+      for (const char* k : kCompletion) known = known || key == k;
+    } else {
+      for (const char* k : kChat) known = known || key == k;
+    }
+    if (known) continue;
+    std::string name = key.size() > 64 ? key.substr(0, 64) + "..." : key;
+    if (key == "tools" || key == "tool_choice" || key == "functions" || key == "function_call") {
+      return bad_request(fmt::format("'{}' is not supported by this server (no tool calling)", name), name);
+    }
+    return bad_request(fmt::format("unrecognized request argument supplied: '{}'", name), name);
+  }
+  if (kind == ApiKind::kCompletion && body.contains("suffix") && !body["suffix"].is_null()) {
+    return bad_request("'suffix' is not supported by this server (no fill-in-the-middle)", "suffix");
+  }
+  return std::nullopt;
+}
+
+// logit_bias: {"token id": bias in [-100, 100]}. Ids are checked against the vocabulary later.
+std::optional<ApiError> parse_logit_bias(FieldReader& r, SamplingParams* s) {
+  const json* v = r.get("logit_bias");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_object()) return bad_request(fmt::format("'logit_bias' must be an object, got {}", type_name(*v)), "logit_bias");
+  constexpr size_t kMaxEntries = 1024;
+  if (v->size() > kMaxEntries) return bad_request(fmt::format("'logit_bias' has more than {} entries", kMaxEntries), "logit_bias");
+  for (const auto& [key, bias] : v->items()) {
+    const std::string field = fmt::format("logit_bias[{}]", key.substr(0, 32));
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<int32_t>::max()) {
+      return bad_request(fmt::format("'logit_bias' keys must be token ids, got '{}'", key.substr(0, 32)), "logit_bias");
+    }
+    if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100 || bias.get<double>() > 100) {
+      return bad_request(fmt::format("'{}' must be a number between -100 and 100, got {}", field, bias.dump()), field);
+    }
+    s->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias.get<double>()));
+  }
+  return std::nullopt;
+}
+
+// response_format and grammar -> out->grammar_text. `body` is read again with key order kept: a
+// schema's properties come out in the order the client wrote them.
+std::optional<ApiError> parse_constraints(const json& j, std::string_view body, ParsedRequest* out) {
+  auto g = j.find("grammar");
+  auto rf = j.find("response_format");
+  const bool has_grammar = g != j.end() && !g->is_null();
+  const bool has_format = rf != j.end() && !rf->is_null();
+  if (has_grammar && has_format) {
+    return bad_request("'grammar' and 'response_format' cannot be used together", "grammar");
+  }
+  if (has_grammar) {
+    if (!g->is_string()) return bad_request(fmt::format("'grammar' must be a string, got {}", type_name(*g)), "grammar");
+    out->grammar_text = g->get<std::string>();
+    out->grammar_field = "grammar";
+    return std::nullopt;
+  }
+  if (!has_format) return std::nullopt;
+  if (!rf->is_object()) {
+    return bad_request(fmt::format("'response_format' must be an object, got {}", type_name(*rf)), "response_format");
+  }
+  auto type = rf->find("type");
+  if (type == rf->end() || !type->is_string()) {
+    return bad_request("'response_format.type' must be one of text, json_object, json_schema", "response_format.type");
+  }
+  const std::string t = type->get<std::string>();
+  if (t == "text") return std::nullopt;
+  if (t == "json_object") {
+    out->grammar_text = grammar::json_object_grammar();
+    out->grammar_field = "response_format";
+    return std::nullopt;
+  }
+  if (t != "json_schema") {
+    return bad_request(fmt::format("'response_format.type' must be one of text, json_object, json_schema, got '{}'",
+                                   t.substr(0, 64)),
+                       "response_format.type");
+  }
+  const nlohmann::ordered_json oj = nlohmann::ordered_json::parse(body);
+  const auto& js = oj["response_format"];
+  auto spec = js.find("json_schema");
+  if (spec == js.end() || !spec->is_object()) {
+    return bad_request("'response_format.json_schema' must be an object with a 'schema'", "response_format.json_schema");
+  }
+  for (const auto& [key, value] : spec->items()) {
+    if (key != "name" && key != "schema" && key != "strict" && key != "description") {
+      return bad_request(fmt::format("unrecognized argument 'response_format.json_schema.{}'", key.substr(0, 64)),
+                         "response_format.json_schema." + key.substr(0, 64));
+    }
+  }
+  auto schema = spec->find("schema");
+  if (schema == spec->end() || !(schema->is_object() || schema->is_boolean())) {
+    return bad_request("'response_format.json_schema.schema' must be a JSON Schema object",
+                       "response_format.json_schema.schema");
+  }
+  auto text = grammar::json_schema_to_grammar(*schema);
+  if (!text.ok()) return bad_request(text.status().message(), "response_format.json_schema.schema");
+  out->grammar_text = std::move(text).value();
+  out->grammar_field = "response_format.json_schema.schema";
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const ParseOptions& options,
@@ -381,6 +496,7 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
   if (!j.is_object()) return bad_request(fmt::format("the request body must be a JSON object, got {}", type_name(j)));
   // Everything below reads with type checks first, but stay safe should a check miss a case.
   try {
+    if (auto e = check_fields(kind, j)) return e;
     FieldReader r(j);
     r.read_string("model", &out->model);
     r.read_bool("stream", &out->stream);
@@ -401,6 +517,8 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
     if (r.error) return r.error;
     if (auto e = kind == ApiKind::kCompletion ? parse_prompt(j, ctx, out) : parse_messages(j, ctx, out)) return e;
     if (auto e = parse_sampling(kind, r, ctx, out)) return e;
+    if (auto e = parse_logit_bias(r, &out->sampling)) return e;
+    if (auto e = parse_constraints(j, body, out)) return e;
     // An invalid byte outside the texts checked above (a key, the model name, ...).
     if (ctx.body_had_invalid_utf8) return bad_request("the request body is not valid UTF-8");
     return std::nullopt;

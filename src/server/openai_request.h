@@ -1,6 +1,7 @@
 // Parsing and validation of OpenAI /v1/completions and /v1/chat/completions request bodies into
-// native structs (the engine never sees JSON). Unknown fields are ignored; wrong types and values
-// out of range are 400s naming the field.
+// native structs (the engine never sees JSON). Unknown fields, wrong types and values out of range
+// are 400s naming the field; a few fields that carry no behaviour (user, metadata, store,
+// service_tier, parallel_tool_calls) are accepted and ignored.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,11 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+
+  // Constrained output: grammar text (grammar/grammar.h) from `grammar` or compiled from
+  // `response_format`; empty = none. grammar_field names the request field for errors.
+  std::string grammar_text;
+  std::string grammar_field;
 };
 
 struct ParseOptions {

@@ -7,7 +7,8 @@
 namespace hz {
 namespace {
 
-using nlohmann::json;
+// Insertion order: completions top_logprobs objects list alternatives from the most probable down.
+using json = nlohmann::ordered_json;
 
 std::string dump(const json& j) {
   // Model output may end in a partial UTF-8 sequence in odd cases; never let that throw.

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <memory>
 
 #include "runtime/stop_matcher.h"
 
@@ -117,6 +119,52 @@ TEST(StopMatcherTest, ReleasesFalseAlarmsAndFlushes) {
   EXPECT_EQ(m.push("EN", &stopped), "");
   EXPECT_EQ(m.push("x\n", &stopped), "ENx");
   EXPECT_EQ(m.flush(), "\n");
+}
+
+TEST(SamplerTest, LogitBiasOfHundredWinsGreedy) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.logit_bias = {{3, 100.0f}, {1, -100.0f}};
+  Sampler s(p, 1);
+  auto l = logits();
+  EXPECT_EQ(s.sample(l.data(), 5), 3);
+}
+
+// Allows one token; records what the sampler accepted.
+class OnlyToken : public LogitMask {
+ public:
+  explicit OnlyToken(int32_t id) : id_(id) {}
+  void apply(float* logits, int32_t vocab) override {
+    for (int32_t i = 0; i < vocab; ++i) {
+      if (i != id_) logits[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  void accept(int32_t token) override { accepted.push_back(token); }
+  std::vector<int32_t> accepted;
+
+ private:
+  int32_t id_;
+};
+
+TEST(SamplerTest, LogitMaskRestrictsEverySamplingMode) {
+  for (float temp : {0.0f, 1.0f, 2.0f}) {
+    SamplingParams p;
+    p.temperature = temp;
+    p.top_p = 0.5f;
+    auto mask = std::make_shared<OnlyToken>(3);
+    p.logit_mask = mask;
+    Sampler s(p, 7);
+    for (int i = 0; i < 20; ++i) {
+      auto l = logits();
+      TokenLogprob chosen;
+      std::vector<TokenLogprob> top;
+      const int32_t t = s.sample(l.data(), 5, &chosen, &top);
+      EXPECT_EQ(t, 3);
+      EXPECT_NEAR(chosen.logprob, 0.0f, 1e-6);  // the only allowed token has probability 1
+      s.accept(t);
+    }
+    EXPECT_EQ(mask->accepted, std::vector<int32_t>(20, 3));
+  }
 }
 
 }  // namespace

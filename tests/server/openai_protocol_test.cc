@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/grammar.h"
 #include "server/auth.h"
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
@@ -69,7 +70,8 @@ TEST(OpenAiRequestTest, ParsesCompletionFields) {
   auto e = parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "hi", "max_tokens": 7, "temperature": 0.5,
       "top_p": 0.9, "top_k": 40, "min_p": 0.1, "presence_penalty": 0.5, "frequency_penalty": -0.5,
       "repetition_penalty": 1.1, "seed": 42, "stop": "x", "logprobs": 3, "stream": true,
-      "stream_options": {"include_usage": true}, "user": "u", "unknown_field": {"ignored": [1, 2]}})",
+      "stream_options": {"include_usage": true}, "user": "u", "metadata": {"k": "v"}, "store": false,
+      "service_tier": "auto", "parallel_tool_calls": true})",
                  &r);
   ASSERT_FALSE(e) << e->message;
   EXPECT_EQ(r.model, "m");
@@ -170,6 +172,18 @@ TEST(OpenAiRequestTest, ErrorsNameTheField) {
       {ApiKind::kCompletion, R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
       {ApiKind::kCompletion, R"({"prompt": "a", "max_tokens": 99999999999})", "max_tokens"},
       {ApiKind::kCompletion, R"({"prompt": "a", "stop_token_ids": [1, "x"]})", "stop_token_ids[1]"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "frobnicate": 1})", "frobnicate"},
+      {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "a"}], "tools": []})", "tools"},
+      {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "a"}], "suffix": "x"})", "suffix"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "suffix": "x"})", "suffix"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "logit_bias": {"5": 101}})", "logit_bias[5]"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "logit_bias": {"x": 1}})", "logit_bias"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "logit_bias": [1]})", "logit_bias"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "grammar": 3})", "grammar"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})", "grammar"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "response_format": {"type": "xml"}})", "response_format.type"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "response_format": {"type": "json_schema"}})", "response_format.json_schema"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a+"}}}})", "response_format.json_schema.schema"},
   };
   for (const Case& c : cases) {
     ParsedRequest r;
@@ -178,6 +192,41 @@ TEST(OpenAiRequestTest, ErrorsNameTheField) {
     EXPECT_EQ(e->http_status, 400);
     EXPECT_EQ(e->param, c.param) << c.body << " -> " << e->message;
   }
+}
+
+TEST(OpenAiRequestTest, UnknownFieldsAndUnsupportedKeywordsAreNamed) {
+  ParsedRequest r;
+  auto e = parse(ApiKind::kCompletion, R"({"prompt": "a", "frobnicate": 1})", &r);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("'frobnicate'"), std::string::npos);
+  e = parse(ApiKind::kCompletion,
+            R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "format": "date"}}}})",
+            &r);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("'format'"), std::string::npos) << e->message;
+}
+
+TEST(OpenAiRequestTest, ParsesLogitBiasAndConstraints) {
+  ParsedRequest r;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"prompt": "a", "logit_bias": {"7": 100, "9": -2.5}})", &r));
+  ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.sampling.logit_bias[0], std::make_pair(int32_t{7}, 100.0f));
+  EXPECT_EQ(r.sampling.logit_bias[1], std::make_pair(int32_t{9}, -2.5f));
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"prompt": "a", "grammar": "root ::= \"x\""})", &r));
+  EXPECT_EQ(r.grammar_text, "root ::= \"x\"");
+  EXPECT_EQ(r.grammar_field, "grammar");
+  ASSERT_FALSE(parse(ApiKind::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}})", &r));
+  EXPECT_NE(r.grammar_text.find("json-object"), std::string::npos);
+  ASSERT_FALSE(parse(ApiKind::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "text"}})", &r));
+  EXPECT_TRUE(r.grammar_text.empty());
+  // Properties keep the order the client wrote ("b" before "a").
+  ASSERT_FALSE(parse(ApiKind::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema",
+      "json_schema": {"name": "n", "strict": true, "schema": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
+      "required": ["b", "a"], "additionalProperties": false}}}})", &r));
+  auto g = grammar::Grammar::parse(r.grammar_text);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(g->accepts(R"({"b": "x", "a": 1})"));
+  EXPECT_FALSE(g->accepts(R"({"a": 1, "b": "x"})"));
 }
 
 TEST(OpenAiRequestTest, InvalidUtf8OutsideTextsIsStillRefused) {
@@ -270,6 +319,21 @@ TEST(CompletionAssemblerTest, FinalBodiesAndFinishReasons) {
   EXPECT_FALSE(finish_error(finished(FinishReason::kLength, 1, 1)));
   EXPECT_EQ(finish_error(finished(FinishReason::kCancelled, 1, 1))->http_status, 503);
   EXPECT_EQ(finish_error(finished(FinishReason::kError, 1, 1))->http_status, 500);
+}
+
+TEST(CompletionAssemblerTest, TopLogprobsKeepProbabilityOrder) {
+  ResponseContext ctx{ApiKind::kCompletion, "cmpl-1", 1, "m", false, false, true, 3};
+  CompletionAssembler a(ctx);
+  GenerationEvent e = tokens("z", 1);
+  e.chosen = {{5, "z", -0.1f}};
+  // The sampler hands alternatives most probable first; "z" > "m" > "a" alphabetically reversed.
+  e.top = {{{5, "z", -0.1f}, {6, "m", -1.5f}, {7, "a", -3.0f}}};
+  a.add_tokens(e);
+  const std::string body = a.final_body(finished(FinishReason::kLength, 1, 1));
+  const size_t z = body.find("\"z\":"), m = body.find("\"m\":"), x = body.find("\"a\":");
+  ASSERT_NE(z, std::string::npos) << body;
+  EXPECT_LT(z, m) << body;
+  EXPECT_LT(m, x) << body;
 }
 
 TEST(ApiErrorTest, SubmitStatusMapping) {

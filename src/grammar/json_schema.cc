@@ -1,0 +1,397 @@
+#include "grammar/json_schema.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace hz::grammar {
+namespace {
+
+constexpr int kMaxSchemaDepth = 64;
+constexpr size_t kMaxRules = 20000;
+constexpr int64_t kMaxRepeat = 10000;
+
+// Shared rules every schema grammar may use.
+constexpr const char* kCommonRules = R"g(ws ::= (" " | "\n" [ ]{0,16})?
+json-string ::= "\"" json-char* "\""
+json-char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+json-number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?
+json-integer ::= "-"? ("0" | [1-9] [0-9]{0,18})
+json-boolean ::= "true" | "false"
+json-null ::= "null"
+json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null
+json-object ::= "{" ws (json-string ws ":" ws json-value ws ("," ws json-string ws ":" ws json-value ws)*)? "}"
+json-array ::= "[" ws (json-value ws ("," ws json-value ws)*)? "]"
+)g";
+
+// A JSON text as a grammar literal.
+std::string literal(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+bool is_annotation(const std::string& key) {
+  static const std::set<std::string> kIgnored = {"title", "description", "$schema", "$id", "$comment", "default", "examples"};
+  return kIgnored.count(key) != 0;
+}
+
+// Decimal digit strings a <= b of the same length -> grammar alternatives matching exactly [a, b].
+void same_length_range(const std::string& a, const std::string& b, const std::string& prefix, std::vector<std::string>* out) {
+  const size_t n = a.size();
+  if (a == b) {
+    out->push_back(prefix + literal(a));
+    return;
+  }
+  if (a[0] == b[0]) {
+    same_length_range(a.substr(1), b.substr(1), prefix + literal(std::string(1, a[0])) + " ", out);
+    return;
+  }
+  const std::string rest_digits = n > 1 ? fmt::format(" [0-9]{{{}}}", n - 1) : "";
+  const bool a_low = a.find_first_not_of('0', 1) == std::string::npos;   // a = d000..
+  const bool b_high = b.find_first_not_of('9', 1) == std::string::npos;  // b = d999..
+  char mid_lo = a_low ? a[0] : static_cast<char>(a[0] + 1);
+  char mid_hi = b_high ? b[0] : static_cast<char>(b[0] - 1);
+  if (!a_low) same_length_range(a.substr(1), std::string(n - 1, '9'), prefix + literal(std::string(1, a[0])) + " ", out);
+  if (mid_lo <= mid_hi) out->push_back(prefix + fmt::format("[{}-{}]", mid_lo, mid_hi) + rest_digits);
+  if (!b_high) same_length_range(std::string(n - 1, '0'), b.substr(1), prefix + literal(std::string(1, b[0])) + " ", out);
+}
+
+// Alternatives for the decimal forms (no sign, no leading zeros) of [lo, hi]; hi empty = unbounded.
+void natural_range(uint64_t lo, std::optional<uint64_t> hi, std::vector<std::string>* out) {
+  const std::string ls = std::to_string(lo);
+  const size_t ld = ls.size();
+  const size_t hd = hi ? std::to_string(*hi).size() : ld;
+  for (size_t d = ld; d <= hd && d <= 19; ++d) {
+    const std::string a = d == ld ? ls : "1" + std::string(d - 1, '0');
+    std::string b = std::string(d, '9');
+    if (hi && d == hd) b = std::to_string(*hi);
+    if (a.size() == b.size() && a <= b) same_length_range(a, b, "", out);
+  }
+  if (!hi && ld < 19) out->push_back(fmt::format("[1-9] [0-9]{{{},18}}", ld));
+}
+
+template <typename json>
+class SchemaCompiler {
+ public:
+  explicit SchemaCompiler(const json& root) : root_(root) {}
+
+  Result<std::string> compile() {
+    std::string root_ref;
+    HZ_ASSIGN_OR_RETURN(root_ref, visit(root_, "", "root-value", 0));
+    std::string out = "root ::= \" \"? " + root_ref + "\n";  // SentencePiece models start with "▁{"
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    return out + kCommonRules;
+  }
+
+ private:
+  Status error(const std::string& path, const std::string& what) const {
+    return invalid_argument("json_schema: {} at '{}'", what, path.empty() ? "/" : path);
+  }
+
+  std::string fresh(const std::string& hint) {
+    std::string name;
+    for (char c : hint) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    if (name.empty()) name = "v";
+    return fmt::format("s{}-{}", next_id_++, name.substr(0, 40));
+  }
+
+  Result<std::string> add_rule(const std::string& hint, std::string body) {
+    if (rules_.size() >= kMaxRules) return invalid_argument("json_schema: the schema needs more than {} grammar rules", kMaxRules);
+    std::string name = fresh(hint);
+    rules_.emplace_back(name, std::move(body));
+    return name;
+  }
+
+  // Returns a grammar expression (usually a rule name) for the values valid under `s`.
+  Result<std::string> visit(const json& s, const std::string& path, const std::string& hint, int depth) {
+    if (depth > kMaxSchemaDepth) return error(path, fmt::format("schema nested deeper than {} levels", kMaxSchemaDepth));
+    if (s.is_boolean()) {
+      if (s.template get<bool>()) return std::string("json-value");
+      return error(path, "the schema 'false' matches nothing");
+    }
+    if (!s.is_object()) return error(path, "a schema must be an object");
+    static const std::set<std::string> kKnown = {"type", "properties", "required", "additionalProperties", "enum", "const",
+                                                 "items", "minItems", "maxItems", "minLength", "maxLength", "minimum",
+                                                 "maximum", "anyOf", "$defs", "definitions", "$ref"};
+    for (const auto& [key, value] : s.items()) {
+      if (kKnown.count(key) == 0 && !is_annotation(key))
+        return error(path, fmt::format("unsupported keyword '{}'", key));
+    }
+    if (s.contains("$ref")) {
+      if (s.size() > 1) {
+        for (const auto& [key, value] : s.items()) {
+          if (key != "$ref" && !is_annotation(key) && key != "$defs" && key != "definitions")
+            return error(path, fmt::format("keyword '{}' next to '$ref' is not supported", key));
+        }
+      }
+      return resolve_ref(s["$ref"], path, depth);
+    }
+    if (s.contains("const")) return literal(s["const"].dump());
+    if (s.contains("enum")) {
+      const json& e = s["enum"];
+      if (!e.is_array() || e.empty()) return error(path + "/enum", "'enum' must be a non-empty array");
+      std::string body;
+      for (const auto& v : e) body += (body.empty() ? "" : " | ") + literal(v.dump());
+      return add_rule(hint, body);
+    }
+    if (s.contains("anyOf")) {
+      const json& a = s["anyOf"];
+      if (!a.is_array() || a.empty()) return error(path + "/anyOf", "'anyOf' must be a non-empty array");
+      std::string body;
+      for (size_t i = 0; i < a.size(); ++i) {
+        std::string e;
+        HZ_ASSIGN_OR_RETURN(e, visit(a[i], path + "/anyOf/" + std::to_string(i), hint, depth + 1));
+        body += (body.empty() ? "" : " | ") + e;
+      }
+      return add_rule(hint, body);
+    }
+    std::vector<std::string> types;
+    if (s.contains("type")) {
+      const json& t = s["type"];
+      if (t.is_string()) {
+        types.push_back(t.template get<std::string>());
+      } else if (t.is_array() && !t.empty()) {
+        for (const auto& x : t) {
+          if (!x.is_string()) return error(path + "/type", "'type' entries must be strings");
+          types.push_back(x.template get<std::string>());
+        }
+      } else {
+        return error(path + "/type", "'type' must be a string or an array of strings");
+      }
+    } else if (s.contains("properties")) {
+      types.push_back("object");
+    } else if (s.contains("items")) {
+      types.push_back("array");
+    } else {
+      return std::string("json-value");
+    }
+    std::string body;
+    for (const std::string& t : types) {
+      std::string e;
+      HZ_ASSIGN_OR_RETURN(e, visit_type(s, t, path, hint, depth));
+      body += (body.empty() ? "" : " | ") + e;
+    }
+    return types.size() == 1 ? body : add_rule(hint, body);
+  }
+
+  Result<std::string> visit_type(const json& s, const std::string& t, const std::string& path, const std::string& hint,
+                                 int depth) {
+    auto refuse_others = [&](std::initializer_list<const char*> allowed) -> Status {
+      static const std::set<std::string> kTyped = {"properties", "required", "additionalProperties", "items", "minItems",
+                                                   "maxItems", "minLength", "maxLength", "minimum", "maximum"};
+      for (const auto& [key, value] : s.items()) {
+        if (kTyped.count(key) == 0) continue;
+        if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) == allowed.end())
+          return error(path, fmt::format("keyword '{}' is not supported for type '{}'", key, t));
+      }
+      return Status();
+    };
+    if (t == "string") {
+      HZ_RETURN_IF_ERROR(refuse_others({"minLength", "maxLength"}));
+      if (!s.contains("minLength") && !s.contains("maxLength")) return std::string("json-string");
+      int64_t lo = 0, hi = -1;
+      HZ_ASSIGN_OR_RETURN(lo, count_keyword(s, "minLength", path, 0));
+      HZ_ASSIGN_OR_RETURN(hi, count_keyword(s, "maxLength", path, -1));
+      if (hi >= 0 && hi < lo) return error(path, "'maxLength' is smaller than 'minLength'");
+      return add_rule(hint, hi < 0 ? fmt::format("\"\\\"\" json-char{{{},}} \"\\\"\"", lo)
+                                   : fmt::format("\"\\\"\" json-char{{{},{}}} \"\\\"\"", lo, hi));
+    }
+    if (t == "integer") {
+      HZ_RETURN_IF_ERROR(refuse_others({"minimum", "maximum"}));
+      if (!s.contains("minimum") && !s.contains("maximum")) return std::string("json-integer");
+      return integer_range(s, path, hint);
+    }
+    if (t == "number") {
+      HZ_RETURN_IF_ERROR(refuse_others({}));
+      return std::string("json-number");
+    }
+    if (t == "boolean") {
+      HZ_RETURN_IF_ERROR(refuse_others({}));
+      return std::string("json-boolean");
+    }
+    if (t == "null") {
+      HZ_RETURN_IF_ERROR(refuse_others({}));
+      return std::string("json-null");
+    }
+    if (t == "array") {
+      HZ_RETURN_IF_ERROR(refuse_others({"items", "minItems", "maxItems"}));
+      std::string item = "json-value";
+      if (s.contains("items")) {
+        HZ_ASSIGN_OR_RETURN(item, visit(s["items"], path + "/items", hint + "-item", depth + 1));
+      }
+      int64_t lo = 0, hi = -1;
+      HZ_ASSIGN_OR_RETURN(lo, count_keyword(s, "minItems", path, 0));
+      HZ_ASSIGN_OR_RETURN(hi, count_keyword(s, "maxItems", path, -1));
+      if (hi >= 0 && hi < lo) return error(path, "'maxItems' is smaller than 'minItems'");
+      if (hi == 0) return add_rule(hint, "\"[\" ws \"]\"");
+      const std::string more = "(\",\" ws " + item + " ws)";
+      const std::string reps = hi < 0 ? fmt::format("{{{},}}", std::max<int64_t>(lo - 1, 0))
+                                      : fmt::format("{{{},{}}}", std::max<int64_t>(lo - 1, 0), hi - 1);
+      const std::string list = item + " ws " + more + reps;
+      return add_rule(hint, lo == 0 ? "\"[\" ws (" + list + ")? \"]\"" : "\"[\" ws " + list + " \"]\"");
+    }
+    if (t == "object") {
+      HZ_RETURN_IF_ERROR(refuse_others({"properties", "required", "additionalProperties"}));
+      return object(s, path, hint, depth);
+    }
+    return error(path + "/type", fmt::format("unsupported type '{}'", t));
+  }
+
+  Result<int64_t> count_keyword(const json& s, const char* key, const std::string& path, int64_t dflt) {
+    if (!s.contains(key)) return dflt;
+    const json& v = s[key];
+    if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.template get<double>()) == v.template get<double>()))
+      return error(path + "/" + key, fmt::format("'{}' must be an integer", key));
+    const double d = v.template get<double>();
+    if (d < 0 || d > kMaxRepeat) return error(path + "/" + key, fmt::format("'{}' must be between 0 and {}", key, kMaxRepeat));
+    return static_cast<int64_t>(d);
+  }
+
+  Result<std::string> integer_range(const json& s, const std::string& path, const std::string& hint) {
+    constexpr double kLimit = 1e18;
+    std::optional<int64_t> lo, hi;
+    for (const char* key : {"minimum", "maximum"}) {
+      if (!s.contains(key)) continue;
+      const json& v = s[key];
+      if (!v.is_number()) return error(path + "/" + key, fmt::format("'{}' must be a number", key));
+      const double d = v.template get<double>();
+      if (std::fabs(d) > kLimit) return error(path + "/" + key, fmt::format("'{}' is beyond +-1e18", key));
+      if (std::string(key) == "minimum") {
+        lo = static_cast<int64_t>(std::ceil(d));
+      } else {
+        hi = static_cast<int64_t>(std::floor(d));
+      }
+    }
+    if (lo && hi && *hi < *lo) return error(path, "'maximum' is smaller than 'minimum'");
+    std::vector<std::string> alts;
+    // Negative part: values in [lo, min(hi, -1)], written "-" and their absolute value.
+    if (!lo || *lo < 0) {
+      const int64_t neg_hi = hi ? std::min<int64_t>(*hi, -1) : -1;
+      if (!lo || *lo <= neg_hi) {
+        std::vector<std::string> abs;
+        natural_range(static_cast<uint64_t>(-neg_hi), lo ? std::optional<uint64_t>(static_cast<uint64_t>(-*lo)) : std::nullopt, &abs);
+        for (const auto& a : abs) alts.push_back("\"-\" " + a);
+      }
+    }
+    if (!hi || *hi >= 0) {
+      const uint64_t a = lo ? static_cast<uint64_t>(std::max<int64_t>(*lo, 0)) : 0;
+      natural_range(a, hi ? std::optional<uint64_t>(static_cast<uint64_t>(*hi)) : std::nullopt, &alts);
+    }
+    std::string body;
+    for (const auto& a : alts) body += (body.empty() ? "" : " | ") + a;
+    return add_rule(hint, body);
+  }
+
+  Result<std::string> object(const json& s, const std::string& path, const std::string& hint, int depth) {
+    if (s.contains("additionalProperties")) {
+      const json& ap = s["additionalProperties"];
+      if (!(ap.is_boolean() && !ap.template get<bool>()))
+        return error(path + "/additionalProperties", "only 'additionalProperties': false is supported");
+    }
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) return error(path + "/required", "'required' must be an array of names");
+      for (const auto& r : s["required"]) {
+        if (!r.is_string()) return error(path + "/required", "'required' must be an array of names");
+        required.insert(r.template get<std::string>());
+      }
+    }
+    if (!s.contains("properties")) {
+      if (!required.empty()) return error(path + "/required", "'required' names properties the schema does not define");
+      return add_rule(hint, "\"{\" ws \"}\"");
+    }
+    const json& props = s["properties"];
+    if (!props.is_object()) return error(path + "/properties", "'properties' must be an object");
+    for (const auto& r : required) {
+      if (!props.contains(r)) return error(path + "/required", fmt::format("required property '{}' is not in 'properties'", r));
+    }
+    struct Prop {
+      std::string kv;
+      bool required;
+    };
+    std::vector<Prop> list;
+    for (const auto& [name, sub] : props.items()) {
+      std::string value;
+      HZ_ASSIGN_OR_RETURN(value, visit(sub, path + "/properties/" + name, name, depth + 1));
+      list.push_back({literal(json(name).dump()) + " ws \":\" ws " + value + " ws", required.count(name) != 0});
+    }
+    // head_k: properties k.. with none written yet; tail_k: with some written (each then needs ",").
+    const size_t n = list.size();
+    std::string tail = "\"\"", head = "\"\"";
+    for (size_t k = n; k-- > 0;) {
+      const Prop& p = list[k];
+      std::string tail_k, head_k;
+      if (p.required) {
+        tail_k = "\",\" ws " + p.kv + " " + tail;
+        head_k = p.kv + " " + tail;
+      } else {
+        tail_k = "(\",\" ws " + p.kv + ")? " + tail;
+        head_k = "(" + p.kv + " " + tail + " | " + head + ")";
+      }
+      HZ_ASSIGN_OR_RETURN(tail, add_rule(hint + "-tail", tail_k));
+      HZ_ASSIGN_OR_RETURN(head, add_rule(hint + "-head", head_k));
+    }
+    return add_rule(hint, "\"{\" ws " + head + " \"}\"");
+  }
+
+  Result<std::string> resolve_ref(const json& ref, const std::string& path, int depth) {
+    if (!ref.is_string()) return error(path + "/$ref", "'$ref' must be a string");
+    const std::string r = ref.template get<std::string>();
+    auto it = refs_.find(r);
+    if (it != refs_.end()) return it->second;
+    std::string key;
+    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
+      if (r.rfind(prefix, 0) == 0) {
+        key = std::string(prefix).substr(2, std::string(prefix).size() - 3);
+        const std::string name = r.substr(std::string(prefix).size());
+        if (!root_.contains(key) || !root_[key].is_object() || !root_[key].contains(name))
+          return error(path + "/$ref", fmt::format("'$ref' '{}' names no definition", r));
+        // The rule is named before its body is compiled so that recursive references resolve.
+        const std::string rule = fresh("ref-" + name);
+        refs_.emplace(r, rule);
+        const size_t slot = rules_.size();
+        rules_.emplace_back(rule, "");
+        std::string body;
+        HZ_ASSIGN_OR_RETURN(body, visit(root_[key][name], "/" + key + "/" + name, name, depth + 1));
+        rules_[slot].second = body;
+        return rule;
+      }
+    }
+    if (r == "#") return error(path + "/$ref", "'$ref' to the whole schema ('#') is not supported; use $defs");
+    return error(path + "/$ref", fmt::format("only local references '#/$defs/...' are supported, not '{}'", r));
+  }
+
+  const json& root_;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::map<std::string, std::string> refs_;
+  int next_id_ = 0;
+};
+
+}  // namespace
+
+Result<std::string> json_schema_to_grammar(const nlohmann::json& schema) {
+  return SchemaCompiler<nlohmann::json>(schema).compile();
+}
+
+Result<std::string> json_schema_to_grammar(const nlohmann::ordered_json& schema) {
+  return SchemaCompiler<nlohmann::ordered_json>(schema).compile();
+}
+
+std::string json_object_grammar() { return std::string("root ::= \" \"? json-object\n") + kCommonRules; }
+
+}  // namespace hz::grammar
