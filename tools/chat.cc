@@ -17,6 +17,7 @@
 #include "runtime/local_engine.h"
 #include "chat/chat_template.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/engine_flags.h"
 
 namespace hz::cli {
@@ -218,6 +219,7 @@ int run_chat(const ChatOptions& o) {
 
 Subcommand kChat("chat", "Chat with a model in the terminal (its chat template, streaming, history)", [](CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
+  add_config_flag(app);
   o->engine.add_to(app, /*server=*/false);
   app.add_option("--system", o->system, "System message at the start of the conversation");
   app.add_option("-n,--n-predict", o->n_predict, "Tokens per reply (at most)");

@@ -9,6 +9,7 @@
 #include "tokenizer/tokenizer.h"
 #include "runtime/perplexity.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/engine_flags.h"
 
 namespace hz::cli {
@@ -91,6 +92,7 @@ int run_perplexity(const PplOptions& o) {
 Subcommand kPerplexity("perplexity", "Perplexity and KL divergence of a model (and KV configuration) over a text",
                        [](CLI::App& app) {
                          auto o = std::make_shared<PplOptions>();
+                         add_config_flag(app);
                          o->engine.add_to(app, /*server=*/false);
                          app.add_option("-f,--file", o->text_file, "Text file to score");
                          app.add_option("--kl-divergence-base", o->kl_base,

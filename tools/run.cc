@@ -12,6 +12,7 @@
 #include "base/mapped_file.h"
 #include "runtime/local_engine.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/engine_flags.h"
 
 namespace hz::cli {
@@ -160,6 +161,7 @@ int run_prompt(const RunOptions& o) {
 
 Subcommand kRun("run", "Complete one prompt, streaming the output to the terminal", [](CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
+  add_config_flag(app);
   o->engine.add_to(app, /*server=*/false);
   app.add_option("-p,--prompt", o->prompt, "Prompt text");
   app.add_option("-f,--file", o->prompt_file, "Read the prompt from a file");

@@ -34,6 +34,8 @@ ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetri
   if (served_model_name_.empty()) served_model_name_ = engine.model_info().name;
   if (served_model_name_.empty()) served_model_name_ = std::filesystem::path(engine.model_info().path).stem().string();
   if (served_model_name_.empty()) served_model_name_ = "horizon";
+  chat_model_ = engine.model_info();
+  if (!options.chat_template.empty()) chat_model_.chat_template = options.chat_template;
 }
 
 HttpReply ApiHandler::error_reply(const ApiError& e) {
@@ -134,7 +136,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
 
   if (kind == ApiKind::kChat) {
-    auto text = render_chat_prompt(info, r.messages);
+    auto text = render_chat_prompt(chat_model_, r.messages);
     if (!text.ok()) return error_reply(bad_request(text.status().message(), "messages"));
     plan.prompt = engine_.tokenize(*text, /*add_special=*/true, /*parse_special=*/true);
   } else if (r.prompt_is_tokens) {
