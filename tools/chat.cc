@@ -19,6 +19,7 @@
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/engine_flags.h"
+#include "tools/progress.h"
 
 namespace hz::cli {
 namespace {
@@ -97,7 +98,10 @@ int run_chat(const ChatOptions& o) {
   sigemptyset(&sigint);
   sigaddset(&sigint, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigint, nullptr);
-  auto engine = LocalEngine::create(eo);
+  auto engine = [&] {
+    LibraryProgress progress(o.engine.quiet);
+    return LocalEngine::create(eo);
+  }();
   pthread_sigmask(SIG_UNBLOCK, &sigint, nullptr);
   if (!engine.ok()) return fail(engine.status().message());
   LocalEngine& e = **engine;

@@ -47,7 +47,7 @@ void ProgressBar::update(uint64_t done, const std::string& note) {
   if (done > total_) done = total_;
   const auto now = std::chrono::steady_clock::now();
   if (!shown_) {
-    if (now - start_ < show_after() && done < total_) return;
+    if (now - start_ < show_after()) return;
     shown_ = true;
   }
   const double secs = std::chrono::duration<double>(now - start_).count();

@@ -14,6 +14,7 @@
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/engine_flags.h"
+#include "tools/progress.h"
 
 namespace hz::cli {
 namespace {
@@ -100,7 +101,10 @@ int run_prompt(const RunOptions& o) {
   EngineOptions eo = *opts;
   eo.max_num_seqs = 1;
   eo.max_queue = 1;
-  auto engine = LocalEngine::create(eo);
+  auto engine = [&] {
+    LibraryProgress progress(o.engine.quiet);
+    return LocalEngine::create(eo);
+  }();
   if (!engine.ok()) return fail(engine.status().message());
   LocalEngine& e = **engine;
 
