@@ -279,7 +279,7 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   eng->add_flag("--json", ef->json, "Print the report as JSON");
   eng->add_option("--svg", ef->svg, "Write an SVG plot of tokens/s against context length");
   eng->add_option("--peer", ef->peer,
-                  "Compare with llama.cpp: path of its llama-bench; runs issue 10's table (see `bench peer --help`)");
+                  "Compare with llama.cpp: path of its llama-bench; runs the comparison table (see `bench peer --help`)");
   pf->add_to(*eng, /*with_model=*/false);
   eng->callback([which] { *which = 1; });
 
