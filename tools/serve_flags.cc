@@ -10,7 +10,7 @@
 
 #include "base/log.h"
 #include "base/mapped_file.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 #include "tools/named_chat_templates.h"
 
 namespace hz::cli {
