@@ -74,7 +74,8 @@ class YamlConfig : public CLI::Config {
 
 void add_config_flag(CLI::App& app) {
   app.option_defaults()->always_capture_default();
-  app.add_option("--config", "YAML file of flags (keys: long flag names, e.g. max-model-len: 4096); the command line overrides it");
+  app.add_option("--config", "YAML file of flags (keys: long flag names, e.g. max-model-len: 4096); the command line overrides it")
+      ->type_name("FILE");
 }
 
 void apply_config_file(CLI::App& app) {
