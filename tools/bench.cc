@@ -2,6 +2,7 @@
 // flags onto src/bench and prints the reports (aligned table, --json, --svg).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "bench/svg_plot.h"
 #include "tools/cli.h"
 #include "tools/engine_flags.h"
+#include "tools/progress.h"
 
 namespace hz::cli {
 namespace {
@@ -65,15 +67,22 @@ struct PeerFlags {
 struct ServeBenchFlags {
   bench::ServeBenchOptions o;
   bool json = false;
+  bool quiet = false;
 };
 
-// A one-line status on stderr, rewritten in place; only on a terminal.
+// A status on stderr: rewritten in place on a terminal, one line per status otherwise (each status
+// names one test of the run, seconds apart); nothing when quiet.
 class Progress {
  public:
-  explicit Progress(bool quiet) : on_(!quiet && isatty(STDERR_FILENO)) {}
+  explicit Progress(bool quiet) : quiet_(quiet), tty_(ProgressBar::stderr_is_tty()) {}
   ~Progress() { clear(); }
   void show(const std::string& s) {
-    if (!on_) return;
+    if (quiet_ || s == last_) return;
+    last_ = s;
+    if (!tty_) {
+      std::fprintf(stderr, "%s\n", s.c_str());
+      return;
+    }
     std::fprintf(stderr, "\r\033[K%s", s.c_str());
     std::fflush(stderr);
     shown_ = true;
@@ -84,8 +93,9 @@ class Progress {
   }
 
  private:
-  bool on_;
+  bool quiet_, tty_;
   bool shown_ = false;
+  std::string last_;
 };
 
 std::string gib(uint64_t b) { return format_bytes(b); }
@@ -133,7 +143,8 @@ int run_bench_engine(const EngineBenchFlags& f) {
     return fail("--fill '" + f.fill + "' is not one of synthetic, prefill");
   }
   if (o.prompt_lengths.size() == 1 && o.prompt_lengths[0] == 0) o.prompt_lengths.clear();  // -p 0: no pp test
-  Progress progress(f.json);
+  Progress progress(f.engine.quiet || f.json);  // --json: stderr stays clean for scripts
+  LibraryProgress load_progress(f.engine.quiet);
   auto rep = bench::run_engine_bench(o, [&](const std::string& s) { progress.show(s); });
   progress.clear();
   if (!rep.ok()) return fail(rep.status().message());
@@ -205,11 +216,16 @@ int run_bench_peer(const PeerFlags& f) {
 }
 
 int run_bench_serve(const ServeBenchFlags& f) {
-  Progress progress(f.json);
+  // Requests done of --requests, or seconds of --duration.
+  const bool by_requests = f.o.requests > 0;
+  ProgressBar bar("bench serve", by_requests ? static_cast<uint64_t>(f.o.requests) : static_cast<uint64_t>(f.o.duration_s),
+                  ProgressBar::Unit::kCount, f.quiet || f.json);
+  const auto start = std::chrono::steady_clock::now();
   auto rep = bench::run_serve_bench(f.o, [&](int64_t done, int64_t errs) {
-    progress.show(fmt::format("{} completed, {} errors", done, errs));
+    const uint64_t secs = static_cast<uint64_t>(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    bar.update(by_requests ? static_cast<uint64_t>(done) : secs, fmt::format("{} completed, {} errors", done, errs));
   });
-  progress.clear();
+  bar.finish();
   if (!rep.ok()) return fail(rep.status().message());
   const json& r = *rep;
   if (f.json) {
@@ -263,7 +279,7 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   eng->add_flag("--json", ef->json, "Print the report as JSON");
   eng->add_option("--svg", ef->svg, "Write an SVG plot of tokens/s against context length");
   eng->add_option("--peer", ef->peer,
-                  "Compare with llama.cpp: path of its llama-bench; runs issue 10's table (see `bench peer --help`)");
+                  "Compare with llama.cpp: path of its llama-bench; runs the comparison table (see `bench peer --help`)");
   pf->add_to(*eng, /*with_model=*/false);
   eng->callback([which] { *which = 1; });
 
@@ -282,6 +298,7 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   srv->add_option("--pid", o.pid, "Local server process id: report its peak RSS");
   srv->add_option("--timeout", o.timeout_s, "Seconds a request may wait for data")->capture_default_str();
   srv->add_flag("--json", sf->json, "Print the report as JSON");
+  srv->add_flag("--quiet", sf->quiet, "No progress output");
   srv->callback([which] { *which = 2; });
 
   CLI::App* peer = app.add_subcommand("peer", "Compare with llama.cpp's llama-bench on the same file and threads");

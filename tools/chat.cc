@@ -1,7 +1,9 @@
 // `horizon chat -m MODEL`: an interactive terminal chat. Each turn renders the whole history with
 // the model's chat template (GGUF tokenizer.chat_template or tokenizer_config.json's; ChatML when
-// the model has none), streams the reply, and keeps it in the history. /reset clears the history,
-// /exit (or end of input) quits, Ctrl-C stops the reply being generated without exiting.
+// the model has none), streams the reply, and keeps it in the history. On a terminal lines are
+// edited and recalled with libedit. Slash commands are answered here (/help, /clear, /exit); end
+// of input (Ctrl-D) quits; Ctrl-C stops the reply being generated without exiting; when the
+// conversation fills the context the oldest turns are dropped.
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,14 +12,20 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include <editline/readline.h>
 
 #include "runtime/local_engine.h"
 #include "chat/chat_formatter.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/engine_flags.h"
+#include "tools/progress.h"
 
 namespace hz::cli {
 namespace {
@@ -83,6 +91,47 @@ float meta_float(const Model& m, const char* key, float def) {
   return v.ok() ? static_cast<float>(*v) : def;
 }
 
+// One line of input: with line editing and history (libedit) on a terminal, plain reads from a
+// pipe. nullopt at end of input or when Ctrl-C interrupted the read (g_interrupted tells which).
+std::optional<std::string> read_line(bool tty) {
+  if (tty) {
+    char* raw = readline("> ");
+    if (raw == nullptr) return std::nullopt;
+    std::string line(raw);
+    std::free(raw);
+    if (!line.empty()) add_history(line.c_str());
+    return line;
+  }
+  std::string line;
+  if (!std::getline(std::cin, line)) {
+    if (g_interrupted.load() && !std::cin.bad()) {
+      std::cin.clear();
+      clearerr(stdin);
+    }
+    return std::nullopt;
+  }
+  return line;
+}
+
+enum class SlashCommand { kHelp, kClear, kExit, kUnknown };
+
+SlashCommand parse_slash_command(const std::string& line) {
+  std::string cmd = line.substr(0, line.find(' '));
+  if (cmd == "/help" || cmd == "/?") return SlashCommand::kHelp;
+  if (cmd == "/clear" || cmd == "/reset") return SlashCommand::kClear;
+  if (cmd == "/exit" || cmd == "/quit" || cmd == "/bye") return SlashCommand::kExit;
+  return SlashCommand::kUnknown;
+}
+
+constexpr const char* kChatHelp =
+    "commands (answered here, not sent to the model):\n"
+    "  /help          this list\n"
+    "  /clear         forget the conversation (also /reset)\n"
+    "  /exit          quit (also /quit, or Ctrl-D)\n"
+    "  //text         send a message that starts with /\n"
+    "keys: arrows and Ctrl-R recall earlier lines; Ctrl-C stops a reply.\n"
+    "When the conversation fills the context, the oldest turns are dropped (a note says so).\n";
+
 int run_chat(const ChatOptions& o) {
   if (o.n_predict < 1) return fail("-n must be at least 1");
   auto opts = o.engine.resolve();
@@ -96,7 +145,10 @@ int run_chat(const ChatOptions& o) {
   sigemptyset(&sigint);
   sigaddset(&sigint, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigint, nullptr);
-  auto engine = LocalEngine::create(eo);
+  auto engine = [&] {
+    LibraryProgress progress(o.engine.quiet);
+    return LocalEngine::create(eo);
+  }();
   pthread_sigmask(SIG_UNBLOCK, &sigint, nullptr);
   if (!engine.ok()) return fail(engine.status().message());
   LocalEngine& e = **engine;
@@ -125,7 +177,7 @@ int run_chat(const ChatOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
 
   const bool tty = isatty(STDIN_FILENO);
-  if (tty) fmt::print(stderr, "horizon chat: {} ({}). /reset clears the history, /exit quits, Ctrl-C stops a reply.\n", info.name,
+  if (tty) fmt::print(stderr, "horizon chat: {} ({}). /help lists the commands, Ctrl-C stops a reply, Ctrl-D quits.\n", info.name,
                       info.chat_template.empty() ? "ChatML template" : "the model's chat template");
   nlohmann::ordered_json history = nlohmann::ordered_json::array();
   auto reset = [&] {
@@ -133,46 +185,71 @@ int run_chat(const ChatOptions& o) {
     if (!o.system.empty()) history.push_back({{"role", "system"}, {"content", o.system}});
   };
   reset();
+  const size_t first_turn = o.system.empty() ? 0 : 1;  // index of the oldest message that may be dropped
   uint64_t turn = 0;
   for (;;) {
-    if (tty) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
-    }
     g_interrupted.store(false);
-    std::string line;
-    if (!std::getline(std::cin, line)) {
-      if (g_interrupted.load() && !std::cin.bad()) {  // Ctrl-C at the prompt: not an exit
-        std::cin.clear();
-        clearerr(stdin);
-        std::fputs("\n(use /exit to quit)\n", stderr);
+    auto line = read_line(tty);
+    if (!line) {
+      if (g_interrupted.load()) {  // Ctrl-C at the prompt: not an exit
+        std::fputs("\n(Ctrl-D or /exit quits)\n", stderr);
         continue;
       }
+      if (tty) std::fputc('\n', stdout);  // Ctrl-D: leave the terminal on a fresh line
       break;  // end of input
     }
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line == "/exit" || line == "/quit") break;
-    if (line == "/reset") {
-      reset();
-      std::fputs("(history cleared)\n", stderr);
+    if (!line->empty() && line->back() == '\r') line->pop_back();
+    if (line->empty()) continue;
+    if ((*line)[0] == '/' && line->rfind("//", 0) != 0) {
+      const SlashCommand cmd = parse_slash_command(*line);
+      if (cmd == SlashCommand::kExit) break;
+      if (cmd == SlashCommand::kClear) {
+        reset();
+        std::fputs("(history cleared)\n", stderr);
+      } else if (cmd == SlashCommand::kHelp) {
+        std::fputs(kChatHelp, stderr);
+      } else {
+        fmt::print(stderr, "unknown command {}; /help lists the commands (start a message with // to send a /)\n", *line);
+      }
       continue;
     }
-    if (line.empty()) continue;
+    if (line->rfind("//", 0) == 0) line->erase(0, 1);
 
-    history.push_back({{"role", "user"}, {"content", line}});
-    auto prompt = formatter->format(history);
-    if (!prompt.ok()) {
+    history.push_back({{"role", "user"}, {"content", *line}});
+    GenerationRequest req;
+    req.sampling = sp;
+    bool rendered = false;
+    int32_t room = 0;
+    size_t dropped = 0;
+    for (;;) {
+      auto prompt = formatter->format(history);
+      if (!prompt.ok()) {
+        fmt::print(stderr, "error: chat template: {}\n", prompt.status().message());
+        break;
+      }
+      req.prompt = e.tokenize_mixed(prompt->text, prompt->input, prompt->add_special);
+      room = info.max_model_len - static_cast<int32_t>(req.prompt.size());
+      // Room for a whole reply (or a quarter of the context, if -n is larger): else the context is
+      // full, and the oldest turn (a user message and the reply to it) makes way.
+      const int32_t want = std::min(o.n_predict, std::max(1, info.max_model_len / 4));
+      if (room >= want || history.size() <= first_turn + 1) {
+        rendered = true;
+        break;
+      }
+      size_t n = 1;
+      while (first_turn + n < history.size() - 1 && history[first_turn + n]["role"] != "user") ++n;
+      history.erase(history.begin() + first_turn, history.begin() + first_turn + n);
+      ++dropped;
+    }
+    if (dropped > 0)
+      fmt::print(stderr, "(context full: dropped the oldest {} turn{} to make room)\n", dropped, dropped == 1 ? "" : "s");
+    if (!rendered) {
       history.erase(history.size() - 1);
-      fmt::print(stderr, "error: chat template: {}\n", prompt.status().message());
       continue;
     }
-    GenerationRequest req;
-    req.prompt = e.tokenize_mixed(prompt->text, prompt->input, prompt->add_special);
-    req.sampling = sp;
-    const int32_t room = info.max_model_len - static_cast<int32_t>(req.prompt.size());
     if (room < 1) {
       history.erase(history.size() - 1);
-      fmt::print(stderr, "error: the conversation ({} tokens) fills the context of {} tokens; /reset to start over\n",
+      fmt::print(stderr, "error: the message ({} tokens) fills the context of {} tokens by itself; send a shorter one\n",
                  req.prompt.size(), info.max_model_len);
       continue;
     }
@@ -213,6 +290,7 @@ int run_chat(const ChatOptions& o) {
 
 Subcommand kChat("chat", "Chat with a model in the terminal (its chat template, streaming, history)", [](CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
+  add_config_flag(app);
   o->engine.add_to(app, /*server=*/false);
   app.add_option("--system", o->system, "System message at the start of the conversation");
   app.add_option("-n,--n-predict", o->n_predict, "Tokens per reply (at most)");

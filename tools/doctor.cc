@@ -19,16 +19,16 @@
 #include "planner/model_files.h"
 #include "planner/model_shape.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/plan_flags.h"
+#include "tools/serve_flags.h"
 
 namespace hz::cli {
 namespace {
 
+// Every flag of `horizon serve` (so a serve command line can be checked as it is) and the plan's.
 struct DoctorOptions {
-  std::string model;
-  int port = 8080;
-  std::string host = "127.0.0.1";
-  std::string api_key;
+  ServeFlags serve;
   PlanFlags plan;
 };
 
@@ -63,16 +63,19 @@ CheckResult check_port(const std::string& host, int port) {
   return r;
 }
 
-bool is_loopback(const std::string& host) {
-  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
-  in_addr a{};
-  if (inet_pton(AF_INET, host.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
-  return false;
-}
-
-int run_doctor(const DoctorOptions& o) {
+int run_doctor(DoctorOptions& d) {
   std::vector<CheckResult> checks;
   HostInfo host = probe_host();
+  // The flags first: what serve would refuse, doctor reports.
+  auto engine_opts = d.serve.engine.resolve(/*need_model=*/false);
+  Status server_flags = d.serve.resolve_server(/*warn=*/false);
+  if (!engine_opts.ok()) checks.push_back({CheckLevel::kFail, "flags", engine_opts.status().message()});
+  if (!server_flags.ok()) checks.push_back({CheckLevel::kFail, "flags", server_flags.message()});
+  struct {
+    std::string model, host, api_key;
+    int port;
+  } o{engine_opts.ok() ? engine_opts->model_path : std::string(), d.serve.server.host, d.serve.server.api_key,
+      d.serve.server.port};
 
   // CPU: the AVX2 kernels need avx2 + fma + f16c; without them the scalar kernels still run.
   std::string features = kernels::cpu_features();
@@ -102,9 +105,11 @@ int run_doctor(const DoctorOptions& o) {
       checks.push_back(std::move(c));
     }
     if (model_ok) {
-      auto opts = o.plan.to_options(host);
+      auto opts = engine_opts.ok() ? d.plan.to_options(*engine_opts, host) : Result<PlanOptions>(engine_opts.status());
       auto shape = load_model_shape(o.model);
-      if (!opts.ok()) {
+      if (!engine_opts.ok()) {
+        // reported above
+      } else if (!opts.ok()) {
         checks.push_back({CheckLevel::kFail, "plan", opts.status().message()});
       } else if (!shape.ok()) {
         checks.push_back({CheckLevel::kFail, "plan", shape.status().message()});
@@ -134,10 +139,10 @@ int run_doctor(const DoctorOptions& o) {
     }
   }
 
-  checks.push_back(check_port(o.host, o.port));
-  if (!is_loopback(o.host) && o.api_key.empty()) {
+  if (server_flags.ok()) checks.push_back(check_port(o.host, o.port));
+  if (server_flags.ok() && !is_loopback_address(o.host) && o.api_key.empty()) {
     checks.push_back({CheckLevel::kWarn, "auth", fmt::format("--host {} is reachable beyond this machine and no --api-key is set", o.host)});
-  } else {
+  } else if (server_flags.ok()) {
     checks.push_back({CheckLevel::kPass, "auth", o.api_key.empty() ? "loopback only" : "API key set"});
   }
 
@@ -153,12 +158,10 @@ int run_doctor(const DoctorOptions& o) {
   return 0;
 }
 
-Subcommand kDoctor("doctor", "Pre-flight checks: CPU, memory, disk, model files, plan, port", [](CLI::App& app) {
+Subcommand kDoctor("doctor", "Pre-flight checks: CPU, memory, disk, model files, plan, port (takes every serve flag)", [](CLI::App& app) {
   auto o = std::make_shared<DoctorOptions>();
-  app.add_option("-m,--model", o->model, "GGUF file or Hugging Face folder to check");
-  app.add_option("--port", o->port, "Port the server will listen on")->capture_default_str();
-  app.add_option("--host", o->host, "Address the server will bind")->capture_default_str();
-  app.add_option("--api-key", o->api_key, "API key the server will require");
+  add_config_flag(app);
+  o->serve.add_to(app);
   o->plan.add_to(app);
   return [o] { return run_doctor(*o); };
 });

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
@@ -13,17 +14,24 @@
 namespace hz::cli {
 
 void EngineFlags::add_to(CLI::App& app, bool server) {
-  app.add_option("-m,--model", opts.model_path, "GGUF model file or Hugging Face folder")->required();
+  app.add_option("MODEL", model_positional, "GGUF model file or Hugging Face folder (same as -m)");
+  app.add_option("-m,--model", opts.model_path, "GGUF model file or Hugging Face folder");
   app.add_option("-t,--threads", opts.threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--max-model-len,--ctx", opts.max_model_len, "Tokens per sequence, prompt + output (0 = the model's)");
+  app.add_option("-c,--ctx-size", total_ctx,
+                 "Tokens of all sequences together, shared by --max-num-seqs (llama-server's meaning: -c 8192 -np 4 "
+                 "gives 2048 per sequence)");
   app.add_option("--kv-cache-dtype", kv_dtype,
                  "KV cache element type: auto (= f16), f32, f16, bf16, fp8 (fp8_e4m3), int8 (q8_0), int4 (q4_0)");
+  app.add_option("--cache-type-k", cache_type_k, "KV element type of keys (-ctk; q8_0 = int8, q4_0 = int4)");
+  app.add_option("--cache-type-v", cache_type_v, "KV element type of values (-ctv); must equal the keys' type for now");
   app.add_option("--kv-hot-window", opts.kv_hot_window,
                  "Keep the newest N tokens in --kv-cache-dtype, older blocks in --kv-cold-dtype (0 = off)");
-  app.add_option("--kv-cold-dtype", kv_cold_dtype, "KV element type of blocks beyond --kv-hot-window (default int8)");
+  app.add_option("--kv-cold-dtype", kv_cold_dtype,
+                 "KV element type of blocks beyond --kv-hot-window (default int8; needs --kv-hot-window)");
   app.add_flag("--enable-prefix-caching", opts.enable_prefix_caching,
                "Reuse the KV blocks of prompt prefixes seen before (full blocks, LRU eviction)");
-  app.add_option("--block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
+  app.add_option("--block-size,--kv-block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
   app.add_option("--kv-budget", kv_budget, "KV cache memory: bytes (4GiB, 512MiB) or a share of RAM (50%)");
   app.add_option("--prefill-chunk", opts.prefill_chunk, "Prompt tokens of one sequence per step");
   app.add_option("--kv-disk-dir", opts.kv_disk_dir,
@@ -37,6 +45,12 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--kv-disk-level", opts.kv_disk_level, "zstd level or lz4 acceleration (default 1)");
   app.add_option("--kv-disk-policy", opts.kv_disk_policy,
                  "Which block leaves a KV tier first (RAM -> disk, disk -> dropped): lru or lfu-decay (access count with exponential decay plus recency)");
+  app.add_flag("--quiet", quiet, "No progress output (loading, long work) and no start-up summary");
+  // Flags of GPU servers, accepted so their command lines run here (one warning each).
+  app.add_option("--flash-attn", flash_attn, "Accepted for llama-server command lines (-fa); attention is always fused here");
+  app.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers, "Accepted for llama-server command lines (-ngl); no effect on the CPU");
+  app.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                 "Accepted for vLLM command lines; no effect on the CPU (the KV memory is --kv-budget)");
   // ---- RoPE scaling flags (architectures, issue 8) ----
   app.add_option("--rope-scaling", rope_scaling, "RoPE context extension: none, linear, ntk, yarn, llama3 (default: the model's)");
   app.add_option("--rope-freq-base", rope_freq_base, "RoPE base frequency (default: the model's)");
@@ -44,7 +58,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--yarn-orig-ctx", yarn_orig_ctx, "Original training context for YaRN / llama3 scaling (default: the model's)");
   // ---- end RoPE scaling flags ----
   if (server) {
-    app.add_option("--max-num-seqs", opts.max_num_seqs, "Sequences decoded together");
+    app.add_option("--max-num-seqs,--parallel", opts.max_num_seqs, "Sequences decoded together (llama-server: -np)");
     app.add_option("--max-num-batched-tokens", opts.max_num_batched_tokens, "Tokens per engine step");
     app.add_option("--max-queue", opts.max_queue, "Waiting requests before new ones get 429");
     app.add_option("--served-model-name", opts.served_model_name, "Model name in API responses");
@@ -74,10 +88,54 @@ uint64_t usable_disk_bytes(const std::string& dir) {
 
 }  // namespace
 
-Result<EngineOptions> EngineFlags::resolve() const {
+Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
   EngineOptions o = opts;
+  if (!model_positional.empty()) {
+    if (!o.model_path.empty() && o.model_path != model_positional)
+      return invalid_argument("the model is given twice: '{}' and -m '{}'", model_positional, o.model_path);
+    o.model_path = model_positional;
+  }
+  if (need_model && o.model_path.empty()) return invalid_argument("no model: give MODEL or -m MODEL (a GGUF file or Hugging Face folder)");
+  if (total_ctx != 0) {
+    if (total_ctx < 0) return invalid_argument("-c/--ctx-size must be more than 0, got {}", total_ctx);
+    if (opts.max_model_len != 0)
+      return invalid_argument("-c/--ctx-size {} (shared by all sequences) and --max-model-len {} (per sequence): give one", total_ctx,
+                              opts.max_model_len);
+    const int32_t seqs = std::max<int32_t>(opts.max_num_seqs, 1);
+    o.max_model_len = total_ctx / seqs;
+    if (o.max_model_len < 1)
+      return invalid_argument("-c/--ctx-size {} shared by {} sequences leaves no context per sequence", total_ctx, seqs);
+  }
+  if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0)
+    return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", o.block_size);
   HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype, "--kv-cache-dtype"));
-  HZ_ASSIGN_OR_RETURN(o.kv_cold_dtype, parse_kv_type(kv_cold_dtype, "--kv-cold-dtype"));
+  if (!cache_type_k.empty() || !cache_type_v.empty()) {
+    // llama.cpp's default for the one not given is f16.
+    HZ_ASSIGN_OR_RETURN(KvType k, parse_kv_type(cache_type_k.empty() ? "f16" : cache_type_k, "--cache-type-k"));
+    HZ_ASSIGN_OR_RETURN(KvType v, parse_kv_type(cache_type_v.empty() ? "f16" : cache_type_v, "--cache-type-v"));
+    if (k != v)
+      return invalid_argument("--cache-type-k {} and --cache-type-v {}{} differ: keys and values share one KV type for now, "
+                              "give both the same type (or --kv-cache-dtype)",
+                              kv_type_name(k), kv_type_name(v), cache_type_v.empty() || cache_type_k.empty() ? " (the default)" : "");
+    if (kv_dtype != "auto" && o.kv_dtype != k)
+      return invalid_argument("--kv-cache-dtype {} and --cache-type-k/-v {} differ: give one", kv_dtype, kv_type_name(k));
+    o.kv_dtype = k;
+  }
+  if (!kv_cold_dtype.empty()) {
+    if (opts.kv_hot_window == 0) return invalid_argument("--kv-cold-dtype needs --kv-hot-window N");
+    HZ_ASSIGN_OR_RETURN(o.kv_cold_dtype, parse_kv_type(kv_cold_dtype, "--kv-cold-dtype"));
+  }
+  if (!flash_attn.empty()) {
+    static const char* kValues[] = {"on", "off", "auto", "true", "false", "1", "0", "enabled", "disabled"};
+    if (std::find(std::begin(kValues), std::end(kValues), flash_attn) == std::end(kValues))
+      return invalid_argument("--flash-attn '{}' is not one of on, off, auto", flash_attn);
+    HZ_LOG_WARN("-fa/--flash-attn has no effect: attention here is always fused (tiled, online softmax)");
+  }
+  if (n_gpu_layers >= 0) HZ_LOG_WARN("-ngl/--n-gpu-layers has no effect: this build runs the model on the CPU");
+  if (gpu_memory_utilization >= 0) {
+    if (gpu_memory_utilization > 1) return invalid_argument("--gpu-memory-utilization {} must be between 0 and 1", gpu_memory_utilization);
+    HZ_LOG_WARN("--gpu-memory-utilization has no effect on the CPU: the KV cache memory is --kv-budget (bytes or a share of RAM)");
+  }
   if (o.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more, got {}", o.kv_hot_window);
   if (!kv_budget.empty()) {
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);

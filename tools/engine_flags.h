@@ -1,5 +1,6 @@
-// Flags shared by every subcommand that runs the engine (run, serve, bench engine, perplexity):
-// one definition, so a flag means the same everywhere.
+// Flags shared by every subcommand that runs or plans the engine (run, serve, chat, bench engine,
+// perplexity, plan, doctor): one definition, so a flag means the same everywhere. Also accepts the
+// spellings of llama-server and vLLM where they mean the same thing.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,11 +14,20 @@ namespace hz::cli {
 
 struct EngineFlags {
   EngineOptions opts;
+  std::string model_positional;  // `horizon serve MODEL` (vLLM) = -m MODEL
   std::string kv_dtype = "auto";
-  std::string kv_cold_dtype = "int8";
+  std::string cache_type_k, cache_type_v;  // llama.cpp's -ctk / -ctv: "" = --kv-cache-dtype
+  std::string kv_cold_dtype;               // "" = int8 (only with --kv-hot-window)
   std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
   std::string kv_disk_budget = "64GiB";
   std::string kv_disk_dtype = "same";
+  bool quiet = false;     // no progress bars or start-up summary
+  int32_t total_ctx = 0;  // llama.cpp's -c: context of all sequences together (0 = unset)
+
+  // Accepted for command lines written for GPU servers; each gets one warning when given.
+  std::string flash_attn;       // -fa on|off|auto
+  int32_t n_gpu_layers = -1;    // -ngl N
+  double gpu_memory_utilization = -1;
 
   // ---- RoPE scaling flags (architectures, issue 8) ----
   std::string rope_scaling;     // empty: the file's
@@ -28,8 +38,9 @@ struct EngineFlags {
 
   // Adds the flags; `server` adds the scheduler flags that only matter with many requests.
   void add_to(CLI::App& app, bool server);
-  // Converts the string flags; errors name the flag.
-  Result<EngineOptions> resolve() const;
+  // Converts the string flags and logs one warning per flag accepted without effect; errors name
+  // the flag. `need_model` = false for commands that may run without one (doctor).
+  Result<EngineOptions> resolve(bool need_model = true) const;
 };
 
 // A KV element type name as the flags take it: auto (= f16), f32, f16, bf16, fp8 / fp8_e4m3,

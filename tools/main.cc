@@ -5,6 +5,8 @@
 #include "base/log.h"
 #include "base/version.h"
 #include "tools/cli.h"
+#include "tools/compat_args.h"
+#include "tools/config_file.h"
 
 namespace hz::cli {
 
@@ -31,14 +33,20 @@ int main(int argc, char** argv) {
   for (auto& def : defs) {
     CLI::App* sub = app.add_subcommand(def.name, def.help);
     auto run = def.setup(*sub);
-    sub->callback([&action, run] { action = run; });
+    sub->callback([&action, run, sub] {
+      hz::cli::apply_config_file(*sub);
+      action = run;
+    });
   }
   if (argc == 1) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
+  // llama-server's -np, -ctk ... become long flags; CLI11 takes the arguments in reverse order.
+  std::vector<std::string> args = hz::cli::rewrite_compat_args(std::vector<std::string>(argv + 1, argv + argc));
+  std::reverse(args.begin(), args.end());
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -46,8 +54,24 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // One line, like every other error of the tool.
-    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    // One line, like every other error of the tool, with what to type instead of a flag that
+    // llama-server or vLLM take and horizon does not.
+    std::string hints;
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      std::string what = e.what();
+      size_t colon = what.find(": ");
+      std::string list = colon == std::string::npos ? "" : what.substr(colon + 2);
+      size_t pos = 0;
+      while (pos < list.size()) {
+        size_t end = list.find(' ', pos);
+        if (end == std::string::npos) end = list.size();
+        std::string arg = list.substr(pos, end - pos);
+        std::string hint = hz::cli::compat_hint(arg);
+        if (!hint.empty()) hints += "; " + arg.substr(0, arg.find('=')) + ": " + hint;
+        pos = end + 1;
+      }
+    }
+    std::fprintf(stderr, "error: %s (see --help)%s\n", e.what(), hints.c_str());
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   }
   return action ? action() : 0;

@@ -2,6 +2,8 @@
 // method), with any KV configuration; saves a base run's distributions and reports the KL
 // divergence of a run against it (mean, median, 99th percentile, top-token change rate).
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -9,7 +11,9 @@
 #include "tokenizer/tokenizer.h"
 #include "runtime/perplexity.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/engine_flags.h"
+#include "tools/progress.h"
 
 namespace hz::cli {
 namespace {
@@ -29,7 +33,10 @@ int run_perplexity(const PplOptions& o) {
     return fail(fmt::format("--block-size {} must be a multiple of 16 between 16 and 256", eo.block_size));
   if (eo.prefill_chunk < 1) return fail("--prefill-chunk must be at least 1");
   if (o.kl && o.kl_base.empty()) return fail("--kl-divergence needs --kl-divergence-base FILE (a saved base run)");
-  auto model = Model::load(eo.model_path);
+  auto model = [&] {
+    LibraryProgress progress(o.engine.quiet);
+    return Model::load(eo.model_path, eo.model_overrides);
+  }();
   if (!model.ok()) return fail(model.status().message());
   Model& m = **model;
   auto tok = Tokenizer::from_gguf(m.file());
@@ -66,12 +73,19 @@ int run_perplexity(const PplOptions& o) {
   po.keep_logprobs = !o.kl_base.empty();
   ThreadPool pool(eo.threads);
   auto t0 = std::chrono::steady_clock::now();
+  // The running value as llama-perplexity shows it: perplexity so far and its standard error.
+  std::unique_ptr<ProgressBar> bar;
+  po.on_window = [&](int64_t done, int64_t total, double nll, double nll2, int64_t n) {
+    if (!bar) bar = std::make_unique<ProgressBar>("perplexity windows", total, ProgressBar::Unit::kCount, o.engine.quiet);
+    bar->update(done, fmt::format("ppl {:.4f} ± {:.4f}", std::exp(nll / n), perplexity_error(nll, nll2, n)));
+  };
   auto r = compute_perplexity(m, pool, tokens, po);
+  if (bar) bar->finish();
   if (!r.ok()) return fail(r.status().message());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("model %s | KV %s | ctx %d | %d windows, %lld scored tokens | %.1f s\n", m.config().name.c_str(),
               kv_precision_name(po.kv).c_str(), po.ctx, r->num_windows, static_cast<long long>(r->num_scored), secs);
-  std::printf("perplexity: %.4f\n", r->ppl);
+  std::printf("perplexity: %.4f ± %.4f\n", r->ppl, r->ppl_error);
   if (!o.kl_base.empty() && !o.kl) {
     KlBase b{po.ctx, r->vocab, tokens, std::move(r->logprobs)};
     Status s = save_kl_base(o.kl_base, b);
@@ -91,6 +105,7 @@ int run_perplexity(const PplOptions& o) {
 Subcommand kPerplexity("perplexity", "Perplexity and KL divergence of a model (and KV configuration) over a text",
                        [](CLI::App& app) {
                          auto o = std::make_shared<PplOptions>();
+                         add_config_flag(app);
                          o->engine.add_to(app, /*server=*/false);
                          app.add_option("-f,--file", o->text_file, "Text file to score");
                          app.add_option("--kl-divergence-base", o->kl_base,

@@ -8,25 +8,26 @@
 #include "planner/host_info.h"
 #include "planner/model_shape.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
+#include "tools/engine_flags.h"
 #include "tools/plan_flags.h"
 
 namespace hz::cli {
 namespace {
 
 struct PlanCliOptions {
-  std::string path;
-  std::string model;
+  EngineFlags engine;
   bool json = false;
   PlanFlags flags;
 };
 
 int run_plan(const PlanCliOptions& o) {
-  if (o.path.empty() == o.model.empty()) return fail("plan: give the model as PATH or -m PATH (one of them)");
-  const std::string& path = o.path.empty() ? o.model : o.path;
+  auto eo = o.engine.resolve();
+  if (!eo.ok()) return fail(eo.status().message());
   HostInfo host = probe_host();
-  auto opts = o.flags.to_options(host);
+  auto opts = o.flags.to_options(*eo, host);
   if (!opts.ok()) return fail(opts.status().message());
-  auto shape = load_model_shape(path);
+  auto shape = load_model_shape(eo->model_path);
   if (!shape.ok()) return fail(shape.status().message());
   auto plan = make_plan(*shape, *opts);
   if (!plan.ok()) return fail(plan.status().message());
@@ -41,8 +42,10 @@ int run_plan(const PlanCliOptions& o) {
 Subcommand kPlan("plan", "Plan memory: will a model (GGUF, HF folder or config.json) fit, and with which settings",
                  [](CLI::App& app) {
                    auto o = std::make_shared<PlanCliOptions>();
-                   app.add_option("path", o->path, "GGUF file, Hugging Face folder or config.json");
-                   app.add_option("-m,--model", o->model, "Same as PATH");
+                   add_config_flag(app);
+                   // The engine's flags with the engine's meaning; plan for one sequence unless told.
+                   o->engine.opts.max_num_seqs = 1;
+                   o->engine.add_to(app, /*server=*/true);
                    app.add_flag("--json", o->json, "Print JSON");
                    o->flags.add_to(app);
                    return [o] { return run_plan(*o); };

@@ -12,7 +12,9 @@
 #include "base/mapped_file.h"
 #include "runtime/local_engine.h"
 #include "tools/cli.h"
+#include "tools/config_file.h"
 #include "tools/engine_flags.h"
+#include "tools/progress.h"
 
 namespace hz::cli {
 namespace {
@@ -99,7 +101,10 @@ int run_prompt(const RunOptions& o) {
   EngineOptions eo = *opts;
   eo.max_num_seqs = 1;
   eo.max_queue = 1;
-  auto engine = LocalEngine::create(eo);
+  auto engine = [&] {
+    LibraryProgress progress(o.engine.quiet);
+    return LocalEngine::create(eo);
+  }();
   if (!engine.ok()) return fail(engine.status().message());
   LocalEngine& e = **engine;
 
@@ -160,6 +165,7 @@ int run_prompt(const RunOptions& o) {
 
 Subcommand kRun("run", "Complete one prompt, streaming the output to the terminal", [](CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
+  add_config_flag(app);
   o->engine.add_to(app, /*server=*/false);
   app.add_option("-p,--prompt", o->prompt, "Prompt text");
   app.add_option("-f,--file", o->prompt_file, "Read the prompt from a file");

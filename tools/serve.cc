@@ -1,36 +1,61 @@
-// `horizon serve -m MODEL`: the OpenAI-compatible HTTP server (vLLM's flag names where vLLM has one).
-// This file only wires flags -> EngineFlags / ServerOptions, the engine, the server and signals.
+// `horizon serve MODEL` (or -m MODEL): the OpenAI-compatible HTTP server (vLLM's flag names where
+// vLLM has one, llama-server's where it has one). This file wires flags -> EngineOptions /
+// ServerOptions (tools/serve_flags.h), the engine, the server and signals, and prints the
+// effective configuration and a start-up summary.
 #include <signal.h>
 
 #include <cstdlib>
 #include <memory>
+#include <thread>
 
+#include "base/byte_size.h"
 #include "base/log.h"
 #include "runtime/engine_api.h"
-#include "server/http_server.h"
 #include "runtime/local_engine.h"
+#include "server/http_server.h"
 #include "tools/cli.h"
-#include "tools/engine_flags.h"
+#include "tools/config_file.h"
+#include "tools/progress.h"
+#include "tools/serve_flags.h"
 
 namespace hz::cli {
 namespace {
 
-Result<std::unique_ptr<Engine>> make_engine(const EngineFlags& flags) {
-  HZ_ASSIGN_OR_RETURN(EngineOptions opts, flags.resolve());
-  HZ_ASSIGN_OR_RETURN(std::unique_ptr<LocalEngine> e, LocalEngine::create(opts));
-  return std::unique_ptr<Engine>(std::move(e));
+// What a user wants to know once the server is up, one fact per line.
+std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std::string& url) {
+  const EngineOptions& o = e.options();
+  const KvCache& kv = e.kv();
+  const ModelInfo& info = e.model_info();
+  const EngineStats st = e.stats();
+  const int64_t blocks = kv.config().num_blocks;
+  const int64_t tokens = blocks * kv.config().block_tokens;
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string tiers = fmt::format("RAM {}", format_bytes(kv.total_bytes()));
+  if (st.kv_disk_enabled) tiers += fmt::format(", disk prefix store {} ({})", o.kv_disk_dir, format_bytes(o.kv_disk_budget_bytes));
+  if (st.kv_far_enabled) tiers += ", far blocks of long contexts on disk";
+  std::string tmpl;
+  if (!f.chat_template_origin.empty()) {
+    tmpl = f.chat_template_origin;
+  } else if (!info.chat_template.empty()) {
+    tmpl = "the model's";
+  } else {
+    tmpl = "ChatML (the model has none; --chat-template NAME|FILE to choose)";
+  }
+  std::string s;
+  s += fmt::format("  model          {} ({}, {})\n", info.name, e.model().config().arch, o.model_path);
+  s += fmt::format("  context        {} tokens per sequence\n", o.max_model_len);
+  s += fmt::format("  KV cache       {}, {} blocks of {} tokens = {} tokens, {}{}\n", kv_precision_name(kv.precision()), blocks,
+                   kv.config().block_tokens, tokens, format_bytes(kv.total_bytes()),
+                   o.enable_prefix_caching ? ", prefix caching on" : "");
+  s += fmt::format("  KV tiers       {}\n", tiers);
+  s += fmt::format("  max sequences  {} (queue {})\n", o.max_num_seqs, o.max_queue);
+  s += fmt::format("  threads        {}\n", threads);
+  s += fmt::format("  chat template  {}\n", tmpl);
+  s += fmt::format("  URL            {}{}\n", url, f.server.api_key.empty() ? "" : " (API key required)");
+  return s;
 }
 
-struct ServeFlags {
-  EngineFlags engine;
-  ServerOptions server;
-  double request_timeout_s = 600;
-  double shutdown_grace_s = 10;
-  double idle_timeout_s = 60;
-  bool disable_log_requests = false;
-};
-
-int run_serve(ServeFlags& f) {
+int run_serve(ServeFlags& f, const CLI::App& app) {
   // Block SIGINT/SIGTERM before any thread starts (threads inherit the mask), then take them
   // synchronously with sigwait below: no async-signal-safety puzzles.
   sigset_t signals;
@@ -40,22 +65,23 @@ int run_serve(ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  if (f.server.api_key.empty()) {
-    const char* env = std::getenv("HORIZON_API_KEY");
-    if (env != nullptr) f.server.api_key = env;
-  }
-  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
-  f.server.request_timeout = ms(f.request_timeout_s);
-  f.server.shutdown_grace = ms(f.shutdown_grace_s);
-  f.server.idle_timeout = ms(f.idle_timeout_s);
-  f.server.access_log = !f.disable_log_requests;
-  if (f.server.metrics_auth && f.server.api_key.empty()) return fail("--metrics-auth needs --api-key (or HORIZON_API_KEY)");
+  Status rs = f.resolve_server();
+  if (!rs.ok()) return fail(rs.message());
+  auto opts = f.engine.resolve();
+  if (!opts.ok()) return fail(opts.status().message());
+  if (!f.engine.quiet) fmt::print(stderr, "effective configuration (usable as --config FILE):\n{}", effective_config_yaml(app, "  "));
 
-  auto engine = make_engine(f.engine);
+  auto engine = [&] {
+    LibraryProgress progress(f.engine.quiet);
+    return LocalEngine::create(*opts);
+  }();
   if (!engine.ok()) return fail(engine.status().message());
   HttpServer server(**engine, f.server);
   Status s = server.start();
   if (!s.ok()) return fail(s.message());
+  const std::string host = f.server.host.find(':') != std::string::npos ? "[" + f.server.host + "]" : f.server.host;
+  const std::string url = fmt::format("http://{}:{}/v1", host, server.port());
+  if (!f.engine.quiet) fmt::print(stderr, "horizon is serving:\n{}", startup_summary(**engine, f, url));
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -66,33 +92,10 @@ int run_serve(ServeFlags& f) {
 
 Subcommand kServe("serve", "Serve a model over an OpenAI-compatible HTTP API", [](CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
-  EngineFlags& e = f->engine;
-  ServerOptions& o = f->server;
-  // Serving defaults: more sequences per batch than `run` needs.
-  e.opts.max_num_seqs = 16;
-  e.add_to(app, /*server=*/true);
-  app.add_option("--host", o.host, "Address to bind (an IP address)")->capture_default_str();
-  app.add_option("--port", o.port, "Port to listen on (0 = any free port)")->capture_default_str()->check(
-      CLI::Range(0, 65535));
-  app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (or env HORIZON_API_KEY)");
-  app.add_flag("--metrics-auth", o.metrics_auth, "/metrics needs the API key too");
-  app.add_option("--http-threads", o.http_threads, "Threads for HTTP I/O")->capture_default_str()->check(
-      CLI::Range(1, 64));
-  app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();
-  app.add_option("--request-timeout", f->request_timeout_s, "Seconds a request may run (0 = no limit)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--idle-timeout", f->idle_timeout_s, "Seconds to read a request / keep an idle connection")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--shutdown-grace", f->shutdown_grace_s, "Seconds running requests get on SIGTERM/SIGINT")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_flag("--normalize-newlines", o.normalize_newlines, "Turn CRLF into LF in prompts and messages");
-  app.add_flag("--allow-special-in-content", o.allow_special_in_content,
-               "Parse special tokens (e.g. <|im_end|>) written in chat messages; by default they are plain text");
-  app.add_flag("--disable-log-requests", f->disable_log_requests, "No access-log line per request");
-  return [f] { return run_serve(*f); };
+  add_config_flag(app);
+  f->add_to(app);
+  CLI::App* self = &app;
+  return [f, self] { return run_serve(*f, *self); };
 });
 
 }  // namespace

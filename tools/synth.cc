@@ -15,6 +15,7 @@
 #include "format/gguf.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"
+#include "tools/progress.h"
 
 namespace hz::cli {
 namespace {
@@ -61,6 +62,7 @@ struct SynthOptions {
   int64_t layers = -1, hidden = -1, heads = -1, kv_heads = -1, ffn = -1, vocab = -1;
   int64_t experts = -1, experts_used = -1, ctx = -1;
   std::string type = "f16";
+  bool quiet = false;
   uint64_t seed = 42;
   std::string tokenizer_from;
   int threads = 0;
@@ -298,12 +300,10 @@ int run_synth(const SynthOptions& o) {
     });
   }
 
-  const bool tty = isatty(2) != 0;
   auto start = std::chrono::steady_clock::now();
-  Status st = w.write(o.out, [&](size_t done, size_t total) {
-    if (tty) fmt::print(stderr, "\rwriting tensors: {}/{}", done, total);
-  });
-  if (tty) fmt::print(stderr, "\n");
+  ProgressBar bar("writing tensors", plan.size(), ProgressBar::Unit::kCount, o.quiet);
+  Status st = w.write(o.out, [&](size_t done, size_t total) { bar.update(done); });
+  bar.finish();
   if (!st.ok()) return fail(st.message());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   uint64_t params = 0;
@@ -312,7 +312,7 @@ int run_synth(const SynthOptions& o) {
     for (uint64_t d : t.dims) e *= d;
     params += e;
   }
-  fmt::print(stderr, "wrote {}: {} {}, {} layers, hidden {}, {} heads / {} KV heads, FFN {}, vocab {}{}, {} parameters, {:.1f} s\n",
+  if (!o.quiet) fmt::print(stderr, "wrote {}: {} {}, {} layers, hidden {}, {} heads / {} KV heads, FFN {}, vocab {}{}, {} parameters, {:.1f} s\n",
              o.out, s.arch, dtype_name(*dtype), s.layers, s.hidden, s.heads, s.kv_heads, s.ffn, s.vocab,
              E > 0 ? fmt::format(", {} experts ({} used)", E, s.experts_used) : "", params, secs);
   return 0;
@@ -335,6 +335,7 @@ Subcommand kSynth("synth", "Write a random-weight GGUF model of a given shape", 
   app.add_option("--tokenizer-from", o->tokenizer_from, "Copy the tokenizer (all tokenizer.* keys) from this GGUF");
   app.add_option("--ctx,--max-model-len", o->ctx, "Context length written to the metadata");
   app.add_option("-t,--threads", o->threads, "Threads (default: all)");
+  app.add_flag("-q,--quiet", o->quiet, "No progress or summary");
   return [o] { return run_synth(*o); };
 });
 

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "base/progress.h"
+
 namespace hz::kvstore {
 
 namespace {
@@ -62,7 +64,9 @@ WeightsDigest digest_weights(const GgufFile& file, uint64_t full_hash_limit) {
   for (const TensorInfo& t : file.tensors()) total += t.num_bytes;
   d.full = total <= full_hash_limit;
   h.u64(d.full ? 1 : 0);
+  uint64_t hashed = 0;  // progress: a full hash reads every byte of the weights
   for (const TensorInfo& t : file.tensors()) {
+    if (d.full) report_progress("hashing weights for the KV store", hashed += t.num_bytes, total);
     h.str(t.name);
     h.u64(static_cast<uint64_t>(t.dtype));
     h.u64(t.dims.size());

@@ -1,6 +1,8 @@
 #include "model/quantizer.h"
 
 #include <algorithm>
+
+#include <fmt/format.h>
 #include <cstring>
 #include <vector>
 
@@ -20,6 +22,7 @@ uint32_t file_type_id(DType t) {
     case DType::kQ4_0: return 2;
     case DType::kQ8_0: return 7;
     case DType::kQ4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S
+    case DType::kQ5_K: return 16;  // LLAMA_FTYPE_MOSTLY_Q5_K_S
     case DType::kQ6_K: return 18;
     case DType::kBF16: return 32;
     default: return 0;
@@ -28,7 +31,7 @@ uint32_t file_type_id(DType t) {
 
 bool can_write(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 || t == DType::kQ4_0 ||
-         t == DType::kQ4_K || t == DType::kQ6_K;
+         t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
 }
 
 void encode_row(DType t, const float* x, uint8_t* dst, int64_t n) {
@@ -39,6 +42,7 @@ void encode_row(DType t, const float* x, uint8_t* dst, int64_t n) {
     case DType::kQ8_0: kernels::quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n); break;
     case DType::kQ4_0: kernels::quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(dst), n); break;
     case DType::kQ4_K: kernels::quantize_row_q4_k(x, reinterpret_cast<BlockQ4_K*>(dst), n); break;
+    case DType::kQ5_K: kernels::quantize_row_q5_k(x, reinterpret_cast<BlockQ5_K*>(dst), n); break;
     case DType::kQ6_K: kernels::quantize_row_q6_k(x, reinterpret_cast<BlockQ6_K*>(dst), n); break;
     default: break;
   }
@@ -60,10 +64,55 @@ std::pair<int64_t, std::string> order_key(const std::string& name) {
   return {INT64_MAX, name};
 }
 
+uint32_t mix_file_type_id(QuantMix m) {
+  switch (m) {
+    case QuantMix::kQ4_K_S: return 14;
+    case QuantMix::kQ4_K_M: return 15;
+    case QuantMix::kQ5_K_S: return 16;
+    case QuantMix::kQ5_K_M: return 17;
+    default: return 0;
+  }
+}
+
+bool is_kquant(DType t) { return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K; }
+
+int32_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return static_cast<int32_t>(std::atol(name.c_str() + 4));
+}
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// llama.cpp's rule for which layers get more bits: the first and last eighth, and every third
+// layer in between.
+bool use_more_bits(int32_t i, int32_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
 }  // namespace
 
+DType mix_tensor_type(QuantMix mix, DType base, const MixPosition& p) {
+  if (mix == QuantMix::kUniform) return base;
+  const bool m_mix = mix == QuantMix::kQ4_K_M || mix == QuantMix::kQ5_K_M;
+  if (p.name == "output.weight" || (!p.has_output && p.name == "token_embd.weight")) return DType::kQ6_K;
+  if (contains(p.name, "attn_v.weight")) {
+    if (p.num_experts == 8) return DType::kQ8_0;
+    if (m_mix && use_more_bits(p.layer_idx, p.num_layers)) return DType::kQ6_K;
+    if (mix == QuantMix::kQ4_K_S && p.layer_idx < 4) return DType::kQ5_K;
+    return base;
+  }
+  if (contains(p.name, "ffn_down")) {
+    if (m_mix && use_more_bits(p.layer_idx, p.num_layers)) return DType::kQ6_K;
+    if (mix == QuantMix::kQ4_K_S && p.layer_idx < p.num_layers / 8) return DType::kQ5_K;
+    return base;
+  }
+  if (contains(p.name, "attn_output.weight")) {
+    if (p.num_experts == 8 && (mix == QuantMix::kQ4_K_S || mix == QuantMix::kQ4_K_M)) return DType::kQ5_K;
+    return base;
+  }
+  return base;
+}
+
 Status quantize_model(const std::string& in_path, const std::string& out_path, const QuantizeOptions& opts,
-                      const std::function<void(size_t, size_t)>& progress) {
+                      const std::function<void(size_t, size_t)>& progress, QuantizeSummary* summary) {
   for (DType t : {opts.type, opts.embeddings_type.value_or(opts.type), opts.output_type.value_or(opts.type), opts.fallback_type}) {
     if (!can_write(t)) return unimplemented("quantize: output type {} is not supported (use q8_0, q4_0, q4_k, q6_k, f16, bf16, f32)", dtype_name(t));
   }
@@ -92,7 +141,31 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, c
   for (const auto& [key, value] : meta->metadata()) {
     if (key != "general.alignment") w.set(key, value);
   }
-  w.set_u32("general.file_type", file_type_id(opts.type));
+  w.set_u32("general.file_type", opts.mix != QuantMix::kUniform ? mix_file_type_id(opts.mix) : file_type_id(opts.type));
+  // The mix rules need the layer count, the expert count and whether the head is tied.
+  MixPosition pos;
+  for (const TensorInfo* tp : tensors) {
+    pos.num_layers = std::max(pos.num_layers, layer_of(tp->name) + 1);
+  }
+  pos.has_output = false;
+  for (const TensorInfo* tp : tensors) pos.has_output |= tp->name == "output.weight";
+  auto arch = meta->get_string_or("general.architecture", "");
+  if (arch.ok() && !arch->empty()) {
+    auto experts = meta->get_int_or(*arch + ".expert_count", 0);
+    if (experts.ok()) pos.num_experts = static_cast<int32_t>(*experts);
+  }
+  QuantizeSummary local;
+  QuantizeSummary& sum = summary != nullptr ? *summary : local;
+  auto record = [&sum](DType t, uint64_t bytes) {
+    for (auto& r : sum.by_type) {
+      if (r.type == t) {
+        ++r.num_tensors;
+        r.bytes += bytes;
+        return;
+      }
+    }
+    sum.by_type.push_back({t, 1, bytes});
+  };
   w.set_u32("general.quantization_version", 2);
   for (const TensorInfo* tp : tensors) {
     const TensorInfo& t = *tp;
@@ -100,15 +173,21 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, c
     DType target = t.dtype;
     const bool matrix = t.dims.size() >= 2 && t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0 &&
                         t.name.find("_norm") == std::string::npos;
-    if (matrix) {
-      target = t.name == "token_embd.weight" ? opts.embeddings_type.value_or(opts.type)
-               : t.name == "output.weight"   ? opts.output_type.value_or(opts.type)
-                                             : opts.type;
+    // llama.cpp leaves MoE routers unquantized in its mixes.
+    if (matrix && !(opts.mix != QuantMix::kUniform && contains(t.name, "ffn_gate_inp"))) {
+      pos.name = t.name;
+      pos.layer_idx = layer_of(t.name);
+      target = mix_tensor_type(opts.mix, opts.type, pos);
+      if (t.name == "token_embd.weight" && opts.embeddings_type) target = *opts.embeddings_type;
+      if (t.name == "output.weight" && opts.output_type) target = *opts.output_type;
       if (t.dims[0] % traits(target).block_elems != 0) {
-        const bool kquant = target == DType::kQ4_K || target == DType::kQ6_K;
-        target = kquant && t.dims[0] % kQK8_0 == 0 ? DType::kQ8_0 : opts.fallback_type;
+        const DType wanted = target;
+        target = is_kquant(target) && t.dims[0] % kQK8_0 == 0 ? DType::kQ8_0 : opts.fallback_type;
+        sum.warnings.push_back(fmt::format("{}: rows of {} values are not a multiple of {} ({}): written as {}", t.name,
+                                           t.dims[0], traits(wanted).block_elems, dtype_name(wanted), dtype_name(target)));
       }
     }
+    record(target, row_bytes(target, static_cast<int64_t>(t.dims[0])) * (t.num_elements() / t.dims[0]));
     const bool permute = permute_qk && t.dims.size() == 2 &&
                          (t.name.find(".attn_q.weight") != std::string::npos || t.name.find(".attn_k.weight") != std::string::npos);
     if (permute && t.dims[1] % head_dim != 0)

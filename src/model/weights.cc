@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/progress.h"
 #include "kernels/kernels.h"
 
 namespace hz {
@@ -154,6 +155,8 @@ uint64_t ModelWeights::pack(bool release_source) {
   }
   const auto start = std::chrono::steady_clock::now();
   std::atomic<size_t> next{0};
+  std::atomic<uint64_t> packed_bytes{0};
+  if (!jobs.empty()) report_progress("packing weights", 0, total);
   auto worker = [&] {
     for (size_t j = next++; j < jobs.size(); j = next++) {
       const Job& b = jobs[j];
@@ -161,6 +164,7 @@ uint64_t ModelWeights::pack(bool release_source) {
         kernels::pack_weights(b.m.dtype, b.m.cols, b.m.data + i * b.stride, b.m.row_bytes, b.m.rows, b.dst + i * b.one);
       }
       if (b.release) release_file_pages(b.m.data, b.stride * (b.count - 1) + b.m.row_bytes * b.m.rows);
+      report_progress("packing weights", packed_bytes += b.one * b.count, total);
     }
   };
   const size_t num_threads = std::min<size_t>(jobs.size(), std::clamp(std::thread::hardware_concurrency(), 1u, 8u));

@@ -30,7 +30,7 @@ Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, cons
   r.vocab = vocab;
   r.num_windows = static_cast<int32_t>(num_windows);
   const int32_t first = opts.ctx / 2;
-  double nll = 0;
+  double nll = 0, nll2 = 0;
   std::vector<double> lse_row(vocab);
   for (int64_t w = 0; w < num_windows; ++w) {
     std::vector<int32_t> win(tokens.begin() + w * opts.ctx, tokens.begin() + (w + 1) * opts.ctx);
@@ -43,16 +43,27 @@ Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, cons
       for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(l[i]) - m);
       const double lse = m + std::log(sum);
       const int32_t next = tokens[w * opts.ctx + j + 1];
-      nll += lse - l[next];
+      const double token_nll = lse - l[next];
+      nll += token_nll;
+      nll2 += token_nll * token_nll;
       ++r.num_scored;
       if (opts.keep_logprobs) {
         for (int32_t i = 0; i < vocab; ++i) r.logprobs.push_back(static_cast<float>(l[i] - lse));
       }
     }
+    if (opts.on_window) opts.on_window(w + 1, num_windows, nll, nll2, r.num_scored);
   }
   r.nll_mean = nll / static_cast<double>(r.num_scored);
   r.ppl = std::exp(r.nll_mean);
+  r.ppl_error = perplexity_error(nll, nll2, r.num_scored);
   return r;
+}
+
+double perplexity_error(double nll_sum, double nll2_sum, int64_t n) {
+  if (n < 2) return 0;
+  const double mean = nll_sum / static_cast<double>(n);
+  const double var = std::max(0.0, nll2_sum / static_cast<double>(n) - mean * mean);
+  return std::exp(mean) * std::sqrt(var / static_cast<double>(n - 1));
 }
 
 KlStats kl_divergence(const std::vector<float>& base, const std::vector<float>& test, int32_t vocab) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,16 +24,23 @@ struct PerplexityOptions {
   int32_t prefill_chunk = 0;    // tokens per forward call (0: a whole window at once)
   int32_t bos_id = -1;          // first token of every window when >= 0
   bool keep_logprobs = false;   // keep every scored position's log-softmax (for KLD)
+  // Called after each window with the running figures: windows done of num_windows, and the sums
+  // of the scored tokens' negative log-likelihoods and of their squares (for a standard error).
+  std::function<void(int64_t done, int64_t num_windows, double nll_sum, double nll2_sum, int64_t num_scored)> on_window;
 };
 
 struct PerplexityResult {
   double ppl = 0;
+  double ppl_error = 0;  // standard error of ppl (from the spread of the per-token log-likelihoods)
   double nll_mean = 0;
   int64_t num_scored = 0;
   int32_t num_windows = 0;
   int32_t vocab = 0;
   std::vector<float> logprobs;  // [num_scored][vocab] when keep_logprobs
 };
+
+// Perplexity exp(mean nll) and its standard error ppl * sqrt(var(nll) / (n - 1)), to first order.
+double perplexity_error(double nll_sum, double nll2_sum, int64_t n);
 
 Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, const std::vector<int32_t>& tokens,
                                             const PerplexityOptions& opts);

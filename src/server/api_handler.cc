@@ -37,6 +37,8 @@ ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetri
   if (served_model_name_.empty()) served_model_name_ = engine.model_info().name;
   if (served_model_name_.empty()) served_model_name_ = std::filesystem::path(engine.model_info().path).stem().string();
   if (served_model_name_.empty()) served_model_name_ = "horizon";
+  chat_model_ = engine.model_info();
+  if (!options.chat_template.empty()) chat_model_.chat_template = options.chat_template;
 }
 
 HttpReply ApiHandler::error_reply(const ApiError& e) {
@@ -227,7 +229,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   };
 
   if (kind == ApiKind::kChat) {
-    auto chat = render_chat_prompt(info, r.messages);
+    auto chat = render_chat_prompt(chat_model_, r.messages);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
     if (auto reply = too_long(chat->text)) return *reply;
     plan.prompt = options_.allow_special_in_content

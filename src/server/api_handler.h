@@ -69,6 +69,7 @@ class ApiHandler {
   const ServerOptions& options_;
   ServerMetrics& metrics_;
   std::string served_model_name_;
+  ModelInfo chat_model_;  // the engine's model info with --chat-template applied
   std::atomic<bool> shutting_down_{false};
   std::mutex id_mu_;
   std::mt19937_64 id_rng_;

@@ -13,6 +13,7 @@ struct ServerOptions {
   std::string api_key;             // empty = no auth; else `Authorization: Bearer KEY` on /v1/*
   bool metrics_auth = false;       // /metrics needs the API key too (when one is set)
   std::string served_model_name;   // empty = the engine's model name
+  std::string chat_template;       // Jinja source for chat requests; empty = the model's (else ChatML)
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
   // Threads that parse, render and tokenize POST bodies off the I/O threads; 0 = on the I/O threads.
   int request_threads = 2;

@@ -26,6 +26,7 @@ std::vector<float> gaussian(int64_t n, uint32_t seed, float scale = 1.0f) {
 std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
   std::vector<uint8_t> q(row_bytes(t, x.size()));
   if (t == DType::kQ4_K) kernels::quantize_row_q4_k(x.data(), reinterpret_cast<BlockQ4_K*>(q.data()), x.size());
+  else if (t == DType::kQ5_K) kernels::quantize_row_q5_k(x.data(), reinterpret_cast<BlockQ5_K*>(q.data()), x.size());
   else kernels::quantize_row_q6_k(x.data(), reinterpret_cast<BlockQ6_K*>(q.data()), x.size());
   return q;
 }
@@ -60,20 +61,37 @@ TEST(KQuantQuantizeTest, RoundTripErrorWithinCodeResolution) {
   EXPECT_LT(rel_rmse(x, round_trip(DType::kQ6_K, x)), rel_rmse(x, round_trip(DType::kQ4_K, x)) / 2);
 }
 
+// Q5_K: the 5th bit of every code lands where ggml's layout (and our dequantizer) reads it: the
+// error halves against Q4_K on the same data (a misplaced bit would make it far larger), and
+// codes written one by one come back exactly.
+TEST(KQuantQuantizeTest, Q5KLayoutAndResolution) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    auto x = gaussian(2048, seed);
+    const double e4 = rel_rmse(x, round_trip(DType::kQ4_K, x)), e5 = rel_rmse(x, round_trip(DType::kQ5_K, x));
+    EXPECT_LT(e5, e4 * 0.6) << seed;
+    EXPECT_LT(e5, 0.06) << seed;
+  }
+  // A ramp through all 32 codes in every group comes back within the rounding of the scales.
+  std::vector<float> ramp(256);
+  for (int e = 0; e < 256; ++e) ramp[e] = static_cast<float>(e % 32);  // group g holds 0..31
+  auto y = round_trip(DType::kQ5_K, ramp);
+  for (int e = 0; e < 256; ++e) EXPECT_NEAR(y[e], ramp[e], 0.02f) << e;
+}
+
 TEST(KQuantQuantizeTest, ZerosOffsetsAndOutliers) {
   std::vector<float> zeros(512, 0.0f);
-  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     auto y = round_trip(t, zeros);
     for (float v : y) EXPECT_EQ(v, 0.0f);
   }
   // All-positive data with an offset (Q4_K's min term) and one outlier per super-block.
   auto x = gaussian(1024, 5);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 3.0f + 0.1f * x[i] + (i % 256 == 17 ? 5.0f : 0.0f);
-  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     auto y = round_trip(t, x);
     // Q6_K has no offset term: its 6-bit code spans +-8 here, so its error is larger than on
     // centred data.
-    EXPECT_LT(rel_rmse(x, y), t == DType::kQ4_K ? 0.05 : 0.02) << dtype_name(t);
+    EXPECT_LT(rel_rmse(x, y), t == DType::kQ4_K ? 0.05 : t == DType::kQ5_K ? 0.025 : 0.02) << dtype_name(t);
     EXPECT_NEAR(y[17], x[17], 0.15f) << dtype_name(t);  // the outlier keeps its value
   }
 }
@@ -84,7 +102,7 @@ TEST(KQuantQuantizeTest, DotKernelsReadTheLayout) {
   const int64_t n = 1024;
   auto w = gaussian(n, 11);
   auto x = gaussian(n, 12);
-  for (DType t : {DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     auto wq = quantize(t, w);
     std::vector<float> wd(n);
     kernels::dequantize_row(t, wq.data(), wd.data(), n);

@@ -125,7 +125,7 @@ TEST(QuantizeCliTest, BadInputsGiveOneClearError) {
     std::string args, expect;
   } cases[] = {
       {"quantize " + m + " " + dir + "/o.gguf --type q3_x", "--type 'q3_x' is not a type"},
-      {"quantize " + m + " " + dir + "/o.gguf --type q5_k", "--type 'q5_k' is not a type"},
+      {"quantize " + m + " " + dir + "/o.gguf --type q2_k", "--type 'q2_k' is not written by horizon"},
       {"quantize " + m + " " + dir + "/o.gguf --keep-output q5_0", "--keep-output 'q5_0'"},
       {"quantize /nonexistent.gguf " + dir + "/o.gguf", "nonexistent"},
       {"quantize " + m + " " + m, "overwrite the input"},

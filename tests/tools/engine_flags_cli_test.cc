@@ -1,0 +1,110 @@
+// One set of engine flags with one meaning across subcommands: plan and doctor take the spellings
+// serve takes (old spellings kept as aliases), doctor takes a whole serve command line, and
+// --config FILE holds any flag with the command line overriding it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+namespace hz {
+namespace {
+
+std::string bin() { return HORIZON_BINARY; }
+std::string model() { return test::model_path("stories260K.gguf"); }
+
+nlohmann::json plan_json(const std::string& args) {
+  std::string out, err;
+  int rc = test::run_command(bin() + " plan " + model() + " --memory 1GiB --json " + args, &out, &err);
+  EXPECT_EQ(rc, 0) << args << ": " << err;
+  return rc == 0 ? nlohmann::json::parse(out) : nlohmann::json();
+}
+
+TEST(EngineFlagsCliTest, PlanTakesServeSpellingsAndKeepsTheOldOnes) {
+  auto serve_spelling = plan_json("--block-size 32 --max-num-seqs 4");
+  auto old_spelling = plan_json("--kv-block-size 32 --max-num-seqs 4");
+  EXPECT_EQ(serve_spelling.dump(), old_spelling.dump());
+  EXPECT_NE(serve_spelling.dump(), plan_json("--block-size 16 --max-num-seqs 4").dump());
+  // llama-server's -c (all sequences together) means the same to plan as to serve.
+  EXPECT_EQ(plan_json("-c 1024 -np 4").dump(), plan_json("--max-model-len 256 --max-num-seqs 4").dump());
+}
+
+TEST(EngineFlagsCliTest, ColdTypeDefaultsToInt8Everywhere) {
+  // The engine keeps blocks beyond the window in int8 unless told; the plan assumes the same.
+  auto def = plan_json("--kv-cache-dtype f16 --kv-hot-window 64");
+  auto int8 = plan_json("--kv-cache-dtype f16 --kv-hot-window 64 --kv-cold-dtype int8");
+  EXPECT_EQ(def.dump(), int8.dump());
+  EXPECT_NE(def.dump(), plan_json("--kv-cache-dtype f16 --kv-hot-window 64 --kv-cold-dtype int4").dump());
+}
+
+TEST(EngineFlagsCliTest, BadBlockSizeSameErrorForPlanAndRun) {
+  for (const char* cmd : {" plan ", " run -p hi -m "}) {
+    std::string out, err;
+    EXPECT_NE(test::run_command(bin() + cmd + model() + " --block-size 24", &out, &err), 0);
+    EXPECT_NE(err.find("--block-size 24 must be a multiple of 16"), std::string::npos) << cmd << err;
+  }
+}
+
+TEST(EngineFlagsCliTest, DoctorChecksAServeCommandLineAsIs) {
+  std::string out, err;
+  int rc = test::run_command(bin() + " doctor -m " + model() +
+                                 " -c 8192 -np 4 -t 2 --host 127.0.0.1 --port 0 -ctk q8_0 -ctv q8_0 -fa on --jinja --metrics"
+                                 " -ngl 0 --enable-prefix-caching --served-model-name m --chat-template chatml",
+                             &out, &err);
+  EXPECT_NE(out.find("4 sequence(s) x 2048 tokens at int8 KV"), std::string::npos) << out << err;
+  (void)rc;  // port 0 is not a port to check: its FAIL line is expected
+  rc = test::run_command(bin() + " doctor -m " + model() + " --port 0 --kv-cache-dtype f13", &out, &err);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("FAIL  flags"), std::string::npos) << out;
+  EXPECT_NE(out.find("--kv-cache-dtype"), std::string::npos) << out;
+}
+
+TEST(EngineFlagsCliTest, ConfigFileHoldsAnyFlagAndTheCommandLineWins) {
+  std::string dir = test::make_temp_dir("config");
+  std::string cfg = dir + "/horizon.yaml";
+  std::ofstream(cfg) << "# a deployment\nmodel: " << model()
+                     << "\nmax_model_len: 256\nmax-num-seqs: 4\nkv-cache-dtype: int8\nblock-size: 32\nmemory: 1GiB\njson: true\n";
+  std::string from_file, overridden, err;
+  ASSERT_EQ(test::run_command(bin() + " plan --config " + cfg, &from_file, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(from_file).dump(),
+            plan_json("--max-model-len 256 --max-num-seqs 4 --kv-cache-dtype int8 --block-size 32").dump());
+  ASSERT_EQ(test::run_command(bin() + " plan --config " + cfg + " --max-num-seqs 2", &overridden, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(overridden).dump(),
+            plan_json("--max-model-len 256 --max-num-seqs 2 --kv-cache-dtype int8 --block-size 32").dump());
+
+  // Unknown keys are named, all of them; bad YAML and bad values are errors too.
+  std::ofstream(dir + "/bad.yaml") << "max-model-len: 256\nmax-num-seq: 4\nkv_cache_type: int8\n";
+  std::string out;
+  EXPECT_NE(test::run_command(bin() + " serve --config " + dir + "/bad.yaml", &out, &err), 0);
+  EXPECT_NE(err.find("unknown keys max-num-seq, kv_cache_type"), std::string::npos) << err;
+  std::ofstream(dir + "/list.yaml") << "- a\n- b\n";
+  EXPECT_NE(test::run_command(bin() + " serve --config " + dir + "/list.yaml", &out, &err), 0);
+  EXPECT_NE(err.find("mapping"), std::string::npos) << err;
+  std::ofstream(dir + "/syntax.yaml") << "max-model-len: [256\n";
+  EXPECT_NE(test::run_command(bin() + " serve --config " + dir + "/syntax.yaml", &out, &err), 0);
+  EXPECT_NE(err.find("not valid YAML"), std::string::npos) << err;
+  std::ofstream(dir + "/value.yaml") << "model: " << model() << "\nkv-cache-dtype: f13\n";
+  EXPECT_NE(test::run_command(bin() + " serve --config " + dir + "/value.yaml", &out, &err), 0);
+  EXPECT_NE(err.find("--kv-cache-dtype 'f13'"), std::string::npos) << err;
+  EXPECT_NE(test::run_command(bin() + " serve --config " + dir + "/missing.yaml", &out, &err), 0);
+  EXPECT_NE(err.find("missing.yaml"), std::string::npos) << err;
+}
+
+TEST(EngineFlagsCliTest, ServePrintsTheEffectiveConfigurationUsableAsAFile) {
+  std::string dir = test::make_temp_dir("config-serve");
+  std::ofstream(dir + "/a.yaml") << "model: " << model() << "\nmax-model-len: 128\nenable-prefix-caching: true\nport: 0\n";
+  // A KV budget of 10 bytes stops serve after the configuration is printed (no block fits).
+  std::string out, err;
+  EXPECT_NE(test::run_command(bin() + " serve --config " + dir + "/a.yaml --max-num-seqs 3 --kv-cache-dtype int8 --kv-budget 10",
+                              &out, &err),
+            0);
+  for (const char* line : {"  max-model-len: 128", "  enable-prefix-caching: true", "  max-num-seqs: 3", "  kv-cache-dtype: int8"}) {
+    EXPECT_NE(err.find(line), std::string::npos) << line << "\n" << err;
+  }
+  EXPECT_NE(err.find("effective configuration"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace hz

@@ -1,0 +1,62 @@
+#include "tools/named_chat_templates.h"
+
+#include <array>
+#include <utility>
+
+namespace hz::cli {
+namespace {
+
+// Each renders messages[] and, with add_generation_prompt, the opening of the assistant's turn.
+// Formats as their model families document them; BOS comes from bos_token where the format
+// starts with it (the server drops a leading BOS so the tokenizer adds exactly one).
+constexpr std::array<std::pair<std::string_view, const char*>, 7> kTemplates = {{
+    {"chatml",
+     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"},
+    {"llama3",
+     "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+     "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
+     "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"},
+    {"llama2",
+     "{% set ns = namespace(sys='') %}{% for m in messages %}{% if m['role'] == 'system' %}"
+     "{% set ns.sys = '<<SYS>>\n' + m['content'] + '\n<</SYS>>\n\n' %}"
+     "{% elif m['role'] == 'user' %}{{ bos_token }}[INST] {{ ns.sys }}{{ m['content'] | trim }} [/INST]"
+     "{% set ns.sys = '' %}{% else %} {{ m['content'] | trim }} {{ eos_token }}{% endif %}{% endfor %}"},
+    {"mistral",
+     "{% set ns = namespace(sys='') %}{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
+     "{% set ns.sys = m['content'] + '\n\n' %}"
+     "{% elif m['role'] == 'user' %}[INST] {{ ns.sys }}{{ m['content'] | trim }} [/INST]{% set ns.sys = '' %}"
+     "{% else %}{{ m['content'] | trim }}{{ eos_token }}{% endif %}{% endfor %}"},
+    {"gemma",
+     "{% set ns = namespace(sys='') %}{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
+     "{% set ns.sys = m['content'] + '\n\n' %}{% else %}"
+     "<start_of_turn>{{ 'model' if m['role'] == 'assistant' else 'user' }}\n{{ ns.sys }}{{ m['content'] | trim }}"
+     "<end_of_turn>\n{% set ns.sys = '' %}{% endif %}{% endfor %}"
+     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"},
+    {"zephyr",
+     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n{% endfor %}"
+     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"},
+    {"phi3",
+     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"},
+}};
+
+}  // namespace
+
+const char* named_chat_template(std::string_view name) {
+  for (const auto& [n, source] : kTemplates) {
+    if (n == name) return source;
+  }
+  return nullptr;
+}
+
+std::string named_chat_template_list() {
+  std::string out;
+  for (const auto& [n, source] : kTemplates) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+}  // namespace hz::cli

@@ -1,0 +1,140 @@
+#include "tools/serve_flags.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/log.h"
+#include "base/mapped_file.h"
+#include "chat/chat_template.h"
+#include "tools/named_chat_templates.h"
+
+namespace hz::cli {
+
+ServeFlags::ServeFlags() {
+  // Serving defaults: more sequences per batch than `run` needs.
+  engine.opts.max_num_seqs = 16;
+}
+
+void ServeFlags::add_to(CLI::App& app) {
+  EngineFlags& e = engine;
+  ServerOptions& o = server;
+  e.add_to(app, /*server=*/true);
+  app.add_option("--host", o.host, "Address or host name to bind (localhost, 0.0.0.0, ::1)")->capture_default_str();
+  app.add_option("--port", o.port, "Port to listen on (0 = any free port)")->capture_default_str()->check(
+      CLI::Range(0, 65535));
+  app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (or env HORIZON_API_KEY)");
+  app.add_flag("--metrics-auth", o.metrics_auth, "/metrics and /metrics.json need the API key too");
+  app.add_option("--http-threads", o.http_threads, "Threads for HTTP I/O")->capture_default_str()->check(
+      CLI::Range(1, 64));
+  app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();
+  app.add_option("--request-timeout", request_timeout_s, "Seconds a request may run (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--idle-timeout", idle_timeout_s, "Seconds to read a request / keep an idle connection")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--shutdown-grace", shutdown_grace_s, "Seconds running requests get on SIGTERM/SIGINT")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--normalize-newlines", o.normalize_newlines, "Turn CRLF into LF in prompts and messages");
+  app.add_flag("--allow-special-in-content", o.allow_special_in_content,
+               "Parse special tokens (e.g. <|im_end|>) written in chat messages; by default they are plain text");
+  app.add_flag("--disable-log-requests", disable_log_requests, "No access-log line per request");
+  app.add_option("--chat-template", chat_template,
+                 "Chat template for /v1/chat/completions: a Jinja FILE, inline Jinja, or a built-in name (" +
+                     named_chat_template_list() + "); default: the model's, else chatml");
+  app.add_option("--generation-config", generation_config,
+                 "Sampling defaults of requests: auto or vllm (both: the request's fields, else OpenAI's defaults)")
+      ->capture_default_str();
+  app.add_flag("--jinja", jinja, "Accepted for llama-server command lines: the model's Jinja chat template is always used");
+  app.add_flag("--metrics", metrics, "Accepted for llama-server command lines: /metrics is always served");
+}
+
+Status ServeFlags::resolve_server(bool warn) {
+  if (server.api_key.empty()) {
+    const char* env = std::getenv("HORIZON_API_KEY");
+    if (env != nullptr) server.api_key = env;
+  }
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  server.request_timeout = ms(request_timeout_s);
+  server.shutdown_grace = ms(shutdown_grace_s);
+  server.idle_timeout = ms(idle_timeout_s);
+  server.access_log = !disable_log_requests;
+  if (server.metrics_auth && server.api_key.empty()) return invalid_argument("--metrics-auth needs --api-key (or HORIZON_API_KEY)");
+  if (!engine.opts.served_model_name.empty()) server.served_model_name = engine.opts.served_model_name;
+
+  HZ_ASSIGN_OR_RETURN(std::string address, resolve_host(server.host));
+  if (warn && !is_loopback_address(address) && server.api_key.empty()) {
+    HZ_LOG_WARN("--host {} is reachable from other machines and no --api-key is set: anyone who can reach it can use it",
+                server.host);
+  }
+  server.host = address;
+
+  if (!chat_template.empty()) {
+    std::error_code ec;
+    if (const char* named = named_chat_template(chat_template)) {
+      server.chat_template = named;
+      chat_template_origin = "built-in " + chat_template;
+    } else if (std::filesystem::is_regular_file(chat_template, ec)) {
+      auto text = read_file(chat_template);
+      if (!text.ok()) return invalid_argument("--chat-template {}: {}", chat_template, text.status().message());
+      server.chat_template = *text;
+      chat_template_origin = chat_template;
+    } else if (chat_template.find("{{") != std::string::npos || chat_template.find("{%") != std::string::npos) {
+      server.chat_template = chat_template;  // inline Jinja, as vLLM takes it
+      chat_template_origin = "inline (--chat-template)";
+    } else {
+      return invalid_argument("--chat-template '{}' is not a file, a Jinja template or a built-in name ({})", chat_template,
+                              named_chat_template_list());
+    }
+    auto parsed = ChatTemplate::parse(server.chat_template);
+    if (!parsed.ok()) return invalid_argument("--chat-template {}: {}", chat_template, parsed.status().message());
+  }
+  if (generation_config != "auto" && generation_config != "vllm")
+    return invalid_argument("--generation-config '{}' is not one of auto, vllm", generation_config);
+  if (jinja && warn) HZ_LOG_WARN("--jinja has no effect: the model's Jinja chat template is always used");
+  if (metrics && warn) HZ_LOG_WARN("--metrics has no effect: /metrics is always served");
+  return Status();
+}
+
+Result<std::string> resolve_host(const std::string& host) {
+  std::string h = host;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  int gai = getaddrinfo(h.c_str(), nullptr, &hints, &res);
+  if (gai != 0) return invalid_argument("--host '{}': cannot resolve: {}", host, gai_strerror(gai));
+  // Prefer IPv4 (localhost resolves to both): clients' "localhost" tries 127.0.0.1 first.
+  const addrinfo* pick = res;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  }
+  char buf[INET6_ADDRSTRLEN] = {};
+  const void* src = pick->ai_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(pick->ai_addr)->sin_addr)
+                                               : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(pick->ai_addr)->sin6_addr);
+  const char* ok = inet_ntop(pick->ai_family, src, buf, sizeof(buf));
+  freeaddrinfo(res);
+  if (ok == nullptr) return invalid_argument("--host '{}': cannot format its address", host);
+  return std::string(buf);
+}
+
+bool is_loopback_address(const std::string& numeric) {
+  in_addr a4{};
+  if (inet_pton(AF_INET, numeric.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  if (inet_pton(AF_INET6, numeric.c_str(), &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+  return false;
+}
+
+}  // namespace hz::cli

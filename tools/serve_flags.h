@@ -1,0 +1,41 @@
+// The flags of `horizon serve`, shared with `horizon doctor` so that a serve command line can be
+// checked as it is: engine flags, server flags, and what vLLM and llama-server command lines carry.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "base/status.h"
+#include "server/server_options.h"
+#include "tools/engine_flags.h"
+
+namespace hz::cli {
+
+struct ServeFlags {
+  EngineFlags engine;
+  ServerOptions server;
+  double request_timeout_s = 600;
+  double shutdown_grace_s = 10;
+  double idle_timeout_s = 60;
+  bool disable_log_requests = false;
+  std::string chat_template;              // FILE, a built-in name, or inline Jinja; "" = the model's
+  std::string generation_config = "auto";  // vLLM's flag: auto or vllm
+  bool jinja = false;                     // llama-server's --jinja (always on here)
+  bool metrics = false;                   // llama-server's --metrics (always on here)
+
+  ServeFlags();
+  void add_to(CLI::App& app);
+  // Fills `server` (timeouts, the host resolved to an address, the chat template's text) and
+  // logs (when `warn`) one warning per flag accepted without effect. Errors name the flag.
+  Status resolve_server(bool warn = true);
+  // A short description of the chat template choice for the start-up summary ("" = the model's).
+  std::string chat_template_origin;
+};
+
+// Resolves a host name or address to the numeric address to bind ("localhost" -> "127.0.0.1").
+Result<std::string> resolve_host(const std::string& host);
+// True for 127.0.0.0/8 and ::1.
+bool is_loopback_address(const std::string& numeric);
+
+}  // namespace hz::cli
