@@ -8,6 +8,8 @@
 
 #include "server/auth.h"
 #include "server/chat_prompt.h"
+#include "server/status_json.h"
+#include "server/web_assets.h"
 
 namespace hz {
 namespace {
@@ -83,10 +85,18 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     return error_reply(e);
   }
   if (path == "/v1/models") return get ? models() : method_not_allowed("GET");
+  if (path == "/v1/status") {
+    if (!get) return method_not_allowed("GET");
+    HttpReply r;
+    r.body = status_json(engine_.stats(), metrics_, served_model_name_);
+    r.headers.emplace_back("Cache-Control", "no-store");
+    return r;
+  }
   if (path == "/v1/completions") {
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");
   }
   if (path == "/v1/chat/completions") return post ? generation(ApiKind::kChat, req.body) : method_not_allowed("POST");
+  if (auto page = web_file_reply(req.method, path, req.if_none_match)) return std::move(*page);
   ApiError e;
   e.http_status = 404;
   e.type = "not_found_error";

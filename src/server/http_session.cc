@@ -125,6 +125,8 @@ void HttpSession::on_read(beast::error_code ec) {
   info.target = sv(req.target());
   auto auth = req.find(http::field::authorization);
   if (auth != req.end()) info.authorization = sv(auth->value());
+  auto inm = req.find(http::field::if_none_match);
+  if (inm != req.end()) info.if_none_match = sv(inm->value());
   info.body = req.body();
   auto result = ctx_.handler->handle(info);
   if (auto* reply = std::get_if<HttpReply>(&result)) return send_reply(*reply, keep_alive_);

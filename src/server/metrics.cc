@@ -22,6 +22,11 @@ uint64_t Histogram::count() const {
   return count_;
 }
 
+Histogram::Snapshot Histogram::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Snapshot{bounds_, counts_, sum_, count_};
+}
+
 void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
   std::lock_guard<std::mutex> lock(mu_);
   out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);

@@ -22,6 +22,14 @@ class Histogram {
   void render(std::string& out, const std::string& name, const std::string& help) const;
   uint64_t count() const;
 
+  struct Snapshot {
+    std::vector<double> bounds;     // upper bounds, as given
+    std::vector<uint64_t> buckets;  // [bounds.size() + 1] per-bucket counts, the last one +Inf; not cumulative
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot snapshot() const;
+
  private:
   mutable std::mutex mu_;
   std::vector<double> bounds_;
