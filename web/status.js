@@ -200,7 +200,7 @@ function update() {
   set('ram', 'ram-cached', formatNumber(ram.blocks_cached));
   set('ram', 'ram-free', `${formatNumber(ram.blocks_free)} of ${formatNumber(ram.blocks_total)}`);
   set('ram', 'ram-bytes', `${formatBytes(ram.bytes_used)} of ${formatBytes(ram.bytes_total)}`);
-  cards.ram.note.textContent = 'in use: held by running requests · cached: kept for prefix reuse';
+  cards.ram.note.textContent = 'in use: by running requests · cached: for prefix reuse';
   setBar('ram', [{ value: ram.blocks_used, label: 'in use' }, { value: ram.blocks_cached, label: 'cached', colorIdx: 2 }],
          ram.blocks_total);
   push('ram', ram.blocks_used, ram.blocks_cached);
@@ -211,7 +211,8 @@ function update() {
                          : null;
   set('prefix', 'prefix-blocks', formatNumber(pc.blocks));
   set('prefix', 'prefix-hit', pct(windowHit));
-  set('prefix', 'prefix-hit-all', pc.queries === 0 ? '—' : `${pct(ratio(pc.hits, pc.queries))} of ${formatNumber(pc.queries)}`);
+  set('prefix', 'prefix-hit-all',
+      pc.queries === 0 ? '—' : `${pct(ratio(pc.hits, pc.queries))} · ${formatNumber(pc.hits)}/${formatNumber(pc.queries)}`);
   set('prefix', 'prefix-evictions', formatNumber(pc.evictions));
   cards.prefix.note.textContent = pc.queries === 0 ? 'no lookups yet (is --enable-prefix-caching on?)'
                                                    : `hit rate: prompt blocks found, last ${WINDOW_S} s`;
@@ -257,7 +258,10 @@ function update() {
 }
 
 function drawCharts() {
-  for (const c of Object.values(cards)) if (c.chart) c.chart.draw(c.series, HISTORY);
+  // The x axis holds 30 s at first and grows to HISTORY points, so a new page shows its data.
+  const n = samples.length;
+  const capacity = Math.min(HISTORY, Math.max(30, n));
+  for (const c of Object.values(cards)) if (c.chart) c.chart.draw(c.series, capacity);
 }
 
 async function poll() {

@@ -46,10 +46,13 @@ class WebUiTest : public ::testing::Test {
     GTEST_SKIP() << "no browser test: " << why;
   }
 
-  // Serves stories260K with room for a long reply (the one the test stops), then runs the script.
+  // Serves stories260K with room for a long reply (the one the test stops) and prefix caching (hit
+  // rates on the status page), then runs the script.
   nlohmann::json run(const std::vector<std::string>& extra_args, const std::string& api_key) {
-    std::vector<std::string> args = {"-m", test::model_path("stories260K.gguf"), "--threads", "1", "--max-model-len",
-                                     "16384"};
+    std::vector<std::string> args = {"-m",           test::model_path("stories260K.gguf"),
+                                     "--threads",    "1",
+                                     "--max-model-len", "16384",
+                                     "--enable-prefix-caching"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     test::ServerProcess srv(args);
     EXPECT_TRUE(srv.ok()) << srv.log();

@@ -108,7 +108,10 @@ TEST_F(WebPagesTest, EveryReferencedFileIsServed) {
   for (const EmbeddedFile& f : embedded_web_files()) {
     std::string body(f.body);
     for (auto it = std::sregex_iterator(body.begin(), body.end(), ref); it != std::sregex_iterator(); ++it) {
-      std::string path = (*it)[1].matched ? (*it)[1].str() : (*it)[2].matched ? "/" + (*it)[2].str() : (*it)[3].str();
+      std::string path = "/";  // import paths are relative: './x.js' -> '/x.js'
+      if ((*it)[1].matched) path = (*it)[1].str();
+      if ((*it)[2].matched) path.append((*it)[2].str());
+      if ((*it)[3].matched) path = (*it)[3].str();
       ++num_refs;
       EXPECT_EQ(get(path).status, 200) << f.name << " refers to " << path;
     }
