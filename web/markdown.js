@@ -247,6 +247,18 @@ function appendLink(parent, label, url) {
   parent.append(a);
 }
 
+// A bare URL without the punctuation that ends its sentence; a closing parenthesis stays when the
+// URL opened one (https://en.wikipedia.org/wiki/Foo_(bar)).
+function trimAutolink(url) {
+  for (;;) {
+    const trimmed = url.replace(/[.,;:!?'"\]]+$/, '');
+    const opens = (trimmed.match(/\(/g) || []).length;
+    const closes = (trimmed.match(/\)/g) || []).length;
+    if (trimmed.endsWith(')') && closes > opens) url = trimmed.slice(0, -1);
+    else return trimmed;
+  }
+}
+
 const EMPHASIS = [['**', 'strong'], ['__', 'strong'], ['~~', 'del'], ['*', 'em'], ['_', 'em']];
 const WORD = /[\p{L}\p{N}]/u;
 
@@ -323,10 +335,19 @@ function renderInline(text, parent, inLink = false) {
         continue;
       }
     }
+    if (!inLink && c === '<') {
+      const m = text.slice(i).match(/^<(https?:\/\/[^\s<>]+)>/);
+      if (m) {
+        flush();
+        appendLink(parent, m[1], m[1]);
+        i += m[0].length;
+        continue;
+      }
+    }
     if (!inLink && c === 'h' && (i === 0 || /[\s(]/.test(text[i - 1]))) {
       const m = text.slice(i).match(/^https?:\/\/[^\s<>"`]+/);
       if (m) {
-        let url = m[0].replace(/[.,;:!?'")\]]+$/, '');
+        const url = trimAutolink(m[0]);
         flush();
         appendLink(parent, url, url);
         i += url.length;
