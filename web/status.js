@@ -3,6 +3,7 @@
 // windowed percentiles come from differences between polls.
 import { el, apiFetch, errorText, formatBytes, formatNumber, formatSeconds } from './common.js';
 import { Chart, COLORS } from './charts.js';
+import { normalizeFeed, quantile } from './feed.js';
 
 const STATUS_URL = '/v1/status';
 const POLL_MS = 1000;
@@ -15,25 +16,6 @@ const cards = {};       // name -> {values: {key: element}, chart, series: [[...
 const $ = (id) => document.getElementById(id);
 
 // ---- figures from the JSON ---------------------------------------------------------------------
-
-// The q-quantile of a histogram given as {bounds, buckets} (per-bucket counts, the last +Inf),
-// interpolating linearly inside the bucket as Prometheus' histogram_quantile does.
-export function quantile(bounds, buckets, q) {
-  const total = buckets.reduce((a, b) => a + b, 0);
-  if (total === 0) return null;
-  const rank = q * total;
-  let cumulative = 0;
-  for (let i = 0; i < buckets.length; ++i) {
-    const prev = cumulative;
-    cumulative += buckets[i];
-    if (cumulative >= rank && buckets[i] > 0) {
-      if (i >= bounds.length) return bounds[bounds.length - 1];  // the +Inf bucket
-      const lower = i === 0 ? 0 : bounds[i - 1];
-      return lower + (bounds[i] - lower) * ((rank - prev) / buckets[i]);
-    }
-  }
-  return bounds[bounds.length - 1];
-}
 
 function bucketDiff(now, then) {
   return now.buckets.map((b, i) => b - (then ? then.buckets[i] : 0));
@@ -166,7 +148,7 @@ function tierOff(name, text) {
 
 function update() {
   const s = samples[samples.length - 1].s;
-  $('model-name').textContent = s.model;
+  $('model-name').textContent = s.model || modelName || '—';
   const r = s.requests;
   set('requests', 'running', formatNumber(r.running));
   set('requests', 'waiting', r.queue_capacity ? `${formatNumber(r.waiting)} / ${formatNumber(r.queue_capacity)}`
@@ -268,7 +250,7 @@ async function poll() {
   try {
     const response = await apiFetch(STATUS_URL, { cache: 'no-store' });
     if (!response.ok) throw new Error(await errorText(response));
-    const s = await response.json();
+    const s = normalizeFeed(await response.json(), modelName);
     samples.push({ t: performance.now() / 1000, s });
     if (samples.length > HISTORY + 1) samples.shift();
     update();
@@ -281,6 +263,15 @@ async function poll() {
   setTimeout(poll, POLL_MS);
 }
 
+// The model's name, for a feed that does not carry it.
+let modelName = null;
+async function loadModelName() {
+  try {
+    const response = await apiFetch('/v1/models');
+    if (response.ok) modelName = (await response.json()).data?.[0]?.id || null;
+  } catch (_) { /* the feed's errors are shown by poll() */ }
+}
+
 buildCards();
 window.addEventListener('resize', drawCharts);
-poll();
+loadModelName().then(poll);

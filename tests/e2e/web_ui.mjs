@@ -161,6 +161,33 @@ try {
   check(md.nested === 'nested', 'a nested list');
   result.markdown = 'ok';
 
+  // ---- the status page's feed adapter: the /metrics.json twin of /metrics -> the page's figures ----
+  const feed = await page.evaluate(async () => {
+    const { fromMetricsJson, quantile } = await import('/feed.js');
+    const g = (value, labels = {}) => ({ labels, value });
+    const twin = { time_unix_ms: 1, metrics: {
+      horizon_requests_running: { type: 'gauge', series: [g(2)] },
+      horizon_requests_waiting: { type: 'gauge', series: [g(1)] },
+      horizon_generation_tokens_total: { type: 'counter', series: [g(120)] },
+      horizon_requests_finished_total: { type: 'counter', series: [g(3, { finish_reason: 'stop' }),
+                                                                   g(4, { finish_reason: 'length' })] },
+      horizon_kv_blocks_total: { type: 'gauge', series: [g(64)] },
+      horizon_kv_tier_bytes_used: { type: 'gauge', series: [g(1000, { tier: 'ram' }), g(5000, { tier: 'disk' })] },
+      horizon_kv_tier_bytes_total: { type: 'gauge', series: [g(9000, { tier: 'ram' }), g(8000, { tier: 'disk' })] },
+      horizon_time_to_first_token_seconds: { type: 'histogram', series: [{ labels: {}, count: 4, sum: 1,
+        buckets: [{ le: 0.1, count: 1 }, { le: 0.5, count: 3 }, { le: 1, count: 3 }] }] },
+    } };
+    const m = fromMetricsJson(twin, 'm');
+    return { m, p50: quantile([0.1, 0.5, 1], [1, 2, 0, 1], 0.5), p99: quantile([0.1, 0.5, 1], [1, 2, 0, 1], 0.99) };
+  });
+  check(feed.m.requests.running === 2 && feed.m.requests.waiting === 1 && feed.m.requests.finished_total === 7,
+        `feed: requests ${JSON.stringify(feed.m.requests)}`);
+  check(feed.m.kv.ram.bytes_used === 1000 && feed.m.kv.disk.enabled && feed.m.kv.disk.bytes_total === 8000 &&
+        !feed.m.kv.far.enabled, `feed: tiers ${JSON.stringify(feed.m.kv)}`);
+  check(JSON.stringify(feed.m.latency.ttft_seconds.buckets) === '[1,2,0,1]', 'feed: cumulative buckets per bucket');
+  check(Math.abs(feed.p50 - 0.3) < 1e-9 && feed.p99 === 1, `quantiles ${feed.p50} ${feed.p99}`);
+  result.feed = 'ok';
+
   // ---- a short streamed reply ----
   await page.click('#settings-toggle');
   await setField(page, '#temperature', 0);
