@@ -223,6 +223,7 @@ try {
   await page.click('#stop');
   await page.waitForSelector('#send:not([hidden])', { timeout: 10000 });
   const stopped = await lastReply(page, (e) => e.querySelector('.meta').textContent);
+  await shot(page, 'chat-stopped');
   check(/stopped/.test(stopped) && /tok\/s/.test(stopped) && /TTFT/.test(stopped), `stopped reply figures: "${stopped}"`);
   const after = await waitFor(async () => {
     const s = await status();
