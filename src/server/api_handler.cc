@@ -11,6 +11,8 @@
 #include "server/chat_prompt.h"
 #include "server/text_hygiene.h"
 #include "tokenizer/tokenizer.h"
+#include "server/status_json.h"
+#include "server/web_assets.h"
 
 namespace hz {
 namespace {
@@ -111,15 +113,23 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     if (!post) return method_not_allowed("POST");
     return path == "/tokenize" ? tokenize(req.body) : detokenize(req.body);
   }
+  if (path == "/v1/status") {
+    if (!get) return method_not_allowed("GET");
+    HttpReply r;
+    r.body = status_json(engine_.stats(), metrics_, served_model_name_);
+    r.headers.emplace_back("Cache-Control", "no-store");
+    return r;
+  }
   if (path == "/v1/completions") {
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");
   }
   if (path == "/v1/chat/completions") return post ? generation(ApiKind::kChat, req.body) : method_not_allowed("POST");
+  if (auto page = web_file_reply(req.method, path, req.if_none_match)) return std::move(*page);
   ApiError e;
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/models, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json)",
+                          "/v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
 }

@@ -27,6 +27,7 @@ struct HttpRequestInfo {
   std::string_view method;  // "GET", "POST", ...
   std::string_view target;  // path, maybe with a query
   std::string_view authorization;
+  std::string_view if_none_match;  // web pages: revalidation
   std::string_view body;
 };
 

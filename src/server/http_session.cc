@@ -180,6 +180,8 @@ void HttpSession::on_read(beast::error_code ec) {
   info.target = sv(req.target());
   auto auth = req.find(http::field::authorization);
   if (auth != req.end()) info.authorization = sv(auth->value());
+  auto inm = req.find(http::field::if_none_match);
+  if (inm != req.end()) info.if_none_match = sv(inm->value());
   info.body = req.body();
   // Bodies (JSON, chat rendering, tokenization: up to a second for megabytes) are handled by the
   // worker threads; the request's bytes stay in parser_, untouched until the answer is back.
