@@ -6,6 +6,7 @@
 
 #include "base/byte_size.h"
 #include "model/rope_scaling.h"
+#include "tools/device_flag.h"
 
 namespace hz::cli {
 
@@ -40,6 +41,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--rope-freq-scale", rope_freq_scale, "RoPE frequency scale = 1 / context extension factor (default: the model's)");
   app.add_option("--yarn-orig-ctx", yarn_orig_ctx, "Original training context for YaRN / llama3 scaling (default: the model's)");
   // ---- end RoPE scaling flags ----
+  add_device_flag(app, device);
   if (server) {
     app.add_option("--max-num-seqs", opts.max_num_seqs, "Sequences decoded together");
     app.add_option("--max-num-batched-tokens", opts.max_num_batched_tokens, "Tokens per engine step");
@@ -50,6 +52,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
 
 Result<EngineOptions> EngineFlags::resolve() const {
   EngineOptions o = opts;
+  HZ_RETURN_IF_ERROR(check_device_flag(device));
   HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype, "--kv-cache-dtype"));
   HZ_ASSIGN_OR_RETURN(o.kv_cold_dtype, parse_kv_type(kv_cold_dtype, "--kv-cold-dtype"));
   if (o.kv_hot_window < 0) return invalid_argument("--kv-hot-window must be 0 or more, got {}", o.kv_hot_window);

@@ -18,6 +18,7 @@ struct EngineFlags {
   std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
   std::string kv_disk_budget = "64GiB";
   std::string kv_disk_dtype = "same";
+  std::string device = "cpu";  // cpu or cuda (tools/device_flag.h)
 
   // ---- RoPE scaling flags (architectures, issue 8) ----
   std::string rope_scaling;     // empty: the file's
