@@ -8,8 +8,8 @@ namespace hz::device {
 namespace {
 
 Status no_cuda(const char* what) {
-  return unimplemented("{}: this build has no CUDA backend (nvcc was not found when it was configured; "
-                       "rebuild with nvcc installed or -DHORIZON_CUDA=ON)", what);
+  return unimplemented("{}: this build has no CUDA backend (configured without nvcc or with -DHORIZON_CUDA=OFF; "
+                       "rebuild with nvcc installed)", what);
 }
 
 }  // namespace
