@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/local_engine.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 #include "tools/cli.h"
 #include "tools/engine_flags.h"
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace hz {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "tokenizer/jinja_ast.h"
+#include "chat/jinja_ast.h"
 
 namespace hz::jinja {
 

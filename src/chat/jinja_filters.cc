@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "tokenizer/jinja_builtins.h"
+#include "chat/jinja_builtins.h"
 
 namespace hz::jinja {
 namespace {

@@ -1,7 +1,7 @@
 // ChatTemplate against the independent reference renderer @huggingface/jinja: published chat
 // templates (Llama 3/3.1, Mistral, Qwen2/2.5/3, Gemma, DeepSeek) over several conversations, and
-// language cases. Expected strings come from tests/tokenizer/render_jinja.mjs (expected.json).
-#include "tokenizer/chat_template.h"
+// language cases. Expected strings come from tests/chat/render_jinja.mjs (expected.json).
+#include "chat/chat_template.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -104,11 +104,11 @@ TEST(ChatTemplateTest, ExpectedFileComesFromReferenceRenderer) {
       !std::filesystem::exists(src + "/tests/npm/node_modules/@huggingface/jinja/package.json"))
     GTEST_SKIP() << "node or tests/npm/node_modules missing (npm ci in tests/npm)";
   std::string out, err;
-  int rc = test::run_command("node " + src + "/tests/tokenizer/render_jinja.mjs " + fixture_dir() + "/cases.json",
+  int rc = test::run_command("node " + src + "/tests/chat/render_jinja.mjs " + fixture_dir() + "/cases.json",
                              &out, &err);
   ASSERT_EQ(rc, 0) << err;
   EXPECT_EQ(Json::parse(out), read_json(fixture_dir() + "/expected.json"))
-      << "regenerate: node tests/tokenizer/render_jinja.mjs tests/fixtures/chat_templates/cases.json "
+      << "regenerate: node tests/chat/render_jinja.mjs tests/fixtures/chat_templates/cases.json "
          "> tests/fixtures/chat_templates/expected.json";
 }
 

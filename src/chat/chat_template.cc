@@ -1,8 +1,8 @@
 // Chat templates on top of the sandboxed Jinja interpreter (see chat_template.h).
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_parser.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_parser.h"
 
 namespace hz {
 

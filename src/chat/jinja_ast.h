@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
 namespace hz::jinja {
 

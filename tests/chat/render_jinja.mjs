@@ -1,6 +1,6 @@
 // Renders chat-template test cases with the independent reference renderer @huggingface/jinja
 // (pinned in tests/npm/package.json) and prints the results as JSON. Usage:
-//   node tests/tokenizer/render_jinja.mjs tests/fixtures/chat_templates/cases.json > expected.json
+//   node tests/chat/render_jinja.mjs tests/fixtures/chat_templates/cases.json > expected.json
 // cases.json: {"template_dir": "<dir relative to cases.json>",
 //              "conversations": [{"name", "messages", "extra", "templates"?: [files]}],
 //              "inline": [{"name", "template", "vars"}]}

@@ -1,12 +1,12 @@
 // Parser of the chat-template language (see jinja_parser.h): recursive descent following
 // Jinja's precedence (cond < or < and < not < compare < +,- < ~ < *,/,//,% < ** < unary
 // < postfix and filters).
-#include "tokenizer/jinja_parser.h"
+#include "chat/jinja_parser.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "tokenizer/jinja_lexer.h"
+#include "chat/jinja_lexer.h"
 
 namespace hz::jinja {
 namespace {

@@ -1,5 +1,5 @@
 // Runtime values of the chat-template interpreter: construction, Python renderings, JSON.
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
 #include <algorithm>
 #include <cmath>

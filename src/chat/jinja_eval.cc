@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interpreter.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_interpreter.h"
 
 namespace hz::jinja {
 namespace {

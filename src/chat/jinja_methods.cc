@@ -4,7 +4,7 @@
 #include <cctype>
 #include <ctime>
 
-#include "tokenizer/jinja_builtins.h"
+#include "chat/jinja_builtins.h"
 
 namespace hz::jinja {
 namespace {

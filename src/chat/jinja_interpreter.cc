@@ -1,12 +1,12 @@
 // Tree-walking interpreter of the chat-template language (see jinja_interpreter.h).
-#include "tokenizer/jinja_interpreter.h"
+#include "chat/jinja_interpreter.h"
 
 #include <cmath>
 #include <limits>
 
 #include "base/check.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_lexer.h"
 
 namespace hz::jinja {
 namespace {

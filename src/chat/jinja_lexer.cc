@@ -1,5 +1,5 @@
 // Lexer of the chat-template language (see jinja_lexer.h).
-#include "tokenizer/jinja_lexer.h"
+#include "chat/jinja_lexer.h"
 
 #include <cstdint>
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_interpreter.h"
+#include "chat/jinja_interpreter.h"
 
 namespace hz::jinja {
 
