@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "base/byte_size.h"
+#include "device/device.h"
 #include "kernels/kernels.h"
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
@@ -63,6 +64,16 @@ CheckResult check_port(const std::string& host, int port) {
   return r;
 }
 
+// The GPU for `--device cuda`: its name, memory and driver, or why there is none (not a failure:
+// the CPU engine runs without one).
+CheckResult check_gpu() {
+  auto d = device::query(0);
+  if (!d.ok()) return {CheckLevel::kPass, "gpu", fmt::format("no GPU, CPU only ({})", d.status().message())};
+  Status usable = device::require_gpu("--device cuda");
+  if (!usable.ok()) return {CheckLevel::kWarn, "gpu", fmt::format("{}: {}", device::describe(*d), usable.message())};
+  return {CheckLevel::kPass, "gpu", device::describe(*d)};
+}
+
 int run_doctor(DoctorOptions& d) {
   std::vector<CheckResult> checks;
   HostInfo host = probe_host();
@@ -87,6 +98,7 @@ int run_doctor(DoctorOptions& d) {
   checks.push_back({host.num_cpus >= 2 ? CheckLevel::kPass : CheckLevel::kWarn, "cores", fmt::format("{} logical CPUs", host.num_cpus)});
   checks.push_back({host.available_ram_bytes >= (uint64_t{1} << 30) ? CheckLevel::kPass : CheckLevel::kWarn, "ram",
                     fmt::format("{} available of {}", format_bytes(host.available_ram_bytes), format_bytes(host.total_ram_bytes))});
+  checks.push_back(check_gpu());
   std::string disk_path = ".";
   if (!o.model.empty()) {
     std::error_code ec;
@@ -158,7 +170,7 @@ int run_doctor(DoctorOptions& d) {
   return 0;
 }
 
-Subcommand kDoctor("doctor", "Pre-flight checks: CPU, memory, disk, model files, plan, port (takes every serve flag)", [](CLI::App& app) {
+Subcommand kDoctor("doctor", "Pre-flight checks: CPU, GPU, memory, disk, model files, plan, port (takes every serve flag)", [](CLI::App& app) {
   auto o = std::make_shared<DoctorOptions>();
   add_config_flag(app);
   o->serve.add_to(app);

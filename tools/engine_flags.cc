@@ -10,6 +10,7 @@
 #include "base/byte_size.h"
 #include "base/log.h"
 #include "model/rope_scaling.h"
+#include "tools/device_flag.h"
 
 namespace hz::cli {
 
@@ -57,6 +58,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--rope-freq-scale", rope_freq_scale, "RoPE frequency scale = 1 / context extension factor (default: the model's)");
   app.add_option("--yarn-orig-ctx", yarn_orig_ctx, "Original training context for YaRN / llama3 scaling (default: the model's)");
   // ---- end RoPE scaling flags ----
+  add_device_flag(app, device);
   if (server) {
     app.add_option("--max-num-seqs,--parallel", opts.max_num_seqs, "Sequences decoded together (llama-server: -np)");
     app.add_option("--max-num-batched-tokens", opts.max_num_batched_tokens, "Tokens per engine step");
@@ -108,6 +110,7 @@ Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
   }
   if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0)
     return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", o.block_size);
+  HZ_RETURN_IF_ERROR(check_device_flag(device));
   HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype, "--kv-cache-dtype"));
   if (!cache_type_k.empty() || !cache_type_v.empty()) {
     // llama.cpp's default for the one not given is f16.

@@ -28,6 +28,7 @@ struct EngineFlags {
   std::string flash_attn;       // -fa on|off|auto
   int32_t n_gpu_layers = -1;    // -ngl N
   double gpu_memory_utilization = -1;
+  std::string device = "cpu";  // cpu or cuda (tools/device_flag.h)
 
   // ---- RoPE scaling flags (architectures, issue 8) ----
   std::string rope_scaling;     // empty: the file's

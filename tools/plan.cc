@@ -4,7 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/byte_size.h"
+#include "device/device.h"
+#include "kernels/cuda/launch_checks.h"
 #include "planner/capacity_plan.h"
+#include "planner/device_plan.h"
 #include "planner/host_info.h"
 #include "planner/model_shape.h"
 #include "tools/cli.h"
@@ -19,7 +23,47 @@ struct PlanCliOptions {
   EngineFlags engine;
   bool json = false;
   PlanFlags flags;
+  std::string device = "cpu";  // cpu or cuda
+  std::string device_memory;   // plan for a GPU of this size ("" = the GPU's free memory)
 };
+
+// --device cuda: the same model and options planned on GPU memory.
+int run_device_plan(const PlanCliOptions& o, const PlanReport& host, const ModelShape& shape, PlanOptions opts) {
+  std::string name = "--device-memory";
+  uint64_t bytes = 0;
+  if (!o.device_memory.empty()) {
+    auto b = parse_byte_size(o.device_memory, "--device-memory");
+    if (!b.ok()) return fail(b.status().message());
+    bytes = *b;
+  } else {
+    auto d = device::query(0);
+    if (!d.ok()) return fail(fmt::format("--device cuda: {}; give --device-memory SIZE to plan without a GPU", d.status().message()));
+    name = device::describe(*d);
+    bytes = d->free_bytes;
+  }
+  // The GPU reads f32, f16, bf16, q8_0 and q4_0 matrices; other types are planned converted to q8_0.
+  const std::string& ft = shape.file_weight_type;
+  const bool native = opts.weight_type ? cuda::weight_type_supported(*opts.weight_type)
+                                       : (ft.empty() || ft == "f32" || ft == "f16" || ft == "bf16" || ft == "q8_0" || ft == "q4_0");
+  uint64_t weights = host.weights_bytes;
+  std::string type = host.weight_type, note;
+  if (!native) {
+    opts.weight_type = DType::kQ8_0;
+    auto q8 = make_plan(shape, opts);
+    if (!q8.ok()) return fail(q8.status().message());
+    weights = q8->weights_bytes;
+    note = fmt::format("{} matrices are planned converted to q8_0 (the GPU reads f32 f16 bf16 q8_0 q4_0)", type);
+    type = "q8_0";
+  }
+  auto p = make_device_plan(host, name, bytes, type, weights, note);
+  if (!p.ok()) return fail(p.status().message());
+  if (o.json) {
+    fmt::print("{}\n", device_plan_to_json(*p).dump(2));
+  } else {
+    fmt::print("{}", device_plan_to_text(*p));
+  }
+  return 0;
+}
 
 int run_plan(const PlanCliOptions& o) {
   auto eo = o.engine.resolve();
@@ -31,6 +75,9 @@ int run_plan(const PlanCliOptions& o) {
   if (!shape.ok()) return fail(shape.status().message());
   auto plan = make_plan(*shape, *opts);
   if (!plan.ok()) return fail(plan.status().message());
+  if (o.device == "cuda") return run_device_plan(o, *plan, *shape, *opts);
+  if (o.device != "cpu") return fail(fmt::format("--device '{}' is not one of cpu, cuda", o.device));
+  if (!o.device_memory.empty()) return fail("--device-memory needs --device cuda");
   if (o.json) {
     fmt::print("{}\n", plan_to_json(*plan).dump(2));
   } else {
@@ -48,6 +95,9 @@ Subcommand kPlan("plan", "Plan memory: will a model (GGUF, HF folder or config.j
                    o->engine.add_to(app, /*server=*/true);
                    app.add_flag("--json", o->json, "Print JSON");
                    o->flags.add_to(app);
+                   app.add_option("--device", o->device, "Plan for cpu (RAM) or cuda (GPU memory)")->capture_default_str();
+                   app.add_option("--device-memory", o->device_memory,
+                                  "With --device cuda: plan for a GPU of this size (e.g. 80GiB) instead of the one here");
                    return [o] { return run_plan(*o); };
                  });
 

@@ -1,0 +1,136 @@
+// KV encoders and decoders, copied operation for operation from kernels/ref/kv_codec.cc so the
+// bytes and the decoded values are identical. Encoding is sequential per group (int8/int4: one
+// thread per row group, the reference's loop); fp8's one scale per call is a max over all rows,
+// reduced in a tree (max with the reference's NaN rule is order-independent).
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace hz::cuda {
+namespace {
+
+using kernels::KvCodec;
+constexpr int kThreads = 256;
+
+uint32_t blocks_for(int64_t items, int threads) { return static_cast<uint32_t>((items + threads - 1) / threads); }
+
+// std::max(a, b) as the reference calls it: (a < b) ? b : a. A NaN b never replaces a.
+__device__ __forceinline__ float ref_max(float a, float b) { return a < b ? b : a; }
+
+__global__ void encode_elementwise_kernel(KvCodec c, const float* x, int64_t n, uint8_t* elems) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (c == KvCodec::kF32) {
+    detail::store_f32(elems + 4 * i, x[i]);
+  } else if (c == KvCodec::kF16) {
+    detail::store_u16(elems + 2 * i, detail::f32_to_f16(x[i]));
+  } else {
+    detail::store_u16(elems + 2 * i, detail::f32_to_bf16(x[i]));
+  }
+}
+
+// fp8: one CTA; max |x| over all rows, scale = amax / 448, elements = E4M3(x / scale).
+__global__ void __launch_bounds__(kThreads) encode_fp8_kernel(const float* x, int64_t n, uint8_t* elems, uint8_t* scales) {
+  float amax = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) amax = ref_max(amax, fabsf(x[i]));
+  __shared__ float part[kThreads];
+  part[threadIdx.x] = amax;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] = ref_max(part[threadIdx.x], part[threadIdx.x + w]);
+    __syncthreads();
+  }
+  const float scale = __fdiv_rn(part[0], 448.0f);
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) elems[i] = detail::f32_to_e4m3(__fmul_rn(x[i], inv));
+  if (threadIdx.x == 0) detail::store_f32(scales, scale);
+}
+
+// int8/int4: one thread per (row, group), the reference's loop.
+__global__ void encode_grouped_kernel(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t* elems, uint8_t* scales) {
+  const int64_t g = hd < 32 ? hd : 32, ng = (hd + g - 1) / g;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * ng) return;
+  const int64_t r = idx / ng, gi = idx % ng;
+  const int64_t reb = c == KvCodec::kInt8 ? hd : (hd + 1) / 2;
+  const float* xr = x + r * hd;
+  uint8_t* er = elems + r * reb;
+  const int64_t b = gi * g, n = hd - b < g ? hd - b : g;
+  float d;
+  if (c == KvCodec::kInt8) {
+    float amax = 0;
+    for (int64_t i = 0; i < n; ++i) amax = ref_max(amax, fabsf(xr[b + i]));
+    d = __fdiv_rn(amax, 127.0f);
+    const float id = d != 0 ? __fdiv_rn(1.0f, d) : 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      er[b + i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(roundf(__fmul_rn(xr[b + i], id)))));
+    }
+  } else {
+    float amax = 0, vmax = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (fabsf(xr[b + i]) > amax) {
+        amax = fabsf(xr[b + i]);
+        vmax = xr[b + i];
+      }
+    }
+    d = __fdiv_rn(vmax, -8.0f);
+    const float id = d != 0 ? __fdiv_rn(1.0f, d) : 0.0f;
+    // A group owns whole bytes when it starts on an even element (g is even or the row is one group),
+    // so threads of different groups never write the same byte; the reference zeroes then ORs.
+    for (int64_t i = 0; i < n; i += 2) {
+      const int q0 = min(15, static_cast<int>(static_cast<int8_t>(static_cast<int>(__fadd_rn(__fmul_rn(xr[b + i], id), 8.5f)))));
+      int q1 = 0;
+      if (i + 1 < n) q1 = min(15, static_cast<int>(static_cast<int8_t>(static_cast<int>(__fadd_rn(__fmul_rn(xr[b + i + 1], id), 8.5f)))));
+      er[(b + i) / 2] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+  detail::store_u16(scales + (r * ng + gi) * 2, detail::f32_to_f16(d));
+}
+
+__global__ void decode_kernel(KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t hd, float* y) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * hd) return;
+  switch (c) {
+    case KvCodec::kF32: y[idx] = detail::load_f32(elems + 4 * idx); return;
+    case KvCodec::kF16: y[idx] = detail::f16_to_f32(detail::load_u16(elems + 2 * idx)); return;
+    case KvCodec::kBF16: y[idx] = detail::bf16_to_f32(detail::load_u16(elems + 2 * idx)); return;
+    case KvCodec::kFp8: y[idx] = __fmul_rn(detail::e4m3_to_f32(elems[idx]), detail::load_f32(scales)); return;
+    case KvCodec::kInt8:
+    case KvCodec::kInt4: {
+      const int64_t g = hd < 32 ? hd : 32, ng = (hd + g - 1) / g;
+      const int64_t r = idx / hd, e = idx % hd;
+      const int64_t reb = c == KvCodec::kInt8 ? hd : (hd + 1) / 2;
+      const uint8_t* er = elems + r * reb;
+      const float d = detail::f16_to_f32(detail::load_u16(scales + (r * ng + e / g) * 2));
+      const int q = c == KvCodec::kInt8 ? static_cast<int8_t>(er[e]) : ((er[e / 2] >> ((e & 1) * 4)) & 15) - 8;
+      y[idx] = __fmul_rn(static_cast<float>(q), d);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+namespace raw {
+
+int encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t head_dim, uint8_t* elems, uint8_t* scales, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const int64_t n = rows * head_dim;
+  if (c == KvCodec::kFp8) {
+    encode_fp8_kernel<<<1, kThreads, 0, st>>>(x, n, elems, scales);
+  } else if (c == KvCodec::kInt8 || c == KvCodec::kInt4) {
+    const int64_t groups = rows * kernels::kv_groups(head_dim);
+    encode_grouped_kernel<<<blocks_for(groups, kThreads), kThreads, 0, st>>>(c, x, rows, head_dim, elems, scales);
+  } else {
+    encode_elementwise_kernel<<<blocks_for(n, kThreads), kThreads, 0, st>>>(c, x, n, elems);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+int decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim, float* y,
+                      void* stream) {
+  decode_kernel<<<blocks_for(rows * head_dim, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(c, elems, scales, rows, head_dim, y);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace raw
+}  // namespace hz::cuda
