@@ -23,7 +23,6 @@ struct PlanCliOptions {
   EngineFlags engine;
   bool json = false;
   PlanFlags flags;
-  std::string device = "cpu";  // cpu or cuda
   std::string device_memory;   // plan for a GPU of this size ("" = the GPU's free memory)
 };
 
@@ -66,7 +65,11 @@ int run_device_plan(const PlanCliOptions& o, const PlanReport& host, const Model
 }
 
 int run_plan(const PlanCliOptions& o) {
-  auto eo = o.engine.resolve();
+  // --device (an engine flag) says where to plan; planning for a GPU needs none here.
+  const std::string device = o.engine.device;
+  EngineFlags engine = o.engine;
+  engine.device = "cpu";
+  auto eo = engine.resolve();
   if (!eo.ok()) return fail(eo.status().message());
   HostInfo host = probe_host();
   auto opts = o.flags.to_options(*eo, host);
@@ -75,8 +78,8 @@ int run_plan(const PlanCliOptions& o) {
   if (!shape.ok()) return fail(shape.status().message());
   auto plan = make_plan(*shape, *opts);
   if (!plan.ok()) return fail(plan.status().message());
-  if (o.device == "cuda") return run_device_plan(o, *plan, *shape, *opts);
-  if (o.device != "cpu") return fail(fmt::format("--device '{}' is not one of cpu, cuda", o.device));
+  if (device == "cuda") return run_device_plan(o, *plan, *shape, *opts);
+  if (device != "cpu") return fail(fmt::format("--device '{}' is not one of cpu, cuda", device));
   if (!o.device_memory.empty()) return fail("--device-memory needs --device cuda");
   if (o.json) {
     fmt::print("{}\n", plan_to_json(*plan).dump(2));
@@ -95,7 +98,6 @@ Subcommand kPlan("plan", "Plan memory: will a model (GGUF, HF folder or config.j
                    o->engine.add_to(app, /*server=*/true);
                    app.add_flag("--json", o->json, "Print JSON");
                    o->flags.add_to(app);
-                   app.add_option("--device", o->device, "Plan for cpu (RAM) or cuda (GPU memory)")->capture_default_str();
                    app.add_option("--device-memory", o->device_memory,
                                   "With --device cuda: plan for a GPU of this size (e.g. 80GiB) instead of the one here");
                    return [o] { return run_plan(*o); };

@@ -8,7 +8,7 @@ namespace {
 
 using nlohmann::json;
 
-json histogram_json(const Histogram& h) {
+json histogram_json(const stats::Histogram& h) {
   stats::HistogramData s = h.data();
   return {{"bounds", s.bounds}, {"buckets", s.counts}, {"sum", s.sum}, {"count", s.count}};
 }

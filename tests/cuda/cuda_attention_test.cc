@@ -10,10 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "device/kv_block_table.h"
+#include "kernels/cuda/kv_block_table.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch_checks.h"
 #include "kernels/kv_codec.h"
+#include "kernels/ref/ref_kernels.h"
 #include "support/gpu_test.h"
 
 namespace hz {

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/kv_codec.h"
+#include "kernels/ref/ref_kernels.h"
 #include "support/gpu_test.h"
 
 namespace hz {

@@ -6,9 +6,9 @@
 
 #include <cstring>
 
-#include "device/kv_block_table.h"
+#include "kernels/cuda/kv_block_table.h"
 #include "kernels/cuda/launch.h"
-#include "planner/kv_layout.h"
+#include "kv/kv_layout.h"
 
 namespace hz::device {
 namespace {

@@ -1,4 +1,4 @@
-#include "device/kv_block_table.h"
+#include "kernels/cuda/kv_block_table.h"
 
 #include <algorithm>
 #include <cstring>

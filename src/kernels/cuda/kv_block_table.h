@@ -1,6 +1,6 @@
 // The block-descriptor table device attention reads, and the one-copy upload of a step's tables.
 // Provisional: the KV manager will build descriptors over its own device arena; until then
-// `arena_block_descriptor` places blocks as planner/kv_layout.h describes (one block = every layer's
+// `arena_block_descriptor` places blocks as kv/kv_layout.h describes (one block = every layer's
 // K and V planes, elements then scales). Plain structs shared by host code and the CUDA kernels.
 #pragma once
 
