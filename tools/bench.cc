@@ -33,7 +33,7 @@ struct EngineBenchFlags {
   bool no_warmup = false;
   bool json = false;
   std::string svg;
-  // --peer: compare with llama.cpp instead (issue 10's table); the rest of the peer flags below.
+  // --peer: compare with llama.cpp instead (prefill and decode side by side); the rest of the peer flags below.
   std::string peer;
 };
 

@@ -52,7 +52,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers, "Accepted for llama-server command lines (-ngl); no effect on the CPU");
   app.add_option("--gpu-memory-utilization", gpu_memory_utilization,
                  "Accepted for vLLM command lines; no effect on the CPU (the KV memory is --kv-budget)");
-  // ---- RoPE scaling flags (architectures, issue 8) ----
+  // ---- RoPE scaling flags (context extension) ----
   app.add_option("--rope-scaling", rope_scaling, "RoPE context extension: none, linear, ntk, yarn, llama3 (default: the model's)");
   app.add_option("--rope-freq-base", rope_freq_base, "RoPE base frequency (default: the model's)");
   app.add_option("--rope-freq-scale", rope_freq_scale, "RoPE frequency scale = 1 / context extension factor (default: the model's)");
@@ -165,7 +165,7 @@ Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
     if (o.kv_disk_policy != "lru" && o.kv_disk_policy != "lfu-decay")
       return invalid_argument("--kv-disk-policy '{}' is not one of lru, lfu-decay", o.kv_disk_policy);
   }
-  // ---- RoPE scaling flags (architectures, issue 8) ----
+  // ---- RoPE scaling flags (context extension) ----
   RopeOverrides& ro = o.model_overrides.rope;
   if (!rope_scaling.empty()) {
     HZ_ASSIGN_OR_RETURN(RopeScaling sc, parse_rope_scaling(rope_scaling, "--rope-scaling"));

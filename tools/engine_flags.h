@@ -30,7 +30,7 @@ struct EngineFlags {
   double gpu_memory_utilization = -1;
   std::string device = "cpu";  // cpu or cuda (tools/device_flag.h)
 
-  // ---- RoPE scaling flags (architectures, issue 8) ----
+  // ---- RoPE scaling flags (context extension) ----
   std::string rope_scaling;     // empty: the file's
   float rope_freq_base = 0;     // 0: the file's
   float rope_freq_scale = 0;    // 0: the file's

@@ -1,5 +1,5 @@
 // `horizon bench peer` (also `bench engine --peer`): runs horizon and llama.cpp's llama-bench on the
-// same GGUF file with the same thread count and prints issue 10's table — prefill, decode at depth 0,
+// same GGUF file with the same thread count and prints one comparison table — prefill, decode at depth 0,
 // decode at a depth with f16 and 8-bit K/V, optionally the 16K rows and peak RSS — with the ratios.
 // Both engines run as child processes (so each one's peak RSS is its own); llama-bench results are
 // cached on disk (peer_cache.h), since its long rows take many minutes.
@@ -44,7 +44,7 @@ struct ComparisonRow {
   std::vector<double> peer_values;  // one per peer configuration; the best one is compared
   std::string ours_config;  // "int8"
   double ours = 0;
-  double target = 0;        // the ratio issue 10 asks for (0: none)
+  double target = 0;        // the ratio horizon aims for against the peer (0: none)
   bool lower_is_better = false;
   std::string unit = "t/s";
 

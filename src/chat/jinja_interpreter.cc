@@ -347,14 +347,16 @@ Result<Value> Interpreter::call(const Value& fn, const CallArgs& args) {
   return fn.as_callable().invoke(*this, args);
 }
 
-Result<Value> Interpreter::call_macro(const Stmt& m, const CallArgs& args) {
+Status Interpreter::enter_macro() {
   if (macro_depth_ >= limits_.max_depth)
     return resource_error(fmt::format("chat template macro recursion deeper than max_depth ({})", limits_.max_depth));
   ++macro_depth_;
-  struct Guard {
-    int* d;
-    ~Guard() { --*d; }
-  } guard{&macro_depth_};
+  return Status::ok_status();
+}
+
+Result<Value> Interpreter::call_macro(const Stmt& m, const CallArgs& args) {
+  HZ_RETURN_IF_ERROR(enter_macro());
+  MacroDepthGuard guard{&macro_depth_};
   Scope scope(top_);
   size_t num_params = m.targets.size();
   std::vector<bool> bound(num_params, false);
@@ -401,13 +403,8 @@ Result<Value> Interpreter::call_macro(const Stmt& m, const CallArgs& args) {
 }
 
 Result<Value> Interpreter::call_caller(const Stmt& block, Scope* where, const CallArgs& args) {
-  if (macro_depth_ >= limits_.max_depth)
-    return resource_error(fmt::format("chat template macro recursion deeper than max_depth ({})", limits_.max_depth));
-  ++macro_depth_;
-  struct Guard {
-    int* d;
-    ~Guard() { --*d; }
-  } guard{&macro_depth_};
+  HZ_RETURN_IF_ERROR(enter_macro());
+  MacroDepthGuard guard{&macro_depth_};
   Scope scope(where);
   for (size_t i = 0; i < block.targets.size(); ++i) {
     const Value* v = args.get(i, block.targets[i]);

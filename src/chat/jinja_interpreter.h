@@ -77,6 +77,12 @@ class Interpreter {
   uint64_t steps_ = 0;
   uint64_t alloc_bytes_ = 0;
   int frames_ = 0;
+  // Counts one macro or caller() call against limits_.max_depth; MacroDepthGuard undoes it.
+  Status enter_macro();
+  struct MacroDepthGuard {
+    int* depth;
+    ~MacroDepthGuard() { --*depth; }
+  };
   int macro_depth_ = 0;
   Flow flow_ = Flow::kNormal;
 };
