@@ -246,12 +246,20 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
   HZ_CHECK(n % kQK_K == 0);
   switch (wtype) {
     case DType::kQ4_K:
-      // The 8-row group kernel: bit-identical to the scalar reference and to the VNNI kernel.
+      // Few tokens (decode): row at a time, nothing decoded beyond what one dot needs. More: the
+      // 8-row group kernel, which decodes a super-block once for up to 32 tokens. Both follow the
+      // block-order rule, so the switch never changes a bit.
+      if (num_tokens < kGroupMinTokens) {
+        return matmul_kind<Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      }
       return kq::matmul_groups<kq::Q4KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
                                                      y_stride);
     case DType::kQ5_K:
       return matmul_kind<Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
     case DType::kQ6_K:
+      if (num_tokens < kGroupMinTokens) {
+        return matmul_kind<Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      }
       return kq::matmul_groups<kq::Q6KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
                                                      y_stride);
     default:
