@@ -53,7 +53,11 @@ struct PeerFlags {
     app.add_flag("--long", o.long_rows, "Also the long rows: decode at --long-depth and a --long-prompt prefill (slow)");
     app.add_option("--pp", o.prompt_tokens, "Prefill test length")->capture_default_str();
     app.add_option("--tg", o.gen_tokens, "Tokens decoded per decode test")->capture_default_str();
-    app.add_option("--peer-depth", o.depth, "Depth of the f16 / 8-bit KV decode rows")->capture_default_str();
+    app.add_option("--peer-depth", o.depth, "Depth of the f16 / 8-bit KV decode rows (0: no such rows)")->capture_default_str();
+    app.add_option("--rounds", o.rounds,
+                   "Paired: N rounds, each running every test once per engine back to back (no cache); ratios are "
+                   "medians of the per-round ratios, with their spread and a bandwidth probe per round")
+        ->capture_default_str();
     app.add_option("--long-depth", o.long_depth, "Depth of the long decode rows (with --long)")->capture_default_str();
     app.add_option("--long-prompt", o.long_prompt, "Prompt length of the long prefill row (with --long)")->capture_default_str();
     app.add_option("--peer-cache-dir", o.cache_dir, "Where llama-bench results are cached (default $XDG_CACHE_HOME/horizon/peer)");
