@@ -114,7 +114,7 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
       const int64_t pos = s.start_pos + i;
       rope_.apply(q, c.num_heads, pos);
       rope_.apply(k, c.num_kv_heads, pos);
-      const int32_t block = s.block_table[pos / kc.block_tokens];
+      const BlockRef block = s.block_table[pos / kc.block_tokens];
       const int32_t slot = static_cast<int32_t>(pos % kc.block_tokens);
       for (int32_t h = 0; h < c.num_kv_heads; ++h) {
         // Rows go to the exact (f16 / f32) copy; compact types are encoded when the block is
@@ -135,15 +135,17 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   // Blocks these writes completed get their compact form now, once, for later cold reads.
   for (const auto& s : batch) kv.seal_layer(layer, s.block_table, s.start_pos, s.start_pos + s.num_tokens);
 
-  // Attention: one task per (token, KV head) for the whole GQA group, split along the keys when
-  // such tasks are few for the threads (model/attention_runner.h).
+  // What each sequence reads of this layer (kv/kv_read_table.h), then attention: one task per
+  // (token, KV head) for the whole GQA group, split along the keys when such tasks are few for
+  // the threads (model/attention_runner.h).
+  kv_reader_.bind_layer(layer, &pool);
   attn_rows_.clear();
-  for (const auto& s : batch) {
-    for (int32_t i = 0; i < s.num_tokens; ++i) attn_rows_.push_back({s.block_table, s.start_pos + i});
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqSlice& s = batch[i];
+    for (int32_t j = 0; j < s.num_tokens; ++j) attn_rows_.push_back({&kv_reader_.table(i), s.start_pos + j});
   }
   AttnJob job;
-  job.kv = &kv;
-  job.layer = layer;
+  job.head_dim = c.head_dim;
   job.num_heads = c.num_heads;
   job.num_kv_heads = c.num_kv_heads;
   job.q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -153,6 +155,7 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   job.rows = attn_rows_.data();
   job.num_tokens = total;
   attn_runner_.run(job, pool);
+  kv_reader_.end_layer(layer);
 
   matmul(L.wo, attn_.data(), total, xn_.data(), pool);
   for (int64_t i = 0; i < total; ++i) kernels::add(&x_[i * c.hidden], &xn_[i * c.hidden], c.hidden);
@@ -200,6 +203,11 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
     for (int32_t i = 0; i < s.num_tokens; ++i, ++t) {
       kernels::dequantize_row(emb.dtype, emb.data + static_cast<uint64_t>(s.tokens[i]) * emb.row_bytes, &x_[t * c.hidden], c.hidden);
     }
+  }
+  kv_reader_.begin_step(kv, batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqSlice& s = batch[i];
+    kv_reader_.table(i).reset(kv, s.block_table, s.start_pos, s.start_pos + s.num_tokens, c.sliding_window);
   }
   for (int32_t l = 0; l < c.num_layers; ++l) {
     attention_layer(batch, kv, l, pool);

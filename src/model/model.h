@@ -19,6 +19,7 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_read_table.h"
 #include "model/attention_runner.h"
 #include "model/ffn.h"
 #include "model/model_config.h"
@@ -35,8 +36,8 @@ struct SeqSlice {
   const int32_t* tokens = nullptr;
   int32_t num_tokens = 0;
   int64_t start_pos = 0;
-  const int32_t* block_table = nullptr;  // covers positions up to start_pos + num_tokens
-  bool all_logits = false;               // logits for every token, else for the last one only
+  const BlockRef* block_table = nullptr;  // covers positions up to start_pos + num_tokens
+  bool all_logits = false;                // logits for every token, else for the last one only
 };
 
 class Model {
@@ -81,6 +82,7 @@ class Model {
   std::vector<uint8_t> act_packed_;     // the same regrouped for packed weights (kernels::pack_activations)
   AttentionRunner attn_runner_;
   std::vector<AttnQueryRow> attn_rows_;     // per token of the step
+  KvReader kv_reader_;                      // per sequence of the step: what attention reads
 };
 
 }  // namespace hz

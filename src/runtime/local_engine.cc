@@ -177,10 +177,9 @@ std::vector<bool> LocalEngine::redo_corrupt(const std::vector<ScheduledSlice>& s
   if (!far_) return redo;
   const std::vector<int32_t> bad = far_->take_corrupt();
   if (bad.empty()) return redo;
-  const int32_t base = kv_->config().num_blocks;
   for (size_t i = 0; i < slices.size(); ++i) {
-    for (int32_t b : slices[i].seq->block_table) {
-      if (b >= base && std::find(bad.begin(), bad.end(), b - base) != bad.end()) redo[i] = true;
+    for (BlockRef b : slices[i].seq->block_table) {
+      if (b.is_far() && std::find(bad.begin(), bad.end(), b.idx) != bad.end()) redo[i] = true;
     }
     if (redo[i]) {
       ++far_recomputes_;
