@@ -9,6 +9,7 @@
 
 #include "server/auth.h"
 #include "server/chat_prompt.h"
+#include "chat/tool_call_parser.h"
 #include "server/text_hygiene.h"
 #include "tokenizer/tokenizer.h"
 #include "server/status_json.h"
@@ -34,13 +35,34 @@ int64_t unix_now() {
 }  // namespace
 
 ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics)
-    : engine_(engine), options_(options), metrics_(metrics), id_rng_(std::random_device{}()) {
+    : engine_(engine),
+      options_(options),
+      metrics_(metrics),
+      cors_(options.allowed_origins),
+      id_rng_(std::random_device{}()) {
   served_model_name_ = options.served_model_name;
   if (served_model_name_.empty()) served_model_name_ = engine.model_info().name;
   if (served_model_name_.empty()) served_model_name_ = std::filesystem::path(engine.model_info().path).stem().string();
   if (served_model_name_.empty()) served_model_name_ = "horizon";
+  model_names_.push_back(served_model_name_);
+  if (options.served_model_name.empty()) {
+    const std::filesystem::path path(engine.model_info().path);
+    for (const std::string& name : {engine.model_info().name, path.string(), path.filename().string(), path.stem().string()}) {
+      if (!name.empty()) model_names_.push_back(name);
+    }
+  }
   chat_model_ = engine.model_info();
   if (!options.chat_template.empty()) chat_model_.chat_template = options.chat_template;
+}
+
+ApiError ApiHandler::model_not_found(std::string_view requested) const {
+  ApiError e;
+  e.http_status = 404;
+  e.code = "model_not_found";
+  e.param = "model";
+  e.message = fmt::format("The model `{}` does not exist (this server serves `{}`)",
+                          std::string(requested.substr(0, 200)), served_model_name_);
+  return e;
 }
 
 HttpReply ApiHandler::error_reply(const ApiError& e) {
@@ -49,6 +71,14 @@ HttpReply ApiHandler::error_reply(const ApiError& e) {
   r.body = api_error_body(e);
   r.headers = e.headers;
   return r;
+}
+
+bool ApiHandler::serves_model(std::string_view requested) const {
+  if (requested.empty()) return true;
+  for (const std::string& name : model_names_) {
+    if (requested == name) return true;
+  }
+  return false;
 }
 
 std::string ApiHandler::new_id(ApiKind kind) {
@@ -68,6 +98,24 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   };
   bool get = req.method == "GET";
   bool post = req.method == "POST";
+  // A browser's CORS preflight carries no credentials: it is answered before any auth check.
+  if (req.method == "OPTIONS") {
+    if (auto p = cors_.preflight(req.origin, req.cors_method, req.cors_headers)) {
+      HttpReply r;
+      r.status = p->status;
+      r.headers = std::move(p->headers);
+      if (p->status != 204) {
+        ApiError e;
+        e.http_status = p->status;
+        e.type = "permission_error";
+        e.message = p->error;
+        r.body = api_error_body(e);
+      } else {
+        r.content_type = "text/plain";
+      }
+      return r;
+    }
+  }
 
   if (path == "/health") return get ? json_reply(200, {{"status", "ok"}}) : method_not_allowed("GET");
   if (path == "/ready") return get ? ready() : method_not_allowed("GET");
@@ -222,6 +270,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   parse_options.normalize_newlines = options_.normalize_newlines;
   if (auto e = parse_request(kind, body, parse_options, &plan.request)) return error_reply(*e);
   const ParsedRequest& r = plan.request;
+  if (!serves_model(r.model)) return error_reply(model_not_found(r.model));
   const ModelInfo& info = engine_.model_info();
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
   // A text that cannot fit even at the longest token's bytes per token is refused before it is
@@ -239,7 +288,24 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   };
 
   if (kind == ApiKind::kChat) {
-    auto chat = render_chat_prompt(chat_model_, r.messages);
+    ToolSetup tool_setup;
+    if (r.tools.active()) {
+      auto setup = plan_tool_calls(r.tools, detect_tool_call_format(chat_model_.chat_template));
+      if (!setup.ok()) return error_reply(bad_request(setup.status().message(), "tools"));
+      tool_setup = std::move(setup).value();
+      if (!tool_setup.grammar.empty()) {
+        if (!r.grammar_text.empty()) {
+          return error_reply(bad_request("'response_format' cannot be used when the reply must be a tool call "
+                                         "(tool_choice required or a named function, or a chat template without "
+                                         "tools, where calls are constrained JSON)",
+                                         "response_format"));
+        }
+        plan.request.grammar_text = tool_setup.grammar;
+        plan.request.grammar_field = "tools";
+      }
+    }
+    plan.response.tool_format = tool_setup.format;
+    auto chat = render_chat_prompt(chat_model_, r.messages, r.tools, tool_setup);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
     if (auto reply = too_long(chat->text)) return *reply;
     plan.prompt = options_.allow_special_in_content
