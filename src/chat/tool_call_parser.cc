@@ -7,7 +7,7 @@
 namespace hz {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // arguments keep the order the model wrote them in
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
