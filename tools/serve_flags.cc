@@ -49,6 +49,10 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_flag("--allow-special-in-content", o.allow_special_in_content,
                "Parse special tokens (e.g. <|im_end|>) written in chat messages; by default they are plain text");
   app.add_flag("--disable-log-requests", disable_log_requests, "No access-log line per request");
+  app.add_flag("--embeddings,--embedding", o.embeddings, "Serve /v1/embeddings (the model's final hidden states, pooled)");
+  app.add_option("--pooling", o.pooling, "Embedding pooling: mean (of all tokens) or last (token)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "last"}));
   app.add_option("--chat-template", chat_template,
                  "Chat template for /v1/chat/completions: a Jinja FILE, inline Jinja, or a built-in name (" +
                      named_chat_template_list() + "); default: the model's, else chatml");

@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "server/auth.h"
 #include "server/chat_prompt.h"
+#include "server/embeddings.h"
 #include "chat/tool_call_parser.h"
 #include "server/text_hygiene.h"
 #include "tokenizer/tokenizer.h"
@@ -172,12 +174,13 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");
   }
   if (path == "/v1/chat/completions") return post ? generation(ApiKind::kChat, req.body) : method_not_allowed("POST");
+  if (path == "/v1/embeddings") return post ? embeddings(req.body) : method_not_allowed("POST");
   if (auto page = web_file_reply(req.method, path, req.if_none_match)) return std::move(*page);
   ApiError e;
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
+                          "/v1/embeddings, /v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
 }
@@ -234,6 +237,73 @@ HttpReply ApiHandler::detokenize(std::string_view body) const {
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return json_reply(200, {{"content", engine_.detokenize(ids)}});
+}
+
+// NOTE: the request thread waits for the engine's answer (a future, bounded by the request
+// timeout) rather than streaming events: an embedding is one forward pass per input and its
+// answer is a single body. The engine still runs it on its own thread, between steps.
+HttpReply ApiHandler::embeddings(std::string_view body) {
+  if (!options_.embeddings) {
+    ApiError e;
+    e.http_status = 501;
+    e.type = "not_supported_error";
+    e.message = "this server does not serve embeddings: start it with --embeddings";
+    return error_reply(e);
+  }
+  EmbeddingsRequest r;
+  if (auto e = parse_embeddings_request(body, &r)) return error_reply(*e);
+  if (!serves_model(r.model)) return error_reply(model_not_found(r.model));
+  const ModelInfo& info = engine_.model_info();
+  EmbeddingJob job;
+  job.pooling = options_.pooling == "last" ? Pooling::kLast : Pooling::kMean;
+  job.inputs = std::move(r.token_inputs);
+  for (size_t i = 0; i < job.inputs.size(); ++i) {
+    for (int32_t t : job.inputs[i]) {
+      if (info.vocab_size > 0 && t >= info.vocab_size)
+        return error_reply(bad_request(fmt::format("'input[{}]' has token id {}, not in the vocabulary", i, t), "input"));
+    }
+  }
+  for (const std::string& text : r.texts) {
+    // Text is text: special-token spellings in it are not parsed (as for chat messages).
+    job.inputs.push_back(engine_.tokenize(text, /*add_special=*/true, /*parse_special=*/false));
+  }
+  int64_t num_tokens = 0;
+  for (size_t i = 0; i < job.inputs.size(); ++i) {
+    num_tokens += static_cast<int64_t>(job.inputs[i].size());
+    if (info.max_model_len > 0 && static_cast<int64_t>(job.inputs[i].size()) > info.max_model_len) {
+      ApiError e = bad_request(fmt::format("'input[{}]' has {} tokens, more than this model's maximum context length "
+                                           "of {}", i, job.inputs[i].size(), info.max_model_len),
+                               "input");
+      e.code = "context_length_exceeded";
+      return error_reply(e);
+    }
+  }
+  auto promise = std::make_shared<std::promise<Result<std::vector<std::vector<float>>>>>();
+  auto future = promise->get_future();
+  job.done = [promise](Result<std::vector<std::vector<float>>> v) { promise->set_value(std::move(v)); };
+  if (Status s = engine_.submit_embeddings(std::move(job)); !s.ok()) {
+    if (s.code() == StatusCode::kUnimplemented) {
+      ApiError e;
+      e.http_status = 501;
+      e.type = "not_supported_error";
+      e.message = s.message();
+      return error_reply(e);
+    }
+    return error_reply(api_error_from_status(s));
+  }
+  const auto timeout = options_.request_timeout.count() > 0 ? options_.request_timeout : std::chrono::milliseconds(600'000);
+  if (future.wait_for(timeout) != std::future_status::ready) {
+    ApiError e;
+    e.http_status = 504;
+    e.type = "server_error";
+    e.message = "the embeddings did not finish within the request timeout";
+    return error_reply(e);
+  }
+  auto vectors = future.get();
+  if (!vectors.ok()) return error_reply(api_error_from_status(vectors.status()));
+  HttpReply reply;
+  reply.body = embeddings_body(*vectors, r.base64, served_model_name_, num_tokens);
+  return reply;
 }
 
 HttpReply ApiHandler::ready() const {

@@ -73,6 +73,7 @@ class ApiHandler {
   HttpReply models() const;
   HttpReply tokenize(std::string_view body) const;
   HttpReply detokenize(std::string_view body) const;
+  HttpReply embeddings(std::string_view body);
   std::variant<HttpReply, GenerationPlan> generation(ApiKind kind, std::string_view body);
   std::string new_id(ApiKind kind);
 

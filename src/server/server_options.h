@@ -37,6 +37,9 @@ struct ServerOptions {
   // true parses special tokens in them too, as the template's own text.
   bool allow_special_in_content = false;
   bool access_log = true;
+  // /v1/embeddings (off by default, as in llama-server): "mean" or "last" token pooling.
+  bool embeddings = false;
+  std::string pooling = "mean";
 };
 
 }  // namespace hz
