@@ -175,7 +175,8 @@ void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }
 
-void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits) {
+void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits,
+                    std::vector<float>* hidden) {
   const ModelConfig& c = cfg_;
   int64_t total = 0, num_logit_rows = 0;
   for (const auto& s : batch) {
@@ -183,7 +184,8 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
     num_logit_rows += s.all_logits ? s.num_tokens : (s.num_tokens > 0 ? 1 : 0);
   }
   if (total == 0) {
-    logits->clear();
+    if (logits != nullptr) logits->clear();
+    if (hidden != nullptr) hidden->clear();
     return;
   }
   auto grow = [](std::vector<float>& v, size_t n) {
@@ -227,6 +229,8 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
       }
     }
   }
+  if (hidden != nullptr) hidden->assign(xn_.begin(), xn_.begin() + num_logit_rows * c.hidden);
+  if (logits == nullptr) return;
   logits->resize(static_cast<size_t>(num_logit_rows) * c.vocab);
   matmul(w_.output, xn_.data(), num_logit_rows, logits->data(), pool);
 }

@@ -56,8 +56,11 @@ class Model {
   uint64_t streamed_weight_bytes() const;
 
   // Runs one step. `logits` receives, slice by slice, num_tokens rows (all_logits) or one row of
-  // vocab floats. Token ids must be in [0, vocab) (checked by the caller).
-  void forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits);
+  // vocab floats. Token ids must be in [0, vocab) (checked by the caller). `hidden` (optional)
+  // receives the same rows' final hidden states after the output norm ([rows][hidden], what
+  // embeddings are pooled from); `logits` may then be null to skip the output head.
+  void forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits,
+               std::vector<float>* hidden = nullptr);
   // Whether attention splits key ranges across threads (default kAuto; tests force either path).
   void set_attention_split(AttnSplit s) { attn_runner_.set_split(s); }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -92,6 +93,17 @@ struct GenerationRequest {
   std::optional<std::chrono::steady_clock::time_point> deadline;  // finish with kTimeout after this
 };
 
+// Embeddings: each input's final hidden states (after the output norm), pooled and L2-normalised.
+enum class Pooling { kMean, kLast };
+
+struct EmbeddingJob {
+  std::vector<std::vector<int32_t>> inputs;  // token ids per input (non-empty, within max_model_len)
+  Pooling pooling = Pooling::kMean;
+  // Called once with one vector per input, in order, or the reason none could be made. Runs on the
+  // engine thread: must not block.
+  std::function<void(Result<std::vector<std::vector<float>>>)> done;
+};
+
 struct ModelInfo {
   std::string name;            // served model name
   std::string path;
@@ -119,6 +131,13 @@ class Engine {
   virtual Result<uint64_t> submit(GenerationRequest request) = 0;
   // Stops a request at the next step; its sink gets kFinished(kCancelled). Unknown ids are ignored.
   virtual void cancel(uint64_t request_id) = 0;
+  // Queues an embedding job (see EmbeddingJob). kUnimplemented for engines without embeddings;
+  // kCancelled while draining. Each input runs as its own forward pass, so a text's vector never
+  // depends on the other inputs.
+  virtual Status submit_embeddings(EmbeddingJob job) {
+    (void)job;
+    return unimplemented("embeddings are not available with this engine");
+  }
 
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
   // A chat prompt: control tokens are parsed only outside `plain` (see Tokenizer::encode_mixed).

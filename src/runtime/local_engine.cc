@@ -13,6 +13,7 @@
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
 #include "planner/model_shape.h"
+#include "runtime/embedding.h"
 #include "runtime/startup_admission.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
@@ -262,6 +263,48 @@ bool LocalEngine::wait_idle(std::chrono::milliseconds timeout) {
   return false;
 }
 
+Status LocalEngine::submit_embeddings(EmbeddingJob job) {
+  for (const auto& input : job.inputs) {
+    if (input.empty()) return invalid_argument("an embedding input has no tokens");
+    if (static_cast<int64_t>(input.size()) > opts_.max_model_len) {
+      return Status(StatusCode::kOutOfRange, fmt::format("an embedding input has {} tokens, more than --max-model-len {}",
+                                                         input.size(), opts_.max_model_len));
+    }
+    for (int32_t t : input) {
+      if (t < 0 || t >= info_.vocab_size) return invalid_argument("token id {} is not in the vocabulary", t);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (draining_) return Status(StatusCode::kCancelled, "the engine is shutting down");
+    embed_inbox_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return Status();
+}
+
+void LocalEngine::run_embeddings() {
+  std::deque<EmbeddingJob> jobs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    jobs.swap(embed_inbox_);
+  }
+  for (EmbeddingJob& job : jobs) {
+    std::vector<std::vector<float>> out;
+    Status error;
+    for (const auto& input : job.inputs) {
+      auto v = compute_embedding(*model_, *kvm_, *kv_, *pool_, input, job.pooling, &hidden_);
+      if (!v.ok()) {
+        error = v.status();
+        break;
+      }
+      out.push_back(std::move(v).value());
+    }
+    if (error.ok()) job.done(std::move(out));
+    else job.done(error);
+  }
+}
+
 void LocalEngine::drain_inbox() {
   std::deque<std::pair<uint64_t, GenerationRequest>> incoming;
   std::vector<uint64_t> cancels;
@@ -483,10 +526,11 @@ void LocalEngine::loop() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(100),
-                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !requests_.empty(); });
+                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !requests_.empty() || !embed_inbox_.empty(); });
       if (stop_) break;
     }
     drain_inbox();
+    run_embeddings();
     step();
     // Write-behind when idle: the prefixes of finished requests go to disk while nothing waits,
     // so a crash (SIGKILL) loses at most what ran since the engine was last idle.
@@ -507,6 +551,12 @@ void LocalEngine::loop() {
   std::vector<uint64_t> open;
   for (const auto& [id, r] : requests_) open.push_back(id);
   for (uint64_t id : open) finish(id, FinishReason::kCancelled);
+  std::deque<EmbeddingJob> jobs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    jobs.swap(embed_inbox_);
+  }
+  for (EmbeddingJob& job : jobs) job.done(Status(StatusCode::kCancelled, "the engine shut down"));
 }
 
 }  // namespace hz
