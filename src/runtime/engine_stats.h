@@ -41,6 +41,9 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier };
   F(kv_blocks_cached, int64_t, kGauge, kAlways, "horizon_kv_blocks_cached", "", "",                                \
     "Unreferenced KV blocks kept for prefix reuse.")                                                               \
   F(kv_blocks_free, int64_t, kGauge, kAlways, "horizon_kv_blocks_free", "", "", "Free KV blocks.")                 \
+  V(kGauge, kAlways, "horizon_kv_cache_usage_perc", "", "",                                                       \
+    "Fraction of the KV pool's blocks referenced by running sequences, 0 to 1 (cached prefixes count as free).",   \
+    s.kv_blocks_total <= 0 ? 0.0 : static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total))  \
   F(prefix_cache_queries, uint64_t, kCounter, kAlways, "horizon_prefix_cache_queries_total", "", "",               \
     "Prompt blocks looked up in the prefix cache.")                                                                \
   F(prefix_cache_hits, uint64_t, kCounter, kAlways, "horizon_prefix_cache_hits_total", "", "",                     \

@@ -30,6 +30,10 @@ struct LocalEngine::Request {
   int32_t prompt_tokens = 0;
   int32_t generated = 0;
   int32_t max_new_tokens = 0;  // after clamping to max_model_len
+  // Timings for the request histograms (queue, prefill, decode).
+  std::chrono::steady_clock::time_point arrival;  // submit()
+  std::optional<std::chrono::steady_clock::time_point> first_scheduled, first_token;
+  std::chrono::steady_clock::time_point last_token;
 };
 
 namespace {
@@ -218,7 +222,7 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   }
   uint64_t id = next_id_++;
   ++num_queued_;
-  inbox_.emplace_back(id, std::move(req));
+  inbox_.push_back(Incoming{id, std::move(req), std::chrono::steady_clock::now()});
   cv_.notify_all();
   return id;
 }
@@ -256,7 +260,7 @@ bool LocalEngine::wait_idle(std::chrono::milliseconds timeout) {
   auto idle = [&] { return inbox_.empty() && stats_.running == 0 && stats_.waiting == 0; };
   if (idle_cv_.wait_for(lk, timeout, idle)) return true;
   // Out of time: cancel what is left and wait briefly for the cancellations to land.
-  for (const auto& [id, r] : inbox_) cancels_.push_back(id);
+  for (const Incoming& in : inbox_) cancels_.push_back(in.id);
   for (uint64_t id = 1; id < next_id_; ++id) cancels_.push_back(id);
   cv_.notify_all();
   idle_cv_.wait_for(lk, std::chrono::seconds(5), idle);
@@ -264,16 +268,17 @@ bool LocalEngine::wait_idle(std::chrono::milliseconds timeout) {
 }
 
 void LocalEngine::drain_inbox() {
-  std::deque<std::pair<uint64_t, GenerationRequest>> incoming;
+  std::deque<Incoming> incoming;
   std::vector<uint64_t> cancels;
   {
     std::lock_guard<std::mutex> lk(mu_);
     incoming.swap(inbox_);
     cancels.swap(cancels_);
   }
-  for (auto& [id, g] : incoming) {
+  for (auto& [id, g, arrival] : incoming) {
     auto r = std::make_unique<Request>();
     r->id = id;
+    r->arrival = arrival;
     r->sink = std::move(g.sink);
     r->params = g.sampling;
     r->deadline = g.deadline;
@@ -321,6 +326,18 @@ void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
   ev.prompt_tokens = r->prompt_tokens;
   ev.completion_tokens = r->generated;
   ev.cached_tokens = seq ? seq->num_cached_tokens : 0;
+  ev.max_tokens = r->max_new_tokens;
+  if (r->first_scheduled) {
+    using Seconds = std::chrono::duration<double>;
+    ev.ran = true;
+    ev.queue_seconds = Seconds(*r->first_scheduled - r->arrival).count();
+    if (r->first_token) {
+      ev.prefill_seconds = Seconds(*r->first_token - *r->first_scheduled).count();
+      ev.decode_seconds = Seconds(r->last_token - *r->first_token).count();
+    } else {
+      ev.prefill_seconds = Seconds(std::chrono::steady_clock::now() - *r->first_scheduled).count();
+    }
+  }
   r->sink->on_event(std::move(ev));
   std::lock_guard<std::mutex> lk(mu_);
   ++stats_.requests_finished_total;
@@ -339,6 +356,8 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row) 
   r.sampler->accept(tok);
   seq.tokens.push_back(tok);
   ++r.generated;
+  r.last_token = std::chrono::steady_clock::now();
+  if (!r.first_token) r.first_token = r.last_token;
   const bool is_stop_token = (!r.params.ignore_eos && tokenizer_->is_eog(tok)) ||
                              std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok) !=
                                  r.params.stop_token_ids.end();
@@ -382,6 +401,8 @@ void LocalEngine::step() {
   std::vector<bool> samples;
   batch.reserve(slices.size());
   for (const auto& s : slices) {
+    if (auto it = requests_.find(s.seq->id); it != requests_.end() && !it->second->first_scheduled)
+      it->second->first_scheduled = now;
     SeqSlice x;
     x.tokens = s.seq->tokens.data() + s.seq->num_computed;
     x.num_tokens = s.num_tokens;

@@ -33,12 +33,17 @@ int64_t unix_now() {
 
 }  // namespace
 
+std::string served_model_name(const Engine& engine, const ServerOptions& options) {
+  std::string name = options.served_model_name;
+  if (name.empty()) name = engine.model_info().name;
+  if (name.empty()) name = std::filesystem::path(engine.model_info().path).stem().string();
+  if (name.empty()) name = "horizon";
+  return name;
+}
+
 ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics)
     : engine_(engine), options_(options), metrics_(metrics), id_rng_(std::random_device{}()) {
-  served_model_name_ = options.served_model_name;
-  if (served_model_name_.empty()) served_model_name_ = engine.model_info().name;
-  if (served_model_name_.empty()) served_model_name_ = std::filesystem::path(engine.model_info().path).stem().string();
-  if (served_model_name_.empty()) served_model_name_ = "horizon";
+  served_model_name_ = hz::served_model_name(engine, options);
   chat_model_ = engine.model_info();
   if (!options.chat_template.empty()) chat_model_.chat_template = options.chat_template;
 }

@@ -12,6 +12,7 @@ struct ServerOptions {
   int port = 8080;                 // 0 = an ephemeral port (tests); HttpServer::port() tells which
   std::string api_key;             // empty = no auth; else `Authorization: Bearer KEY` on /v1/*
   bool metrics_auth = false;       // /metrics needs the API key too (when one is set)
+  bool metrics_vllm_names = false; // /metrics also carries vLLM's names (--metrics-compat vllm)
   std::string served_model_name;   // empty = the engine's model name
   std::string chat_template;       // Jinja source for chat requests; empty = the model's (else ChatML)
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
