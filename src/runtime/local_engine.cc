@@ -445,57 +445,45 @@ void LocalEngine::step() {
   for (const auto& [id, reason] : done) finish(id, reason);
 }
 
+namespace {
+
+// What the engine statistics table's sources (runtime/engine_stats.h) read, one engine step's view.
+struct StatsSources {
+  const Scheduler& sched;
+  const BlockPool& pool;
+  const KvCache& kv;
+  const PrefixCache* prefix;    // null without prefix caching
+  kvstore::StoreStats store;    // the disk tier's store (zero without a disk tier)
+  uint64_t store_slot_bytes;
+  DiskTierStats disk_tier;
+  FarTierStats far;             // zero without a far tier
+  uint64_t far_recomputes;
+};
+
+}  // namespace
+
 void LocalEngine::publish_stats() {
+  const StatsSources src{*sched_,
+                         kv_->pool(),
+                         *kv_,
+                         prefix_cache_,
+                         disk_tier_ ? kv_store_->stats() : kvstore::StoreStats{},
+                         disk_tier_ ? kv_store_->slot_bytes() : 0,
+                         disk_tier_ ? disk_tier_->stats() : DiskTierStats{},
+                         far_ ? far_->stats() : FarTierStats{},
+                         far_recomputes_};
   std::lock_guard<std::mutex> lk(mu_);
   num_queued_ = static_cast<int32_t>(inbox_.size()) + sched_->num_waiting();
-  stats_.running = sched_->num_running();
   stats_.waiting = num_queued_;
-  stats_.preemptions_total = sched_->num_preemptions();
-  const BlockPool& p = kv_->pool();
-  stats_.kv_blocks_used = p.num_used();
-  stats_.kv_blocks_free = p.num_free();
-  stats_.kv_blocks_cached = p.num_cached();
-  if (prefix_cache_) {
-    stats_.prefix_cache_queries = prefix_cache_->queries();
-    stats_.prefix_cache_hits = prefix_cache_->hits();
-    stats_.prefix_cache_evictions = prefix_cache_->evictions();
-  }
-  stats_.kv_ram_bytes_total = kv_->total_bytes();
-  stats_.kv_ram_bytes_used = static_cast<uint64_t>(p.num_used() + p.num_cached()) * kv_->block_bytes();
-  if (disk_tier_) {
-    const kvstore::StoreStats d = kv_store_->stats();
-    const DiskTierStats& t = disk_tier_->stats();
-    stats_.kv_disk_enabled = true;
-    stats_.kv_disk_degraded = d.degraded;
-    stats_.kv_disk_blocks = d.blocks;
-    stats_.kv_disk_bytes_used = d.bytes_used;
-    stats_.kv_disk_bytes_total = d.slots_total * kv_store_->slot_bytes();
-    stats_.kv_disk_hits = d.hits;
-    stats_.kv_disk_promotions = t.promotions;
-    stats_.kv_disk_demotions = t.demotions;
-    stats_.kv_disk_writes = d.writes;
-    stats_.kv_disk_evictions = d.evictions;
-    stats_.kv_disk_checksum_failures = d.checksum_failures;
-    stats_.kv_disk_io_errors = d.io_errors;
-    stats_.kv_disk_read_bytes = d.read_bytes;
-    stats_.kv_disk_write_bytes = d.write_bytes;
-    stats_.kv_disk_read_seconds = d.read_seconds;
-    stats_.kv_disk_write_seconds = d.write_seconds;
-  }
-  if (far_) {
-    const FarTierStats f = far_->stats();
-    stats_.kv_far_enabled = true;
-    stats_.kv_far_degraded = f.degraded;
-    stats_.kv_far_blocks = f.blocks;
-    stats_.kv_far_bytes_used = f.blocks * kv_->block_bytes();
-    stats_.kv_far_bytes_total = f.capacity * kv_->block_bytes();
-    stats_.kv_far_spills = f.spills;
-    stats_.kv_far_read_bytes = f.read_bytes;
-    stats_.kv_far_write_bytes = f.write_bytes;
-    stats_.kv_far_checksum_failures = f.checksum_failures;
-    stats_.kv_far_io_errors = f.io_errors;
-    stats_.kv_far_recomputes = far_recomputes_;
-  }
+  stats_.kv_disk_enabled = disk_tier_ != nullptr;
+  stats_.kv_far_enabled = far_ != nullptr;
+  // Every row of the table that names a source, in one go.
+#define HZ_STATS_FILL(field, type, kind, section, name, label_name, label_value, help, ...) \
+  __VA_OPT__(if (stats_.reports(StatsSection::section)) stats_.field = static_cast<type>(__VA_ARGS__);)
+#define HZ_STATS_NO_FILL(...)
+  HZ_ENGINE_STATS(HZ_STATS_FILL, HZ_STATS_NO_FILL)
+#undef HZ_STATS_FILL
+#undef HZ_STATS_NO_FILL
   stats_.last_progress = std::chrono::steady_clock::now();
   if (inbox_.empty() && requests_.empty()) idle_cv_.notify_all();
 }
