@@ -73,6 +73,8 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier };
   V(kGauge, kFarTier, "horizon_kv_blocks", "tier", "far", "", s.kv_far_blocks)                                         \
   F(kv_disk_hits, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_hits_total", "", "",                                 \
     "Disk tier records read and verified.", src.store.hits)                                                            \
+  F(kv_disk_misses, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_misses_total", "", "",                             \
+    "Disk tier lookups that found no usable record.", src.store.misses)                                                \
   F(kv_disk_promotions, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_promotions_total", "", "",                     \
     "KV blocks promoted from disk into RAM.", src.disk_tier.promotions)                                                \
   F(kv_disk_demotions, uint64_t, kCounter, kDiskTier, "horizon_kv_disk_demotions_total", "", "",                       \

@@ -32,6 +32,7 @@ EngineStats disk_and_far_stats() {
   s.kv_disk_enabled = true;
   s.kv_disk_blocks = 11;
   s.kv_disk_read_seconds = 0.5;
+  s.kv_disk_misses = 2;
   s.kv_far_enabled = true;
   s.kv_far_blocks = 13;
   return s;
@@ -56,7 +57,8 @@ TEST(EngineStatsTest, KvBlocksByTier) {
   std::string text = ServerMetrics().render(disk_and_far_stats());
   for (const char* line : {"horizon_kv_blocks{tier=\"ram\"} 3\n", "horizon_kv_blocks{tier=\"prefix\"} 5\n",
                            "horizon_kv_blocks{tier=\"disk\"} 11\n", "horizon_kv_blocks{tier=\"far\"} 13\n",
-                           "horizon_kv_tier_blocks{tier=\"ram\"} 8\n", "horizon_kv_disk_read_seconds_total 0.5\n"}) {
+                           "horizon_kv_tier_blocks{tier=\"ram\"} 8\n", "horizon_kv_disk_read_seconds_total 0.5\n",
+                           "horizon_kv_disk_misses_total 2\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << text;
   }
   EXPECT_EQ(ServerMetrics().render(EngineStats()).find("tier=\"far\""), std::string::npos);
