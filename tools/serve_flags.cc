@@ -33,6 +33,11 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_option("--allowed-origins", allowed_origins,
                  "Browser origins that may call the API (CORS): comma-separated or a JSON list, * for any "
                  "(default: none, CORS off)");
+  app.add_option("--metrics-compat", metrics_compat,
+                 "vllm: /metrics also carries vLLM's metric names (vllm:num_requests_running, ...) for the same "
+                 "figures, so dashboards made for vLLM work; none: horizon's names only")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "vllm"}));
   app.add_option("--http-threads", o.http_threads, "Threads for HTTP I/O")->capture_default_str()->check(
       CLI::Range(1, 64));
   app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();
@@ -73,6 +78,7 @@ Status ServeFlags::resolve_server(bool warn) {
   server.shutdown_grace = ms(shutdown_grace_s);
   server.idle_timeout = ms(idle_timeout_s);
   server.access_log = !disable_log_requests;
+  server.metrics_vllm_names = metrics_compat == "vllm";
   if (server.metrics_auth && server.api_key.empty()) return invalid_argument("--metrics-auth needs --api-key (or HORIZON_API_KEY)");
   if (!engine.opts.served_model_name.empty()) server.served_model_name = engine.opts.served_model_name;
   if (!allowed_origins.empty()) {

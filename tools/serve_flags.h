@@ -24,6 +24,7 @@ struct ServeFlags {
   std::string generation_config = "auto";  // vLLM's flag: auto or vllm
   bool jinja = false;                     // llama-server's --jinja (always on here)
   bool metrics = false;                   // llama-server's --metrics (always on here)
+  std::string metrics_compat = "none";    // --metrics-compat: none or vllm
 
   ServeFlags();
   void add_to(CLI::App& app);

@@ -76,6 +76,12 @@ struct GenerationEvent {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;       // prompt tokens served from the prefix cache
+  int32_t max_tokens = 0;          // the output limit it ran under (max_tokens, clamped to the context)
+  // Where its time went on the engine, in seconds (all 0 when it never ran: ran == false).
+  bool ran = false;                // it was scheduled at least once
+  double queue_seconds = 0;        // submitted -> first scheduled
+  double prefill_seconds = 0;      // first scheduled -> first token
+  double decode_seconds = 0;       // first token -> last token
 };
 
 // Receives a request's events. Called on the engine thread: must not block (push to a queue and

@@ -31,6 +31,10 @@ struct LocalEngine::Request {
   int32_t prompt_tokens = 0;
   int32_t generated = 0;
   int32_t max_new_tokens = 0;  // after clamping to max_model_len
+  // Timings for the request histograms (queue, prefill, decode).
+  std::chrono::steady_clock::time_point arrival;  // submit()
+  std::optional<std::chrono::steady_clock::time_point> first_scheduled, first_token;
+  std::chrono::steady_clock::time_point last_token;
 };
 
 namespace {
@@ -218,7 +222,7 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   }
   uint64_t id = next_id_++;
   ++num_queued_;
-  inbox_.emplace_back(id, std::move(req));
+  inbox_.push_back(Incoming{id, std::move(req), std::chrono::steady_clock::now()});
   cv_.notify_all();
   return id;
 }
@@ -256,7 +260,7 @@ bool LocalEngine::wait_idle(std::chrono::milliseconds timeout) {
   auto idle = [&] { return inbox_.empty() && stats_.running == 0 && stats_.waiting == 0; };
   if (idle_cv_.wait_for(lk, timeout, idle)) return true;
   // Out of time: cancel what is left and wait briefly for the cancellations to land.
-  for (const auto& [id, r] : inbox_) cancels_.push_back(id);
+  for (const Incoming& in : inbox_) cancels_.push_back(in.id);
   for (uint64_t id = 1; id < next_id_; ++id) cancels_.push_back(id);
   cv_.notify_all();
   idle_cv_.wait_for(lk, std::chrono::seconds(5), idle);
@@ -306,16 +310,17 @@ void LocalEngine::run_embeddings() {
 }
 
 void LocalEngine::drain_inbox() {
-  std::deque<std::pair<uint64_t, GenerationRequest>> incoming;
+  std::deque<Incoming> incoming;
   std::vector<uint64_t> cancels;
   {
     std::lock_guard<std::mutex> lk(mu_);
     incoming.swap(inbox_);
     cancels.swap(cancels_);
   }
-  for (auto& [id, g] : incoming) {
+  for (auto& [id, g, arrival] : incoming) {
     auto r = std::make_unique<Request>();
     r->id = id;
+    r->arrival = arrival;
     r->sink = std::move(g.sink);
     r->params = g.sampling;
     r->deadline = g.deadline;
@@ -363,6 +368,18 @@ void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
   ev.prompt_tokens = r->prompt_tokens;
   ev.completion_tokens = r->generated;
   ev.cached_tokens = seq ? seq->num_cached_tokens : 0;
+  ev.max_tokens = r->max_new_tokens;
+  if (r->first_scheduled) {
+    using Seconds = std::chrono::duration<double>;
+    ev.ran = true;
+    ev.queue_seconds = Seconds(*r->first_scheduled - r->arrival).count();
+    if (r->first_token) {
+      ev.prefill_seconds = Seconds(*r->first_token - *r->first_scheduled).count();
+      ev.decode_seconds = Seconds(r->last_token - *r->first_token).count();
+    } else {
+      ev.prefill_seconds = Seconds(std::chrono::steady_clock::now() - *r->first_scheduled).count();
+    }
+  }
   r->sink->on_event(std::move(ev));
   std::lock_guard<std::mutex> lk(mu_);
   ++stats_.requests_finished_total;
@@ -381,6 +398,8 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row) 
   r.sampler->accept(tok);
   seq.tokens.push_back(tok);
   ++r.generated;
+  r.last_token = std::chrono::steady_clock::now();
+  if (!r.first_token) r.first_token = r.last_token;
   const bool is_stop_token = (!r.params.ignore_eos && tokenizer_->is_eog(tok)) ||
                              std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok) !=
                                  r.params.stop_token_ids.end();
@@ -424,6 +443,8 @@ void LocalEngine::step() {
   std::vector<bool> samples;
   batch.reserve(slices.size());
   for (const auto& s : slices) {
+    if (auto it = requests_.find(s.seq->id); it != requests_.end() && !it->second->first_scheduled)
+      it->second->first_scheduled = now;
     SeqSlice x;
     x.tokens = s.seq->tokens.data() + s.seq->num_computed;
     x.num_tokens = s.num_tokens;
@@ -466,57 +487,45 @@ void LocalEngine::step() {
   for (const auto& [id, reason] : done) finish(id, reason);
 }
 
+namespace {
+
+// What the engine statistics table's sources (runtime/engine_stats.h) read, one engine step's view.
+struct StatsSources {
+  const Scheduler& sched;
+  const BlockPool& pool;
+  const KvCache& kv;
+  const PrefixCache* prefix;    // null without prefix caching
+  kvstore::StoreStats store;    // the disk tier's store (zero without a disk tier)
+  uint64_t store_slot_bytes;
+  DiskTierStats disk_tier;
+  FarTierStats far;             // zero without a far tier
+  uint64_t far_recomputes;
+};
+
+}  // namespace
+
 void LocalEngine::publish_stats() {
+  const StatsSources src{*sched_,
+                         kv_->pool(),
+                         *kv_,
+                         prefix_cache_,
+                         disk_tier_ ? kv_store_->stats() : kvstore::StoreStats{},
+                         disk_tier_ ? kv_store_->slot_bytes() : 0,
+                         disk_tier_ ? disk_tier_->stats() : DiskTierStats{},
+                         far_ ? far_->stats() : FarTierStats{},
+                         far_recomputes_};
   std::lock_guard<std::mutex> lk(mu_);
   num_queued_ = static_cast<int32_t>(inbox_.size()) + sched_->num_waiting();
-  stats_.running = sched_->num_running();
   stats_.waiting = num_queued_;
-  stats_.preemptions_total = sched_->num_preemptions();
-  const BlockPool& p = kv_->pool();
-  stats_.kv_blocks_used = p.num_used();
-  stats_.kv_blocks_free = p.num_free();
-  stats_.kv_blocks_cached = p.num_cached();
-  if (prefix_cache_) {
-    stats_.prefix_cache_queries = prefix_cache_->queries();
-    stats_.prefix_cache_hits = prefix_cache_->hits();
-    stats_.prefix_cache_evictions = prefix_cache_->evictions();
-  }
-  stats_.kv_ram_bytes_total = kv_->total_bytes();
-  stats_.kv_ram_bytes_used = static_cast<uint64_t>(p.num_used() + p.num_cached()) * kv_->block_bytes();
-  if (disk_tier_) {
-    const kvstore::StoreStats d = kv_store_->stats();
-    const DiskTierStats& t = disk_tier_->stats();
-    stats_.kv_disk_enabled = true;
-    stats_.kv_disk_degraded = d.degraded;
-    stats_.kv_disk_blocks = d.blocks;
-    stats_.kv_disk_bytes_used = d.bytes_used;
-    stats_.kv_disk_bytes_total = d.slots_total * kv_store_->slot_bytes();
-    stats_.kv_disk_hits = d.hits;
-    stats_.kv_disk_promotions = t.promotions;
-    stats_.kv_disk_demotions = t.demotions;
-    stats_.kv_disk_writes = d.writes;
-    stats_.kv_disk_evictions = d.evictions;
-    stats_.kv_disk_checksum_failures = d.checksum_failures;
-    stats_.kv_disk_io_errors = d.io_errors;
-    stats_.kv_disk_read_bytes = d.read_bytes;
-    stats_.kv_disk_write_bytes = d.write_bytes;
-    stats_.kv_disk_read_seconds = d.read_seconds;
-    stats_.kv_disk_write_seconds = d.write_seconds;
-  }
-  if (far_) {
-    const FarTierStats f = far_->stats();
-    stats_.kv_far_enabled = true;
-    stats_.kv_far_degraded = f.degraded;
-    stats_.kv_far_blocks = f.blocks;
-    stats_.kv_far_bytes_used = f.blocks * kv_->block_bytes();
-    stats_.kv_far_bytes_total = f.capacity * kv_->block_bytes();
-    stats_.kv_far_spills = f.spills;
-    stats_.kv_far_read_bytes = f.read_bytes;
-    stats_.kv_far_write_bytes = f.write_bytes;
-    stats_.kv_far_checksum_failures = f.checksum_failures;
-    stats_.kv_far_io_errors = f.io_errors;
-    stats_.kv_far_recomputes = far_recomputes_;
-  }
+  stats_.kv_disk_enabled = disk_tier_ != nullptr;
+  stats_.kv_far_enabled = far_ != nullptr;
+  // Every row of the table that names a source, in one go.
+#define HZ_STATS_FILL(field, type, kind, section, name, label_name, label_value, help, ...) \
+  __VA_OPT__(if (stats_.reports(StatsSection::section)) stats_.field = static_cast<type>(__VA_ARGS__);)
+#define HZ_STATS_NO_FILL(...)
+  HZ_ENGINE_STATS(HZ_STATS_FILL, HZ_STATS_NO_FILL)
+#undef HZ_STATS_FILL
+#undef HZ_STATS_NO_FILL
   stats_.last_progress = std::chrono::steady_clock::now();
   if (inbox_.empty() && requests_.empty()) idle_cv_.notify_all();
 }

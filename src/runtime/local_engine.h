@@ -102,7 +102,12 @@ class LocalEngine : public Engine {
   // Inbox: written by any thread under mu_.
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<uint64_t, GenerationRequest>> inbox_;
+  struct Incoming {
+    uint64_t id;
+    GenerationRequest request;
+    std::chrono::steady_clock::time_point arrival;
+  };
+  std::deque<Incoming> inbox_;
   std::vector<uint64_t> cancels_;
   std::deque<EmbeddingJob> embed_inbox_;
   int32_t num_queued_ = 0;  // inbox + scheduler waiting, for admission

@@ -36,16 +36,21 @@ int64_t unix_now() {
 
 }  // namespace
 
+std::string served_model_name(const Engine& engine, const ServerOptions& options) {
+  std::string name = options.served_model_name;
+  if (name.empty()) name = engine.model_info().name;
+  if (name.empty()) name = std::filesystem::path(engine.model_info().path).stem().string();
+  if (name.empty()) name = "horizon";
+  return name;
+}
+
 ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics)
     : engine_(engine),
       options_(options),
       metrics_(metrics),
       cors_(options.allowed_origins),
       id_rng_(std::random_device{}()) {
-  served_model_name_ = options.served_model_name;
-  if (served_model_name_.empty()) served_model_name_ = engine.model_info().name;
-  if (served_model_name_.empty()) served_model_name_ = std::filesystem::path(engine.model_info().path).stem().string();
-  if (served_model_name_.empty()) served_model_name_ = "horizon";
+  served_model_name_ = hz::served_model_name(engine, options);
   model_names_.push_back(served_model_name_);
   if (options.served_model_name.empty()) {
     const std::filesystem::path path(engine.model_info().path);

@@ -49,6 +49,10 @@ struct GenerationPlan {
   ResponseContext response;
 };
 
+// The model name requests and metrics carry: --served-model-name, else the engine's name, else the
+// file's stem.
+std::string served_model_name(const Engine& engine, const ServerOptions& options);
+
 class ApiHandler {
  public:
   ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics);

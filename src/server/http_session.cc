@@ -383,9 +383,7 @@ void HttpSession::on_events() {
     } else {
       g.finished = true;
       g.final_event = std::move(e);
-      ctx_.metrics->on_request_finished(g.final_event.finish_reason, g.final_event.prompt_tokens,
-                                        g.final_event.completion_tokens,
-                                        std::chrono::duration<double>(arrival - request_start_).count());
+      ctx_.metrics->on_request_finished(g.final_event, std::chrono::duration<double>(arrival - request_start_).count());
     }
   }
   if (g.client_gone) {

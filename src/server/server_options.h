@@ -15,6 +15,7 @@ struct ServerOptions {
   bool metrics_auth = false;       // /metrics needs the API key too (when one is set)
   // CORS: browser origins allowed to call the server ("*" = any); empty = CORS off (see cors.h).
   std::vector<std::string> allowed_origins;
+  bool metrics_vllm_names = false; // /metrics also carries vLLM's names (--metrics-compat vllm)
   std::string served_model_name;   // empty = the engine's model name
   std::string chat_template;       // Jinja source for chat requests; empty = the model's (else ChatML)
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
