@@ -108,7 +108,7 @@ TEST(KvDiskRestart, StoreSurvivesSigkillOfTheServer) {
                              "--kv-disk-budget", "256MiB"});
     ASSERT_TRUE(srv.ok()) << srv.log();
     std::string body;
-    std::string req = std::string("{\"model\":\"m\",\"prompt\":\"") + prompt + "\",\"max_tokens\":4,\"temperature\":0}";
+    std::string req = std::string("{\"prompt\":\"") + prompt + "\",\"max_tokens\":4,\"temperature\":0}";
     ASSERT_EQ(test::http_request("POST", srv.base_url() + "/v1/completions", req, &body), 200) << body;
     // Written behind once the engine is idle; then the process dies without any shutdown.
     long blocks = -1;
