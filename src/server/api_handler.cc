@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/auth.h"
+#include "server/anthropic.h"
 #include "server/chat_prompt.h"
 #include "server/embeddings.h"
 #include "chat/tool_call_parser.h"
@@ -153,7 +154,9 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     return r;
   }
   bool is_v1 = path == "/v1" || path.substr(0, 4) == "/v1/";
-  if (is_v1 && !is_authorized(req.authorization, options_.api_key)) return unauthorized();
+  const bool key_ok = is_authorized(req.authorization, options_.api_key) ||
+                      (!req.x_api_key.empty() && constant_time_equal(req.x_api_key, options_.api_key));
+  if (is_v1 && !key_ok) return unauthorized();
   if (path == "/v1/models") return get ? models() : method_not_allowed("GET");
   if (path == "/tokenize" || path == "/detokenize") {
     if (!is_authorized(req.authorization, options_.api_key)) {
@@ -180,12 +183,24 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   }
   if (path == "/v1/chat/completions") return post ? generation(ApiKind::kChat, req.body) : method_not_allowed("POST");
   if (path == "/v1/embeddings") return post ? embeddings(req.body) : method_not_allowed("POST");
+  if (path == "/v1/messages") {  // Anthropic's Messages API, through the chat pipeline
+    if (!post) return method_not_allowed("POST");
+    std::string chat_body;
+    if (auto e = anthropic_to_chat_body(req.body, &chat_body)) return error_reply(*e);
+    auto result = generation(ApiKind::kChat, chat_body);
+    if (auto* plan = std::get_if<GenerationPlan>(&result)) {
+      plan->response.anthropic = true;
+      plan->response.id = "msg_" + plan->response.id.substr(plan->response.id.find('-') + 1);
+      plan->response.prompt_tokens = static_cast<int32_t>(plan->prompt.size());
+    }
+    return result;
+  }
   if (auto page = web_file_reply(req.method, path, req.if_none_match)) return std::move(*page);
   ApiError e;
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/embeddings, /v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
+                          "/v1/embeddings, /v1/messages, /v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
 }

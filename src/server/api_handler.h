@@ -28,6 +28,7 @@ struct HttpRequestInfo {
   std::string_view method;  // "GET", "POST", ...
   std::string_view target;  // path, maybe with a query
   std::string_view authorization;
+  std::string_view x_api_key;      // Anthropic clients send the key here
   std::string_view if_none_match;  // web pages: revalidation
   std::string_view origin;         // CORS: Origin, Access-Control-Request-Method/-Headers
   std::string_view cors_method;

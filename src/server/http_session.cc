@@ -189,6 +189,7 @@ void HttpSession::on_read(beast::error_code ec) {
     auto it = req.find(f);
     return it == req.end() ? std::string_view() : sv(it->value());
   };
+  if (auto key = req.find("x-api-key"); key != req.end()) info.x_api_key = sv(key->value());
   info.origin = field(http::field::origin);
   info.cors_method = field(http::field::access_control_request_method);
   info.cors_headers = field(http::field::access_control_request_headers);

@@ -91,6 +91,7 @@ std::optional<ApiError> finish_error(const GenerationEvent& e) {
 
 CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(ctx)) {
   if (ctx_.kind == ApiKind::kChat && ctx_.tool_format != ToolCallFormat::kNone) tool_gate_.emplace(ctx_.tool_format);
+  if (ctx_.anthropic) anthropic_ = std::make_unique<AnthropicWriter>(ctx_.id, ctx_.model, ctx_.prompt_tokens, ctx_.tool_format);
 }
 
 const char* CompletionAssembler::finish_reason(const GenerationEvent& e, bool has_calls) const {
@@ -143,6 +144,7 @@ std::string CompletionAssembler::chunk(const std::string& text, const Generation
 }
 
 std::string CompletionAssembler::stream_start() {
+  if (anthropic_) return anthropic_->stream_start();
   if (ctx_.kind != ApiKind::kChat) return "";
   json choice = {{"index", 0},
                  {"delta", {{"role", "assistant"}, {"content", ""}}},
@@ -158,6 +160,10 @@ std::string CompletionAssembler::stream_start() {
 }
 
 std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
+  if (anthropic_) {
+    text_ += e.text;
+    return anthropic_->stream_tokens(e);
+  }
   if (tool_gate_) {
     // Content streams as it comes; text that may be a tool call waits for the end.
     const std::string content = tool_gate_->feed(e.text);
@@ -181,6 +187,7 @@ std::string CompletionAssembler::usage_json(const GenerationEvent& e) const {
 }
 
 std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
+  if (anthropic_) return anthropic_->stream_finish(e);
   std::string out;
   if (auto err = finish_error(e)) {
     // Headers are gone already; OpenAI-compatible servers report mid-stream failures as an error event.
@@ -225,6 +232,7 @@ void CompletionAssembler::add_tokens(const GenerationEvent& e) {
 }
 
 std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
+  if (anthropic_) return anthropic_->body(text_, e);
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(e.finish_reason)}};
   json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
   if (ctx_.kind == ApiKind::kChat) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/anthropic.h"
 #include "server/tool_calling.h"
 
 namespace hz {
@@ -26,6 +28,9 @@ struct ResponseContext {
   // Chat with tools: the format the reply's calls are parsed from (kNone: tools off). Call ids
   // derive from the response id.
   ToolCallFormat tool_format = ToolCallFormat::kNone;
+  // POST /v1/messages: the reply in Anthropic's shapes (anthropic.h); prompt_tokens for its start.
+  bool anthropic = false;
+  int32_t prompt_tokens = 0;
 };
 
 // OpenAI's finish_reason for an engine finish. kTimeout maps to "length" (the output was cut, as by
@@ -63,6 +68,7 @@ class CompletionAssembler {
 
   ResponseContext ctx_;
   std::optional<ToolStreamGate> tool_gate_;  // streamed chat with tools
+  std::unique_ptr<AnthropicWriter> anthropic_;
   std::string text_;        // everything generated so far (non-streamed: the whole answer)
   int64_t text_offset_ = 0; // completions logprobs: where the next token's text starts
   // Non-streamed logprobs, per token.

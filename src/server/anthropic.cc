@@ -1,0 +1,244 @@
+#include "server/anthropic.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_response.h"
+
+namespace hz {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
+// Text of a content value: a string, or the text blocks of a list (others are refused by the caller).
+std::optional<ApiError> text_of(const ojson& content, const std::string& field, std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) return bad_request(fmt::format("'{}' must be a string or a list of blocks", field), field);
+  for (size_t i = 0; i < content.size(); ++i) {
+    const ojson& b = content[i];
+    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string()) {
+      return bad_request(fmt::format("'{}[{}]' must be a text block", field, i), fmt::format("{}[{}]", field, i));
+    }
+    *out += b["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+const char* stop_reason(const GenerationEvent& e, bool has_calls) {
+  if (has_calls && e.finish_reason == FinishReason::kStop) return "tool_use";
+  return e.finish_reason == FinishReason::kStop ? "end_turn" : "max_tokens";
+}
+
+ojson tool_use_block(const std::string& id, const ToolCall& c) {
+  ojson input = ojson::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+  if (input.is_discarded()) input = ojson::object();
+  return {{"type", "tool_use"}, {"id", id}, {"name", c.name}, {"input", input}};
+}
+
+std::string call_id(const std::string& msg_id, size_t i) {
+  return "toolu_" + tool_call_id(std::string_view(msg_id).substr(std::min<size_t>(4, msg_id.size())), i,
+                                 ToolCallFormat::kHermes).substr(5);
+}
+
+}  // namespace
+
+std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::string* chat_body) {
+  ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad_request("the request body must be a JSON object");
+  static const char* const kKnown[] = {"model", "messages", "system", "max_tokens", "stop_sequences", "temperature",
+                                       "top_p", "top_k", "stream", "tools", "tool_choice", "metadata"};
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const char* k : kKnown) known = known || key == k;
+    if (!known) return bad_request(fmt::format("unrecognized request argument supplied: '{}'", key.substr(0, 64)), key.substr(0, 64));
+  }
+  if (!j.contains("max_tokens")) return bad_request("'max_tokens' is required", "max_tokens");
+  ojson out = ojson::object();
+  for (const char* k : {"model", "max_tokens", "temperature", "top_p", "top_k", "stream"}) {
+    if (j.contains(k)) out[k] = j[k];
+  }
+  if (j.contains("stop_sequences")) out["stop"] = j["stop_sequences"];
+  ojson messages = ojson::array();
+  if (j.contains("system") && !j["system"].is_null()) {
+    std::string system;
+    if (auto e = text_of(j["system"], "system", &system)) return e;
+    messages.push_back({{"role", "system"}, {"content", system}});
+  }
+  auto msgs = j.find("messages");
+  if (msgs == j.end() || !msgs->is_array()) return bad_request("'messages' must be an array", "messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const ojson& m = (*msgs)[i];
+    const std::string field = fmt::format("messages[{}]", i);
+    if (!m.is_object() || !m.contains("role") || !m.contains("content")) {
+      return bad_request(fmt::format("'{}' must be an object with 'role' and 'content'", field), field);
+    }
+    const std::string role = m["role"].is_string() ? m["role"].get<std::string>() : "";
+    if (role != "user" && role != "assistant") return bad_request(fmt::format("'{}.role' must be user or assistant", field), field + ".role");
+    const ojson& content = m["content"];
+    if (content.is_string()) {
+      messages.push_back({{"role", role}, {"content", content}});
+      continue;
+    }
+    if (!content.is_array()) return bad_request(fmt::format("'{}.content' must be a string or a list of blocks", field), field + ".content");
+    std::string text;
+    ojson calls = ojson::array();
+    for (size_t k = 0; k < content.size(); ++k) {
+      const ojson& b = content[k];
+      const std::string bf = fmt::format("{}.content[{}]", field, k);
+      const std::string type = b.is_object() ? b.value("type", "") : "";
+      if (type == "text" && b.contains("text") && b["text"].is_string()) {
+        text += b["text"].get<std::string>();
+      } else if (type == "tool_use" && role == "assistant" && b.contains("name") && b["name"].is_string()) {
+        calls.push_back({{"id", b.value("id", "")},
+                         {"type", "function"},
+                         {"function", {{"name", b["name"]}, {"arguments", b.value("input", ojson::object()).dump()}}}});
+      } else if (type == "tool_result" && role == "user" && b.contains("tool_use_id") && b["tool_use_id"].is_string()) {
+        std::string result;
+        if (b.contains("content") && !b["content"].is_null()) {
+          if (auto e = text_of(b["content"], bf + ".content", &result)) return e;
+        }
+        if (b.value("is_error", false)) result = "Error: " + result;
+        messages.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
+      } else {
+        return bad_request(fmt::format("'{}' must be a text, tool_use (assistant) or tool_result (user) block", bf), bf);
+      }
+    }
+    if (role == "assistant") {
+      ojson msg = {{"role", "assistant"}, {"content", text}};
+      if (!calls.empty()) msg["tool_calls"] = calls;
+      messages.push_back(std::move(msg));
+    } else if (!text.empty()) {
+      messages.push_back({{"role", "user"}, {"content", text}});
+    }
+  }
+  out["messages"] = std::move(messages);
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    if (!j["tools"].is_array()) return bad_request("'tools' must be an array", "tools");
+    ojson tools = ojson::array();
+    for (size_t i = 0; i < j["tools"].size(); ++i) {
+      const ojson& t = j["tools"][i];
+      const std::string field = fmt::format("tools[{}]", i);
+      if (!t.is_object() || !t.contains("name")) return bad_request(fmt::format("'{}' must be an object with a 'name'", field), field);
+      for (const auto& [key, value] : t.items()) {
+        if (key != "name" && key != "description" && key != "input_schema" && key != "type")
+          return bad_request(fmt::format("unrecognized argument '{}.{}'", field, key.substr(0, 64)), field + "." + key.substr(0, 64));
+      }
+      ojson fn = {{"name", t["name"]}};
+      if (t.contains("description")) fn["description"] = t["description"];
+      if (t.contains("input_schema")) fn["parameters"] = t["input_schema"];
+      tools.push_back({{"type", "function"}, {"function", fn}});
+    }
+    out["tools"] = std::move(tools);
+  }
+  if (j.contains("tool_choice") && !j["tool_choice"].is_null()) {
+    const ojson& c = j["tool_choice"];
+    const std::string type = c.is_object() ? c.value("type", "") : "";
+    if (type == "auto") out["tool_choice"] = "auto";
+    else if (type == "any") out["tool_choice"] = "required";
+    else if (type == "none") out["tool_choice"] = "none";
+    else if (type == "tool" && c.contains("name")) out["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
+    else return bad_request("'tool_choice' must be {\"type\": auto | any | tool (with name) | none}", "tool_choice");
+    if (c.value("disable_parallel_tool_use", false)) out["parallel_tool_calls"] = false;
+  }
+  *chat_body = dump(out);
+  return std::nullopt;
+}
+
+AnthropicWriter::AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format)
+    : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens), format_(format) {
+  if (format_ != ToolCallFormat::kNone) gate_.emplace(format_);
+}
+
+std::string AnthropicWriter::event(const char* name, const ojson& data) const {
+  return fmt::format("event: {}\ndata: {}\n\n", name, dump(data));
+}
+
+std::string AnthropicWriter::open_text_block() {
+  if (block_open_) return "";
+  block_open_ = true;
+  return event("content_block_start",
+               {{"type", "content_block_start"}, {"index", ++block_index_}, {"content_block", {{"type", "text"}, {"text", ""}}}});
+}
+
+std::string AnthropicWriter::close_block() {
+  if (!block_open_) return "";
+  block_open_ = false;
+  return event("content_block_stop", {{"type", "content_block_stop"}, {"index", block_index_}});
+}
+
+std::string AnthropicWriter::stream_start() {
+  ojson msg = {{"id", id_},          {"type", "message"},         {"role", "assistant"},
+               {"model", model_},    {"content", ojson::array()}, {"stop_reason", nullptr},
+               {"stop_sequence", nullptr},
+               {"usage", {{"input_tokens", prompt_tokens_}, {"output_tokens", 0}}}};
+  return event("message_start", {{"type", "message_start"}, {"message", msg}});
+}
+
+std::string AnthropicWriter::stream_tokens(const GenerationEvent& e) {
+  const std::string text = gate_ ? gate_->feed(e.text) : e.text;
+  if (text.empty()) return "";
+  std::string out = open_text_block();
+  out += event("content_block_delta",
+               {{"type", "content_block_delta"}, {"index", block_index_}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  return out;
+}
+
+std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
+  if (auto err = finish_error(e)) {
+    return event("error", {{"type", "error"}, {"error", {{"type", err->type}, {"message", err->message}}}});
+  }
+  std::string out;
+  bool has_calls = false;
+  if (gate_) {
+    ParsedReply reply = gate_->finish();
+    if (!reply.content.empty()) {
+      out += open_text_block();
+      out += event("content_block_delta", {{"type", "content_block_delta"},
+                                           {"index", block_index_},
+                                           {"delta", {{"type", "text_delta"}, {"text", reply.content}}}});
+    }
+    out += close_block();
+    for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
+      ojson block = tool_use_block(call_id(id_, i), reply.tool_calls[i]);
+      const ojson input = block["input"];
+      block["input"] = ojson::object();
+      const int index = ++block_index_;
+      out += event("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
+      out += event("content_block_delta", {{"type", "content_block_delta"},
+                                           {"index", index},
+                                           {"delta", {{"type", "input_json_delta"}, {"partial_json", dump(input)}}}});
+      out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
+    }
+    has_calls = !reply.tool_calls.empty();
+  }
+  out += close_block();
+  out += event("message_delta", {{"type", "message_delta"},
+                                 {"delta", {{"stop_reason", stop_reason(e, has_calls)}, {"stop_sequence", nullptr}}},
+                                 {"usage", {{"output_tokens", e.completion_tokens}}}});
+  out += event("message_stop", {{"type", "message_stop"}});
+  return out;
+}
+
+std::string AnthropicWriter::body(const std::string& text, const GenerationEvent& e) const {
+  ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_tool_calls(text, format_) : ParsedReply{text, {}};
+  ojson content = ojson::array();
+  if (!reply.content.empty()) content.push_back({{"type", "text"}, {"text", reply.content}});
+  for (size_t i = 0; i < reply.tool_calls.size(); ++i) content.push_back(tool_use_block(call_id(id_, i), reply.tool_calls[i]));
+  ojson msg = {{"id", id_},
+               {"type", "message"},
+               {"role", "assistant"},
+               {"model", model_},
+               {"content", content},
+               {"stop_reason", stop_reason(e, !reply.tool_calls.empty())},
+               {"stop_sequence", nullptr},
+               {"usage", {{"input_tokens", e.prompt_tokens}, {"output_tokens", e.completion_tokens}}}};
+  return dump(msg);
+}
+
+}  // namespace hz
