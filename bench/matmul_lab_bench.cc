@@ -1,4 +1,4 @@
-// Weight-matmul kernel lab: for Q4_0 and Q8_0 weights, the model's matmul shapes (rows x cols:
+// Weight-matmul kernel lab: for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and F16 weights, the model's matmul shapes (rows x cols:
 // 2048x2048, 2048x8192, 8192x2048, 32000x2048) over 1..512 tokens on 1 or 2 threads. Each case first
 // checks the kernel against the scalar reference (bit-exact on a sample of rows and every token),
 // then times it. Weights rotate over enough copies to exceed the L3 cache, so decode figures are
@@ -21,6 +21,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/kernels.h"
+#include "kernels/quantize_kquants.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/vnni_dispatch.h"
 
@@ -31,8 +32,11 @@ struct Shape {
   int64_t rows, cols;
 };
 const Shape kShapes[] = {{2048, 2048}, {2048, 8192}, {8192, 2048}, {32000, 2048}};
-const DType kTypes[] = {DType::kQ4_0, DType::kQ8_0};
+const DType kTypes[] = {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16};
 constexpr uint64_t kMinWorkingSet = 256ull << 20;  // > L3: decode streams from memory
+
+// Only Q4_0 and Q8_0 have the packed layout (variants 1 and 4).
+bool has_packed_layout(DType t) { return t == DType::kQ4_0 || t == DType::kQ8_0; }
 
 struct Weights {
   DType type;
@@ -65,10 +69,20 @@ Weights& weights_for(DType type, Shape s) {
   for (int64_t r = 0; r < s.rows; ++r) {
     for (auto& v : f) v = dist(rng);
     uint8_t* dst = w->data.data() + r * w->row_bytes;
-    if (type == DType::kQ4_0) quantize_row_q4_0(f.data(), reinterpret_cast<BlockQ4_0*>(dst), s.cols);
-    else quantize_row_q8_0(f.data(), reinterpret_cast<BlockQ8_0*>(dst), s.cols);
+    switch (type) {
+      case DType::kQ4_0: quantize_row_q4_0(f.data(), reinterpret_cast<BlockQ4_0*>(dst), s.cols); break;
+      case DType::kQ8_0: quantize_row_q8_0(f.data(), reinterpret_cast<BlockQ8_0*>(dst), s.cols); break;
+      case DType::kQ4_K: quantize_row_q4_k(f.data(), reinterpret_cast<BlockQ4_K*>(dst), s.cols); break;
+      case DType::kQ5_K: quantize_row_q5_k(f.data(), reinterpret_cast<BlockQ5_K*>(dst), s.cols); break;
+      case DType::kQ6_K: quantize_row_q6_k(f.data(), reinterpret_cast<BlockQ6_K*>(dst), s.cols); break;
+      default: f32_to_f16_row(f.data(), reinterpret_cast<uint16_t*>(dst), s.cols); break;
+    }
   }
   for (int c = 1; c < w->copies; ++c) std::memcpy(w->data.data() + c * w->matrix_bytes, w->data.data(), w->matrix_bytes);
+  if (!has_packed_layout(type)) {
+    cache.push_back(std::move(w));
+    return *cache.back();
+  }
   w->packed_matrix_bytes = packed_bytes(type, s.rows, s.cols);
   w->packed.resize(w->packed_matrix_bytes * w->copies);
   madvise(w->packed.data(), w->packed.size(), MADV_HUGEPAGE);
@@ -155,6 +169,10 @@ void BM_Matmul(benchmark::State& state) {
     state.SkipWithError("scalar reference timed on 2048x2048, <= 8 tokens only");
     return;
   }
+  if (packed && !has_packed_layout(type)) {
+    state.SkipWithError("no packed layout for this type");
+    return;
+  }
   if (vnni && !vnni_supported()) {
     state.SkipWithError("CPU lacks avx512f/bw/vl/vnni");
     return;
@@ -203,7 +221,7 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Matmul)
-    ->ArgsProduct({{0, 1}, {0, 1, 2, 3}, {1, 2, 4, 8, 16, 64, 512}, {1, 2}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}, {1, 2, 4, 8, 16, 64, 512}, {1, 2}, {0, 1, 2, 3, 4}})
     ->ArgNames({"type", "shape", "tokens", "threads", "variant"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -1,4 +1,4 @@
-// The Q4_K / Q6_K 8-row group matmuls (AVX2 and AVX-512 VNNI) against the scalar reference, bit for
+// The Q4_K / Q5_K / Q6_K 8-row group matmuls (AVX2 and AVX-512 VNNI) against the scalar reference, bit for
 // bit: random blocks (every nibble, 6-bit scale and min), extreme blocks (all quants and scales at
 // their maxima, activations at -128 / 127), row ranges that are not multiples of 8, token counts
 // around the 32-token chunk and several super-blocks per row. Also: one token and many tokens give
@@ -151,7 +151,7 @@ TEST_P(KQuantGroupMatmulTest, OneTokenAndManyTokensGiveTheSameBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KQuants, KQuantGroupMatmulTest, ::testing::Values(DType::kQ4_K, DType::kQ6_K),
+INSTANTIATE_TEST_SUITE_P(KQuants, KQuantGroupMatmulTest, ::testing::Values(DType::kQ4_K, DType::kQ5_K, DType::kQ6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -2,7 +2,7 @@
 // driver. A step is one 256-element super-block: integer products are summed exactly into 8 int32
 // lanes with maddubs/madd (each 32- or 16-element group weighted by its integer scale), reduced to
 // one exact int32 and folded into the f32 sum by the block-order rule (one fma per term, as the
-// scalar reference); the Q4_K/Q5_K mins enter through Q8_K's bsums. The matmuls of Q4_K and Q6_K
+// scalar reference); the Q4_K/Q5_K mins enter through Q8_K's bsums. The matmuls of Q4_K, Q5_K, Q6_K
 // run the 8-row group kernel (matmul_kq_groups.h), which gives the same bits.
 #include <cmath>
 #include <cstddef>
@@ -133,7 +133,7 @@ inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
 struct Q4_KKind {
   static constexpr int kStep = kQK_K;
   static constexpr bool kHasTail = false;
-  static constexpr int kMaxRows = 1;
+  static constexpr int kMaxRows = 4;  // independent fma chains for decode (the block-order sums are scalar)
   static constexpr int kMaxTokens = 4;
   using W = ScaleMinW;
   using X = Q8KX;
@@ -148,7 +148,7 @@ struct Q4_KKind {
 struct Q5_KKind {
   static constexpr int kStep = kQK_K;
   static constexpr bool kHasTail = false;
-  static constexpr int kMaxRows = 1;
+  static constexpr int kMaxRows = 4;  // independent fma chains for decode (the block-order sums are scalar)
   static constexpr int kMaxTokens = 4;
   using W = ScaleMinW;
   using X = Q8KX;
@@ -174,7 +174,7 @@ struct Q6_KW {
 struct Q6_KKind {
   static constexpr int kStep = kQK_K;
   static constexpr bool kHasTail = false;
-  static constexpr int kMaxRows = 1;
+  static constexpr int kMaxRows = 4;  // independent fma chains for decode (the block-order sums are scalar)
   static constexpr int kMaxTokens = 4;
   using W = Q6_KW;
   using X = Q8KX;
@@ -255,7 +255,11 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
       return kq::matmul_groups<kq::Q4KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
                                                      y_stride);
     case DType::kQ5_K:
-      return matmul_kind<Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      if (num_tokens < kGroupMinTokens) {
+        return matmul_kind<Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      }
+      return kq::matmul_groups<kq::Q5KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                                     y_stride);
     case DType::kQ6_K:
       if (num_tokens < kGroupMinTokens) {
         return matmul_kind<Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);

@@ -1,4 +1,4 @@
-// The 8-row group driver of the Q4_K / Q6_K matmuls against Q8_K activations, shared by the AVX2
+// The 8-row group driver of the Q4_K / Q5_K / Q6_K matmuls against Q8_K activations, shared by the AVX2
 // (avx2/kquants.cc) and AVX-512 VNNI (avx512/matmul_q_vnni.cc) translation units, which differ only
 // in the Dot policy (how 4 unsigned weight bytes x 4 signed activation bytes are summed into an
 // int32 lane). Include only from files compiled with at least -mavx2 -mfma -mf16c.
@@ -138,6 +138,35 @@ inline void decode_q4_k(const uint8_t* const* rows, int64_t b, Q4KBlock* w) {
   w->dmin = row_f16s(rows, off + offsetof(BlockQ4_K, dmin));
 }
 
+// Q5_K: as Q4_K with the 5th bit of element l of group g in bit g of qh[l] (q 0..31).
+inline void decode_q5_k(const uint8_t* const* rows, int64_t b, Q4KBlock* w) {
+  const int64_t off = b * static_cast<int64_t>(sizeof(BlockQ5_K));
+  const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  __m256i qh[8];
+  transpose_rows32(rows, off + offsetof(BlockQ5_K, qh), qh);  // dword k: elements 4k..4k+3 of every group
+  for (int c = 0; c < 4; ++c) {
+    __m256i t[8];
+    transpose_rows32(rows, off + offsetof(BlockQ5_K, qs) + 32 * c, t);
+    for (int k = 0; k < 8; ++k) {
+      // Bit g of each byte to bit 4 (the 16-bit shift moves bits across bytes; the mask keeps bit 0).
+      const __m256i h_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[k], 2 * c), one), 4);
+      const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh[k], 2 * c + 1), one), 4);
+      w->q[2 * c][k] = _mm256_or_si256(_mm256_and_si256(t[k], m4), h_lo);
+      w->q[2 * c + 1][k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t[k], 4), m4), h_hi);
+    }
+  }
+  __m128i u[8], s[8];
+  for (int r = 0; r < kRows; ++r) u[r] = unpack_scale_min(rows[r] + off + offsetof(BlockQ5_K, scales));
+  transpose8x16_bytes(u, s);
+  for (int j = 0; j < 4; ++j) {
+    w->sc[2 * j] = _mm256_cvtepu8_epi32(s[j]);
+    w->sc[2 * j + 1] = _mm256_cvtepu8_epi32(_mm_srli_si128(s[j], 8));
+    w->mpair[j] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(s[4 + j], _mm_srli_si128(s[4 + j], 8)));
+  }
+  w->d = row_f16s(rows, off + offsetof(BlockQ5_K, d));
+  w->dmin = row_f16s(rows, off + offsetof(BlockQ5_K, dmin));
+}
+
 // Q6_K: q[g][k] lane r = the 4 unsigned 6-bit quants (0..63, i.e. q + 32) of row r, elements
 // 16g + 4k .. +3; sc[g] lane r = row r's int8 scale of group g (int32); scpair[j] lane r =
 // (scale 2j, scale 2j+1) as int16.
@@ -206,7 +235,7 @@ inline __m256i bsum_pair(const uint8_t* xb, int j) {
   return _mm256_set1_epi32(load_i32(xb + offsetof(BlockQ8_K, bsums) + 4 * j));
 }
 
-// Q4_K x one Q8_K block: folds this super-block into acc (8 rows).
+// Q4_K (or Q5_K) x one Q8_K block: folds this super-block into acc (8 rows).
 template <class Dot>
 inline __m256 fold_q4_k(const Q4KBlock& w, const uint8_t* xb, __m256 acc) {
   const int8_t* xq = reinterpret_cast<const int8_t*>(xb + offsetof(BlockQ8_K, qs));
@@ -246,6 +275,14 @@ struct Q4KKind {
   using W = Q4KBlock;
   static constexpr uint64_t kBlockBytes = sizeof(BlockQ4_K);
   static void decode(const uint8_t* const* rows, int64_t b, W* w) { decode_q4_k(rows, b, w); }
+  template <class Dot>
+  static __m256 fold(const W& w, const uint8_t* xb, __m256 acc) { return fold_q4_k<Dot>(w, xb, acc); }
+};
+
+struct Q5KKind {
+  using W = Q4KBlock;
+  static constexpr uint64_t kBlockBytes = sizeof(BlockQ5_K);
+  static void decode(const uint8_t* const* rows, int64_t b, W* w) { decode_q5_k(rows, b, w); }
   template <class Dot>
   static __m256 fold(const W& w, const uint8_t* xb, __m256 acc) { return fold_q4_k<Dot>(w, xb, acc); }
 };

@@ -92,11 +92,14 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
     case DType::kQ4_K:
       return avx2::kq::matmul_groups<avx2::kq::Q4KKind, avx2::VnniDot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes,
                                                                       num_tokens, y, y_stride);
+    case DType::kQ5_K:
+      return avx2::kq::matmul_groups<avx2::kq::Q5KKind, avx2::VnniDot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes,
+                                                                      num_tokens, y, y_stride);
     case DType::kQ6_K:
       return avx2::kq::matmul_groups<avx2::kq::Q6KKind, avx2::VnniDot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes,
                                                                       num_tokens, y, y_stride);
     default:
-      HZ_CHECK_MSG(false, "vnni::matmul_kquant: Q4_K or Q6_K only");
+      HZ_CHECK_MSG(false, "vnni::matmul_kquant: not a k-quant");
   }
 }
 
