@@ -10,7 +10,7 @@
 #include "format/json_limits.h"
 #include "model/hf_config.h"
 #include "model/model_config.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -18,7 +18,7 @@
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
 #include "planner/model_files.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/plan_flags.h"

@@ -10,7 +10,7 @@
 #include "planner/capacity_plan.h"
 #include "planner/device_plan.h"
 #include "planner/host_info.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/engine_flags.h"

@@ -5,17 +5,19 @@
 // One unlinked temporary file in the KV disk folder (private to this process; nothing to clean up
 // after a crash), laid out layer-major: layer l of slot s — its K and V planes, contiguous as in
 // the arena — sits at ((l * capacity + s) * 2) * plane_bytes. The file is mapped read-only and
-// written with pwrite. Attention reads layer l of every far block through the mapping, so the
-// pages of one layer of the far blocks are resident while that layer's attention runs; drop()
-// unmaps them afterwards (they stay in the kernel's page cache, outside the process's RSS). The
-// layer-major layout keeps the kernel's fault-around from mapping the other layers' planes.
+// written with pwrite. Attention reads layer l of every far block through the mapping (the read
+// tables of kv/kv_read_table.h point into it), so the pages of one layer of the far blocks are
+// resident while that layer's attention runs; drop() unmaps them afterwards (they stay in the
+// kernel's page cache, outside the process's RSS). The layer-major layout keeps the kernel's
+// fault-around from mapping the other layers' planes.
 //
 // Every segment of a layer (by default the whole layer; the KV cache uses one per K/V stream and
-// KV head: that head's rows and scales) has an XXH3 checksum kept in RAM. Attention checks a
-// segment right before it reads it, once per pass (begin_pass(): one layer's attention), so the
-// check costs no extra trip to memory; a mismatch is counted and reported (take_corrupt()) and the
-// engine recomputes the sequence instead of serving it. A write error (ENOSPC, EIO) logs one warning, counts an I/O error and
-// stops further spills ("degraded"): the engine continues with what fits in RAM.
+// KV head: that head's rows and scales) has an XXH3 checksum kept in RAM. A layer's read tables
+// check every far block they refer to when they are built, once per pass (begin_pass(): one
+// layer's attention), spread over the thread pool; a mismatch is counted and reported
+// (take_corrupt()) and the engine recomputes the sequence instead of serving it. A write error
+// (ENOSPC, EIO) logs one warning, counts an I/O error and stops further spills ("degraded"): the
+// engine continues with what fits in RAM.
 //
 // put() / release() / drop() belong to the engine thread; verify() may run on worker threads.
 #pragma once

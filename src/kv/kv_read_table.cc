@@ -46,6 +46,7 @@ void KvReadTable::reset(const KvCache& kv, const BlockRef* blocks, int64_t q_beg
     s.head_elems = s.row_elems * bt;
     s.row_scales = static_cast<uint64_t>(kernels::kv_row_scale_bytes(t, head_dim_));
     s.head_scales = t == kernels::KvCodec::kFp8 ? 4 : s.row_scales * bt;
+    s.scales = kv.head_scale_offset(t, 0);
   }
   enc_plane_bytes_ = std::max(kv.plane_bytes_for(kv.arena_type()), kv.plane_bytes_for(kv.precision().hot));
 }
@@ -63,7 +64,7 @@ KvBlockDesc KvReadTable::stored(BlockRef b, int32_t layer, bool exact) const {
   d.k_elems = kv_->plane(b, layer, 0);
   d.v_elems = kv_->plane(b, layer, 1);
   if (has_scales(d.codec)) {
-    const uint64_t so = kv_->head_scale_offset(d.codec, 0);
+    const uint64_t so = strides_[static_cast<size_t>(d.codec)].scales;
     d.k_scales = d.k_elems + so;
     d.v_scales = d.v_elems + so;
   }
@@ -117,7 +118,7 @@ void KvReadTable::plan_layer(int32_t layer) {
     j.desc->k_elems = k;
     j.desc->v_elems = k + enc_plane_bytes_;
     if (has_scales(j.codec)) {
-      const uint64_t so = kv_->head_scale_offset(j.codec, 0);
+      const uint64_t so = strides_[static_cast<size_t>(j.codec)].scales;
       j.desc->k_scales = j.desc->k_elems + so;
       j.desc->v_scales = j.desc->v_elems + so;
     } else {

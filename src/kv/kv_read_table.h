@@ -104,6 +104,7 @@ class KvReadTable {
   };
   struct Strides {
     uint64_t row_elems = 0, head_elems = 0, row_scales = 0, head_scales = 0;
+    uint64_t scales = 0;  // offset of the scales in a plane
   };
   // Fills the descriptors of `layer` and lists the encodes and checks in jobs_.
   void plan_layer(int32_t layer);

@@ -4,6 +4,7 @@
 
 #include "model/arch.h"
 #include "model/model_overrides.h"
+#include "model/model_shape.h"
 #include "model/rope_scaling.h"
 
 namespace hz {
@@ -65,10 +66,12 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f, const RopeOverride
     c.expert_weights_norm = arch->expert_weights_norm;
     c.expert_ffn = c.ffn;
     if (arch->expert_ffn_key) {
-      HZ_ASSIGN_OR_RETURN(c.expert_ffn, get_i32(f, p + "expert_feed_forward_length", std::max(1, c.ffn / c.num_experts_used), 1, kBig));
+      const int64_t def = static_cast<int64_t>(default_expert_ffn(c.arch, c.ffn, c.num_experts_used));
+      HZ_ASSIGN_OR_RETURN(c.expert_ffn, get_i32(f, p + "expert_feed_forward_length", def, 1, kBig));
     }
     if (arch->shared_expert) {
-      HZ_ASSIGN_OR_RETURN(c.shared_expert_ffn, get_i32(f, p + "expert_shared_feed_forward_length", c.ffn, 1, kBig));
+      const int64_t def = static_cast<int64_t>(default_shared_expert_ffn(c.ffn));
+      HZ_ASSIGN_OR_RETURN(c.shared_expert_ffn, get_i32(f, p + "expert_shared_feed_forward_length", def, 1, kBig));
     }
   }
   HZ_ASSIGN_OR_RETURN(c.sliding_window, get_i32(f, p + "attention.sliding_window", 0, 0, int64_t{1} << 30));

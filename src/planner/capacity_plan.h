@@ -13,7 +13,7 @@
 
 #include "base/status.h"
 #include "kv/kv_layout.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 #include "planner/weight_bytes.h"
 
 namespace hz {

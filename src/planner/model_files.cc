@@ -12,7 +12,7 @@
 
 #include "format/gguf.h"
 #include "format/json_limits.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 
 namespace hz {
 

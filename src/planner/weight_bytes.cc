@@ -2,69 +2,6 @@
 
 namespace hz {
 
-std::vector<WeightClass> enumerate_weights(const ModelShape& s) {
-  std::vector<WeightClass> w;
-  const uint64_t L = s.num_layers;
-  auto matrix = [&](std::string name, uint64_t rows, uint64_t row_len, uint64_t count, bool expert = false) {
-    if (rows > 0 && row_len > 0 && count > 0) w.push_back({std::move(name), rows, row_len, count, true, expert});
-  };
-  auto vec = [&](std::string name, uint64_t len, uint64_t count) {
-    if (len > 0 && count > 0) w.push_back({std::move(name), 1, len, count, false, false});
-  };
-  matrix("token_embd.weight", s.vocab, s.hidden, 1);
-  vec("blk.*.attn_norm.weight", s.hidden, L);
-  vec("blk.*.ffn_norm.weight", s.hidden, L);
-  if (s.is_mla()) {
-    const uint64_t qk = s.qk_nope_head_dim + s.qk_rope_head_dim;
-    if (s.q_lora_rank > 0) {
-      matrix("blk.*.attn_q_a.weight", s.q_lora_rank, s.hidden, L);
-      vec("blk.*.attn_q_a_norm.weight", s.q_lora_rank, L);
-      matrix("blk.*.attn_q_b.weight", s.num_heads * qk, s.q_lora_rank, L);
-    } else {
-      matrix("blk.*.attn_q.weight", s.num_heads * qk, s.hidden, L);
-    }
-    matrix("blk.*.attn_kv_a_mqa.weight", s.kv_lora_rank + s.qk_rope_head_dim, s.hidden, L);
-    vec("blk.*.attn_kv_a_norm.weight", s.kv_lora_rank, L);
-    matrix("blk.*.attn_kv_b.weight", s.num_heads * (s.qk_nope_head_dim + s.v_head_dim), s.kv_lora_rank, L);
-    matrix("blk.*.attn_output.weight", s.hidden, s.num_heads * s.v_head_dim, L);
-  } else {
-    const uint64_t q_dim = s.num_heads * s.head_dim, kv_dim = s.num_kv_heads * s.head_dim;
-    matrix("blk.*.attn_q.weight", q_dim, s.hidden, L);
-    matrix("blk.*.attn_k.weight", kv_dim, s.hidden, L);
-    matrix("blk.*.attn_v.weight", kv_dim, s.hidden, L);
-    matrix("blk.*.attn_output.weight", s.hidden, q_dim, L);
-    if (s.attention_bias) {
-      vec("blk.*.attn_q.bias", q_dim, L);
-      vec("blk.*.attn_k.bias", kv_dim, L);
-      vec("blk.*.attn_v.bias", kv_dim, L);
-    }
-    if (s.qk_norm) {
-      vec("blk.*.attn_q_norm.weight", s.head_dim, L);
-      vec("blk.*.attn_k_norm.weight", s.head_dim, L);
-    }
-  }
-  const uint64_t dense_layers = s.is_moe() ? s.first_k_dense : L;
-  const uint64_t moe_layers = L - dense_layers;
-  matrix("blk.*.ffn_gate.weight", s.ffn, s.hidden, dense_layers);
-  matrix("blk.*.ffn_up.weight", s.ffn, s.hidden, dense_layers);
-  matrix("blk.*.ffn_down.weight", s.hidden, s.ffn, dense_layers);
-  if (s.is_moe()) {
-    // The router stays f32 (llama.cpp's quantizer leaves ffn_gate_inp alone).
-    w.push_back({"blk.*.ffn_gate_inp.weight", s.num_experts, s.hidden, moe_layers, false, false});
-    matrix("blk.*.ffn_gate_exps.weight", s.moe_ffn, s.hidden, moe_layers * s.num_experts, true);
-    matrix("blk.*.ffn_up_exps.weight", s.moe_ffn, s.hidden, moe_layers * s.num_experts, true);
-    matrix("blk.*.ffn_down_exps.weight", s.hidden, s.moe_ffn, moe_layers * s.num_experts, true);
-    const uint64_t shared = s.num_shared_experts * s.shared_expert_ffn;  // shared experts run as one wide FFN
-    matrix("blk.*.ffn_gate_shexp.weight", shared, s.hidden, moe_layers);
-    matrix("blk.*.ffn_up_shexp.weight", shared, s.hidden, moe_layers);
-    matrix("blk.*.ffn_down_shexp.weight", s.hidden, shared, moe_layers);
-    if (s.shared_expert_gate) vec("blk.*.ffn_gate_inp_shexp.weight", s.hidden, moe_layers);
-  }
-  vec("output_norm.weight", s.hidden, 1);
-  if (!s.tied_embeddings) matrix("output.weight", s.vocab, s.hidden, 1);
-  return w;
-}
-
 ParamCounts count_params(const ModelShape& s) {
   ParamCounts p;
   if (s.file_params) {

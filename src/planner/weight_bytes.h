@@ -1,30 +1,15 @@
 // Parameter counts and weight bytes of a ModelShape: the tensor list a model of that shape has
-// (GGUF names), sized per weight type including the block-scale overhead of quantized types.
+// (model/model_shape.h), sized per weight type including the block-scale overhead of quantized types.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "planner/model_shape.h"
+#include "model/model_shape.h"  // ModelShape, WeightClass, enumerate_weights
 #include "tensor/dtype.h"
 
 namespace hz {
-
-// One class of identical tensors, e.g. every layer's attn_q, or all routed experts' ffn_up.
-struct WeightClass {
-  std::string name;        // GGUF tensor name pattern, e.g. "blk.*.attn_q.weight"
-  uint64_t rows = 0;       // output features (1 for a vector)
-  uint64_t row_len = 0;    // input features: the contiguous, quantized dimension
-  uint64_t count = 0;      // how many such tensors (layers, or layers x experts)
-  bool quantizable = true; // matrices are; norms, biases and routers stay f32
-  bool routed_expert = false;
-
-  uint64_t elements() const { return rows * row_len * count; }
-};
-
-// The tensors of a model of this shape (embedding, per-layer attention/FFN/MoE/MLA, head).
-std::vector<WeightClass> enumerate_weights(const ModelShape& s);
 
 struct ParamCounts {
   uint64_t total = 0;

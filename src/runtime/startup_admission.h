@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 #include "kv/kv_options.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 
 namespace hz {
 

@@ -18,7 +18,7 @@
 #include "base/thread_pool.h"
 #include "model/model.h"
 #include "planner/capacity_plan.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 #include "runtime/single_sequence.h"
 #include "support/forked_run.h"
 #include "support/test_support.h"

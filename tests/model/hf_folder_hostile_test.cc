@@ -14,7 +14,7 @@
 #include "format/hf_tokenizer_json.h"
 #include "format/json_limits.h"
 #include "model/hf_folder.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 #include "support/forked_run.h"
 #include "support/hf_folder_writer.h"
 #include "support/test_support.h"

@@ -5,7 +5,7 @@
 #include "kv/kv_cache.h"
 #include "planner/capacity_plan.h"
 #include "kv/kv_layout.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 #include "support/test_support.h"
 
 namespace hz {

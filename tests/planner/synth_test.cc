@@ -8,7 +8,7 @@
 
 #include "format/gguf.h"
 #include "model/model_config.h"
-#include "planner/model_shape.h"
+#include "model/model_shape.h"
 #include "planner/weight_bytes.h"
 #include "support/test_support.h"
 

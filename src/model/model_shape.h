@@ -1,5 +1,7 @@
-// ModelShape: the sizes the capacity planner needs (layers, widths, heads, experts, MLA ranks),
-// read from GGUF metadata, a Hugging Face config.json, or an HF folder. No weights are loaded.
+// ModelShape: a model's sizes (layers, widths, heads, experts, MLA ranks) for any architecture,
+// read from GGUF metadata, a Hugging Face config.json, or an HF folder, and the tensors a model of
+// that shape has. No weights are loaded. The one source of model shape: the planner sizes what
+// this reads, and keys a file omits take the defaults ModelConfig (what the engine runs) uses.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +65,32 @@ struct ModelShape {
   // Checks the sizes are present and consistent; errors name the field.
   Status validate() const;
 };
+
+// One class of identical tensors, e.g. every layer's attn_q, or all routed experts' ffn_up.
+struct WeightClass {
+  std::string name;        // GGUF tensor name pattern, e.g. "blk.*.attn_q.weight"
+  uint64_t rows = 0;       // output features (1 for a vector)
+  uint64_t row_len = 0;    // input features: the contiguous, quantized dimension
+  uint64_t count = 0;      // how many such tensors (layers, or layers x experts)
+  bool quantizable = true; // matrices are; norms, biases and routers stay f32
+  bool routed_expert = false;
+
+  uint64_t elements() const { return rows * row_len * count; }
+};
+
+// The tensors of a model of this shape (embedding, per-layer attention/FFN/MoE/MLA, head).
+std::vector<WeightClass> enumerate_weights(const ModelShape& s);
+
+// Defaults for keys a GGUF omits, shared with ModelConfig::from_gguf (one set of defaults).
+// Width of one routed expert: architectures that read `<arch>.expert_feed_forward_length` default
+// to the dense width split over the experts used per token (as llama.cpp does); the others
+// (llama-arch MoE files such as Mixtral) use the dense width itself and ignore that key.
+bool arch_reads_expert_ffn_key(const std::string& arch);
+uint64_t default_expert_ffn(const std::string& arch, uint64_t ffn, uint64_t experts_used);
+// Width of a Qwen-MoE shared expert without `<arch>.expert_shared_feed_forward_length`.
+inline uint64_t default_shared_expert_ffn(uint64_t ffn) { return ffn; }
+// Whether the architecture has one gated shared expert per MoE layer (Qwen-MoE).
+bool arch_has_shared_expert(const std::string& arch);
 
 // From a parsed GGUF: `<arch>.block_count`, `<arch>.embedding_length`, `<arch>.attention.*`,
 // `<arch>.feed_forward_length`, `<arch>.expert_*`, ...; weight figures from the tensor table.
