@@ -194,7 +194,8 @@ class SchemaCompiler {
     auto refuse_others = [&](std::initializer_list<const char*> allowed) -> Status {
       static const std::set<std::string> kTyped = {"properties", "required", "additionalProperties", "items", "minItems",
                                                    "maxItems", "minLength", "maxLength", "minimum", "maximum"};
-      for (const auto& [key, value] : s.items()) {
+      for (const auto& item : s.items()) {
+        const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one
         if (kTyped.count(key) == 0) continue;
         if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) == allowed.end())
           return error(path, fmt::format("keyword '{}' is not supported for type '{}'", key, t));
