@@ -461,6 +461,24 @@ void LocalEngine::publish_stats() {
     stats_.kv_disk_read_seconds = d.read_seconds;
     stats_.kv_disk_write_seconds = d.write_seconds;
   }
+  if (RemoteTier* rt = kvm_->remote_tier()) {
+    const kvstore::RemoteStats r = rt->store().stats();
+    stats_.kv_remote_enabled = true;
+    stats_.kv_remote_hits = r.hits;
+    stats_.kv_remote_misses = r.misses;
+    stats_.kv_remote_promotions = rt->stats().promotions;
+    stats_.kv_remote_writes = r.writes;
+    stats_.kv_remote_dropped_writes = r.dropped_writes;
+    stats_.kv_remote_read_bytes = r.read_bytes;
+    stats_.kv_remote_write_bytes = r.write_bytes;
+    stats_.kv_remote_fetches = r.fetches;
+    stats_.kv_remote_fetch_seconds = r.fetch_seconds;
+    stats_.kv_remote_errors = r.errors;
+    stats_.kv_remote_corrupt = r.corrupt;
+    stats_.kv_remote_reconnects = r.reconnects;
+    stats_.kv_remote_queue_bytes = r.queued_bytes;
+    stats_.kv_remote_degraded = r.degraded;
+  }
   if (far_) {
     const FarTierStats f = far_->stats();
     stats_.kv_far_enabled = true;
