@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -134,6 +136,71 @@ RedisConnection redis_connect(const RedisAddress& a, std::chrono::milliseconds t
     return nullptr;
   }
   return c;
+}
+
+Result<RemoteSummary> summarize_remote(const RedisAddress& a, std::chrono::milliseconds timeout) {
+  std::string err;
+  RedisConnection c = redis_connect(a, timeout, &err);
+  if (!c) return io_error("--kv-remote {}: {}", a.display(), err);
+  auto cmd = [&](const char* f) { return Reply(static_cast<redisReply*>(redisCommand(c.get(), f))); };
+  RemoteSummary s;
+  auto info_field = [](const std::string& info, const std::string& key) -> std::string {
+    const size_t p = info.find("\n" + key + ":");
+    if (p == std::string::npos) return "";
+    const size_t b = p + key.size() + 2;
+    return info.substr(b, info.find_first_of("\r\n", b) - b);
+  };
+  if (Reply r = cmd("INFO memory"); r && r->type == REDIS_REPLY_STRING) {
+    const std::string info = "\n" + std::string(r->str, r->len);
+    s.used_memory = std::strtoull(info_field(info, "used_memory").c_str(), nullptr, 10);
+    s.maxmemory = std::strtoull(info_field(info, "maxmemory").c_str(), nullptr, 10);
+    s.policy = info_field(info, "maxmemory_policy");
+  } else {
+    return io_error("--kv-remote {}: INFO: {}", a.display(), reply_error(c.get(), r.get()));
+  }
+  if (Reply r = cmd("DBSIZE"); r && r->type == REDIS_REPLY_INTEGER) s.keys_total = static_cast<uint64_t>(r->integer);
+  std::map<std::string, RemoteSummary::Group> groups;
+  std::string cursor = "0";
+  constexpr uint64_t kSample = 64;
+  do {
+    Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SCAN %s MATCH hz:kv:* COUNT 1000", cursor.c_str())));
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+      return io_error("--kv-remote {}: SCAN: {}", a.display(), reply_error(c.get(), r.get()));
+    cursor = std::string(r->element[0]->str, r->element[0]->len);
+    const redisReply* keys = r->element[1];
+    std::vector<std::string> names;
+    for (size_t i = 0; i < keys->elements; ++i) names.emplace_back(keys->element[i]->str, keys->element[i]->len);
+    std::vector<bool> sample(names.size());
+    std::map<std::string, uint64_t> pending;  // samples asked for in this batch, per fingerprint
+    for (size_t i = 0; i < names.size(); ++i) {
+      redisAppendCommand(c.get(), "STRLEN %b", names[i].data(), names[i].size());
+      const std::string fp = names[i].substr(6, 32);
+      sample[i] = groups[fp].sampled + pending[fp] < kSample;
+      if (sample[i]) {
+        ++pending[fp];
+        redisAppendCommand(c.get(), "MEMORY USAGE %b", names[i].data(), names[i].size());
+      }
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      RemoteSummary::Group& g = groups[names[i].substr(6, 32)];
+      g.fingerprint = names[i].substr(6, 32);
+      for (int k = 0; k < (sample[i] ? 2 : 1); ++k) {
+        void* raw = nullptr;
+        if (redisGetReply(c.get(), &raw) != REDIS_OK) return io_error("--kv-remote {}: {}", a.display(), c->errstr);
+        Reply x(static_cast<redisReply*>(raw));
+        if (x->type != REDIS_REPLY_INTEGER) continue;
+        if (k == 0) {
+          ++g.records;
+          g.value_bytes += static_cast<uint64_t>(x->integer);
+        } else {
+          ++g.sampled;
+          g.sampled_memory += static_cast<uint64_t>(x->integer);
+        }
+      }
+    }
+  } while (cursor != "0");
+  for (auto& [fp, g] : groups) s.groups.push_back(g);
+  return s;
 }
 
 // ---- The store.

@@ -56,6 +56,23 @@ struct RedisContextDeleter {
 using RedisConnection = std::unique_ptr<redisContext, RedisContextDeleter>;
 RedisConnection redis_connect(const RedisAddress& a, std::chrono::milliseconds timeout, std::string* err);
 
+// What `horizon kv stats --kv-remote URL` shows: the server's memory and the tier's records by
+// fingerprint (one SCAN of the tier's keys; value sizes from STRLEN, Redis's own memory per record
+// from MEMORY USAGE on a sample).
+struct RemoteSummary {
+  uint64_t used_memory = 0, maxmemory = 0;
+  std::string policy;         // maxmemory-policy
+  uint64_t keys_total = 0;    // DBSIZE: every key of the database
+  struct Group {
+    std::string fingerprint;  // hex
+    uint64_t records = 0;
+    uint64_t value_bytes = 0;
+    uint64_t sampled = 0, sampled_memory = 0;  // MEMORY USAGE of `sampled` records
+  };
+  std::vector<Group> groups;
+};
+Result<RemoteSummary> summarize_remote(const RedisAddress& a, std::chrono::milliseconds timeout);
+
 struct RemoteOptions {
   std::string url;                  // --kv-remote
   std::string secret;               // --kv-remote-secret / HORIZON_KV_REMOTE_SECRET
