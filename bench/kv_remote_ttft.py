@@ -4,7 +4,7 @@
 never saw it). Starts redis-server and both replicas on free loopback ports; every round uses a new
 prompt, so each round has a true cold run; reports medians, the per-round ratios cold / Redis hit,
 the bytes per block on the wire and Redis's memory per token (MEMORY USAGE of the records).
-Usage: bench/kv_remote_ttft.py [MODEL] [WORDS] [ROUNDS]
+Usage: bench/kv_remote_ttft.py [MODEL] [WORDS] [ROUNDS] [SERVE FLAGS...] (e.g. --kv-remote-codec zstd)
   (default shared/models/synth-tiny-f16.gguf, 1450 words ~ 4,000 tokens, 5 rounds; build/horizon)"""
 import json
 import os
@@ -87,7 +87,7 @@ def main():
             log = open(os.path.join(tmp, name + ".log"), "w")
             procs.append(subprocess.Popen([HORIZON, "serve", "-m", model, "--port", str(port), "--threads", "2",
                                            "--max-model-len", "16384", "--kv-budget", "1GiB", "--kv-remote",
-                                           f"redis://127.0.0.1:{rport}", "--kv-remote-secret", SECRET],
+                                           f"redis://127.0.0.1:{rport}", "--kv-remote-secret", SECRET] + sys.argv[4:],
                                           stdout=log, stderr=log))
             wait_port(port, 300)
             urls.append(f"http://127.0.0.1:{port}")

@@ -56,6 +56,9 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--kv-remote-timeout", opts.kv_remote_timeout_ms, "Timeout of every Redis call, in ms (default 100)");
   app.add_option("--kv-remote-deadline", opts.kv_remote_deadline_ms,
                  "The most one request's admission spends fetching its prefix from Redis, in ms (default 250)");
+  app.add_option("--kv-remote-codec", opts.kv_remote_codec,
+                 "Compression of records in Redis: none (default, fastest) or zstd (a few % smaller, which keeps a "
+                 "record under the allocator size class it would just exceed: ~20% less Redis memory)");
   app.add_option("--kv-remote-ttl", opts.kv_remote_ttl_s,
                  "Seconds a record lives in Redis (default 0: until Redis's maxmemory policy evicts it)");
   app.add_flag("--quiet", quiet, "No progress output (loading, long work) and no start-up summary");

@@ -30,6 +30,8 @@ Status check_remote(const KvOptions& o) {
   if (o.remote_timeout_ms < 1) return invalid_argument("--kv-remote-timeout must be at least 1 ms");
   if (o.remote_deadline_ms < 1) return invalid_argument("--kv-remote-deadline must be at least 1 ms");
   if (o.remote_ttl_s < 0) return invalid_argument("--kv-remote-ttl must be 0 (none) or more seconds");
+  if (o.remote_codec != "none" && o.remote_codec != "zstd" && o.remote_codec != "lz4")
+    return invalid_argument("--kv-remote-codec '{}' is not one of none, zstd, lz4", o.remote_codec);
   return Status();
 }
 

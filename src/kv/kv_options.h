@@ -38,6 +38,7 @@ struct KvOptions {
   int32_t remote_deadline_ms = 250;        // the most one admission spends fetching
   uint64_t remote_queue_bytes = uint64_t{256} << 20;  // write-behind queue bound
   int32_t remote_ttl_s = 0;                // 0: no TTL (Redis's maxmemory policy evicts)
+  std::string remote_codec = "none";       // none, zstd (less Redis memory per record), lz4
   std::string backend = "cpu";             // whose KV bytes these are (part of the remote fingerprint)
 
   // Checks every field (errors name the flag) and composes the features for `demand`:

@@ -1,5 +1,6 @@
 #include "kv/remote_tier.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -30,6 +31,7 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const KvOptions& o, const K
   ro.timeout_ms = o.remote_timeout_ms;
   ro.queue_bytes = o.remote_queue_bytes;
   ro.ttl_s = o.remote_ttl_s;
+  ro.codec = kvstore::codec_from_name(o.remote_codec).value_or(kvstore::Codec::kNone);  // validated
   HZ_ASSIGN_OR_RETURN(auto store, kvstore::RedisStore::open(ro));
   HZ_LOG_INFO("KV remote tier {} (fingerprint {}){}", store->address().display(), ro.fingerprint.hex(),
               store->degraded() ? ": not reachable now, retrying in the background" : "");
@@ -55,6 +57,7 @@ int32_t RemoteTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
   uint64_t parent = 0;
   kvstore::ChainKey rparent{};
   int32_t j = 0;
+  int32_t promoted = 0;
   for (; j < max_blocks; ++j) {  // the RAM hits
     const int32_t* t = tokens + static_cast<size_t>(j) * bt;
     const uint64_t h = cache_.chain_hash(parent, t);
@@ -63,15 +66,19 @@ int32_t RemoteTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
     pool.acquire(in_ram);
     held.push_back(in_ram);
     parent = h;
-    rparent = store_->chain_key(rparent, t);
   }
-  int32_t promoted = 0;
-  if (j < max_blocks && !store_->degraded()) {
-    // The rest of the chain, both keys per block: the prefix cache's and the store's.
-    const int32_t first = j;
+  // The rest of the chain, in chunks: keys (the prefix cache's and the store's) are computed only
+  // as far as Redis has the chain, since a chain usually ends at its first miss.
+  constexpr int32_t kChunk = 64;
+  const uint64_t bytes = kv_.block_bytes();
+  bool more = j < max_blocks && !store_->degraded();
+  // The store's keys chain over every block: those of the RAM hits first (only when needed).
+  for (int32_t k = 0; more && k < j; ++k) rparent = store_->chain_key(rparent, tokens + static_cast<size_t>(k) * bt);
+  for (int32_t first = j; more && first < max_blocks; first += kChunk) {
+    const int32_t n = std::min(kChunk, max_blocks - first);
     std::vector<kvstore::ChainKey> keys;
     std::vector<uint64_t> hashes, parents;
-    for (int32_t k = first; k < max_blocks; ++k) {
+    for (int32_t k = first; k < first + n; ++k) {
       const int32_t* t = tokens + static_cast<size_t>(k) * bt;
       parents.push_back(parent);
       parent = cache_.chain_hash(parent, t);
@@ -79,7 +86,6 @@ int32_t RemoteTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
       rparent = store_->chain_key(rparent, t);
       keys.push_back(rparent);
     }
-    const uint64_t bytes = kv_.block_bytes();
     auto tokens_of = [&](int32_t i) { return tokens + static_cast<size_t>(first + i) * bt; };
     auto accept = [&](int32_t i, const uint8_t* payload) {
       const int32_t* t = tokens_of(i);
@@ -97,7 +103,7 @@ int32_t RemoteTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
       ++promoted;
       return true;
     };
-    store_->fetch(keys, tokens_of, accept, deadline);
+    more = store_->fetch(keys, tokens_of, accept, deadline) == n;
   }
   for (int32_t b : held) pool.unref(b);  // back to the cached list, in chain order
   stats_.promotions += static_cast<uint64_t>(promoted);

@@ -401,15 +401,20 @@ bool RedisStore::write_batch(std::vector<Item>& batch) {
     m.block_hash = chain_key_u64(it.key);
     m.parent_hash = chain_key_u64(it.parent);
     m.kv_type = opts_.kv_type;
-    m.codec = Codec::kNone;  // KV bytes do not compress usefully (kvstore/block_codec.h)
+    const uint8_t* payload = it.data.data() + tok_bytes;
+    m.codec = Codec::kNone;
+    if (opts_.codec != Codec::kNone) {
+      m.codec = compress(opts_.codec, opts_.level, payload, opts_.block_bytes, &packed_);
+      if (m.codec != Codec::kNone) payload = packed_.data();
+    }
     m.token_count = opts_.block_tokens;
-    m.payload_len = static_cast<uint32_t>(opts_.block_bytes);
+    m.payload_len = static_cast<uint32_t>(m.codec == Codec::kNone ? opts_.block_bytes : packed_.size());
     m.raw_len = opts_.block_bytes;
     const size_t rec_len = record_bytes(m.token_count, m.payload_len);
     std::string& v = values[i];
     v.resize(rec_len + kMacBytes);
     uint8_t* out = reinterpret_cast<uint8_t*>(v.data());
-    write_record(m, reinterpret_cast<const int32_t*>(it.data.data()), it.data.data() + tok_bytes, out);
+    write_record(m, reinterpret_cast<const int32_t*>(it.data.data()), payload, out);
     names[i] = name(it.key);
     const Mac mac = keys_->mac(names[i], out, rec_len);
     std::memcpy(out + rec_len, mac.data(), kMacBytes);
@@ -438,7 +443,7 @@ bool RedisStore::write_batch(std::vector<Item>& batch) {
   }
   std::lock_guard<std::mutex> lk(mu_);
   stats_.writes += written;
-  stats_.write_bytes += written * (bytes / std::max<size_t>(1, batch.size()));
+  stats_.write_bytes += written == batch.size() ? bytes : written * (bytes / std::max<size_t>(1, batch.size()));
   stats_.dropped_writes += batch.size() - written;
   if (refused > 0) {
     stats_.errors += refused;

@@ -21,6 +21,7 @@ KvOptions kv_options(const EngineOptions& o) {
   k.remote_timeout_ms = o.kv_remote_timeout_ms;
   k.remote_deadline_ms = o.kv_remote_deadline_ms;
   k.remote_ttl_s = o.kv_remote_ttl_s;
+  k.remote_codec = o.kv_remote_codec;
   return k;
 }
 

@@ -39,6 +39,7 @@ struct EngineOptions {
   int32_t kv_remote_timeout_ms = 100;
   int32_t kv_remote_deadline_ms = 250;
   int32_t kv_remote_ttl_s = 0;
+  std::string kv_remote_codec = "none";
   // Scheduler.
   int32_t max_num_seqs = 8;
   int32_t max_num_batched_tokens = 512;

@@ -193,6 +193,24 @@ TEST(RedisStoreTest, RoundTripsBlocksByteForByte) {
   EXPECT_EQ(longer.fetch(*r), 20);
 }
 
+TEST(RedisStoreTest, CompressedRecordsRoundTrip) {
+  test::RedisServer redis;
+  REQUIRE_SERVICE(redis);
+  RemoteOptions o = options(redis.url());
+  o.codec = Codec::kZstd;
+  auto s = open_store(o);
+  ASSERT_TRUE(s);
+  Chain c(*s, 6, 8);
+  for (auto& p : c.payloads) {
+    for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(p[i] & 0x3);  // compressible
+  }
+  c.write(*s);
+  const uint64_t raw = 6 * (kRecordHeaderBytes + 4 * kBlockTokens + kBlockBytes + kMacBytes);
+  EXPECT_LT(s->stats().write_bytes, raw);  // smaller on the wire and in Redis
+  EXPECT_EQ(c.fetch(*s), 6);
+  EXPECT_EQ(s->stats().corrupt, 0u);
+}
+
 TEST(RedisStoreTest, ValueOverwrittenInRedisIsNeverServed) {
   test::RedisServer redis;
   REQUIRE_SERVICE(redis);
