@@ -29,7 +29,7 @@ const KvType kTypes[] = {KvType::kF16, KvType::kInt8, KvType::kFp8, KvType::kInt
 
 struct Cache {
   std::unique_ptr<KvCache> kv;
-  std::vector<int32_t> table;
+  std::vector<BlockRef> table;
 };
 
 Cache& cache(KvType t, int64_t depth) {
@@ -63,7 +63,7 @@ Cache& cache(KvType t, int64_t depth) {
 }
 
 // ---- the previous path: per head, per tile decode to f32, then dot / axpy ----
-void old_attend(const KvCache& kv, const int32_t* table, int32_t kv_head, const float* q, int64_t pos, float* out,
+void old_attend(const KvCache& kv, const BlockRef* table, int32_t kv_head, const float* q, int64_t pos, float* out,
                 std::vector<float>& kt, std::vector<float>& vt) {
   const int32_t hd = kHd, bt = 16;
   float total_max = 0, total_sum = 0;
@@ -75,7 +75,7 @@ void old_attend(const KvCache& kv, const int32_t* table, int32_t kv_head, const 
     bool empty = true;
     for (int64_t t0 = s0; t0 < std::min(pos + 1, s0 + 256); t0 += 16) {
       const int32_t n = static_cast<int32_t>(std::min<int64_t>(16, pos + 1 - t0));
-      const int32_t block = table[t0 / bt];
+      const BlockRef block = table[t0 / bt];
       const kernels::KvCodec c = kv.arena_type();
       const uint8_t* kp = kv.plane(block, 0, 0);
       const uint8_t* vp = kv.plane(block, 0, 1);
@@ -155,9 +155,12 @@ void BM_DecodeAttention(benchmark::State& state) {
   const float qscale = 1.0f / std::sqrt(static_cast<float>(kHd));
   ThreadPool pool(path == 2 ? 2 : 1);
   AttentionRunner runner;
-  AttnQueryRow row{c.table.data(), depth};
+  KvReadTable read;
+  read.reset(*c.kv, c.table.data(), depth, depth + 1);
+  read.bind_layer(0);
+  AttnQueryRow row{&read, depth};
   AttnJob job;
-  job.kv = c.kv.get();
+  job.head_dim = kHd;
   job.num_heads = kHeads;
   job.num_kv_heads = kKvHeads;
   job.q_scale = qscale;

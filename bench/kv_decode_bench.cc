@@ -56,7 +56,7 @@ void BM_Decode(benchmark::State& state) {
   const int64_t steps_max = 4096;
   kc.num_blocks = static_cast<int32_t>((depth + steps_max + 15) / 16);
   KvCache kv(kc);
-  std::vector<int32_t> table;
+  std::vector<BlockRef> table;
   kv.pool().allocate_n(kc.num_blocks, &table);
   // Random K/V for positions [0, depth): rows written exactly, then sealed and committed as a
   // prefill would leave them.

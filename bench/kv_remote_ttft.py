@@ -67,7 +67,7 @@ def ttft(url, prompt):
 
 def metric(url, name):
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    m = re.search(r"\n" + name + r" ([0-9.e+-]+)", text)
+    m = re.search(r"\n" + name + r"(?:\{[^}]*\})? ([0-9.e+-]+)", text)
     return float(m.group(1)) if m else -1.0
 
 

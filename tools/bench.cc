@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -53,7 +54,11 @@ struct PeerFlags {
     app.add_flag("--long", o.long_rows, "Also the long rows: decode at --long-depth and a --long-prompt prefill (slow)");
     app.add_option("--pp", o.prompt_tokens, "Prefill test length")->capture_default_str();
     app.add_option("--tg", o.gen_tokens, "Tokens decoded per decode test")->capture_default_str();
-    app.add_option("--peer-depth", o.depth, "Depth of the f16 / 8-bit KV decode rows")->capture_default_str();
+    app.add_option("--peer-depth", o.depth, "Depth of the f16 / 8-bit KV decode rows (0: no such rows)")->capture_default_str();
+    app.add_option("--rounds", o.rounds,
+                   "Paired: N rounds, each running every test once per engine back to back (no cache); ratios are "
+                   "medians of the per-round ratios, with their spread and a bandwidth probe per round")
+        ->capture_default_str();
     app.add_option("--long-depth", o.long_depth, "Depth of the long decode rows (with --long)")->capture_default_str();
     app.add_option("--long-prompt", o.long_prompt, "Prompt length of the long prefill row (with --long)")->capture_default_str();
     app.add_option("--peer-cache-dir", o.cache_dir, "Where llama-bench results are cached (default $XDG_CACHE_HOME/horizon/peer)");
@@ -68,6 +73,7 @@ struct ServeBenchFlags {
   bench::ServeBenchOptions o;
   bool json = false;
   bool quiet = false;
+  std::string svg;
 };
 
 // A status on stderr: rewritten in place on a terminal, one line per status otherwise (each status
@@ -108,10 +114,10 @@ std::string conditions_lines(const json& c) {
   return s;
 }
 
-int write_svg(const std::string& path, const bench::PlotSpec& spec) {
+int write_svg(const std::string& path, const std::string& title, const std::vector<bench::PlotSpec>& panels) {
   std::ofstream out(path);
   if (!out) return fail("--svg: cannot write '" + path + "'");
-  out << bench::render_svg(spec);
+  out << bench::render_svg(title, panels);
   if (!out) return fail("--svg: writing '" + path + "' failed");
   return 0;
 }
@@ -152,21 +158,24 @@ int run_bench_engine(const EngineBenchFlags& f) {
   const double bytes_per_token = c.value("decode_weight_bytes_per_token", 0.0);
 
   if (!f.svg.empty()) {
-    bench::PlotSpec spec;
-    spec.title = fmt::format("horizon bench engine: {}", c.value("model_name", "?"));
-    spec.subtitle = fmt::format("weights {}, KV {}, {} threads, fill {}, {} reps (median); {}",
-                                c.value("weight_type", "?"), c.value("kv_cache_dtype", "?"), c.value("threads", 0),
-                                c.value("fill", "?"), c.value("reps", 0), c.value("cpu_model", "?"));
-    spec.x_label = "context length (prompt tokens for prefill, depth for decode)";
-    spec.y_label = "tokens/s";
-    bench::PlotSeries pp{"prefill", {}}, tg{"decode", {}};
+    // Prefill and decode speeds differ by an order of magnitude: one panel each, so both read.
+    const std::string subtitle = fmt::format("weights {}, KV {}, {} threads, fill {}, {} reps (median); {}",
+                                             c.value("weight_type", "?"), c.value("kv_cache_dtype", "?"),
+                                             c.value("threads", 0), c.value("fill", "?"), c.value("reps", 0),
+                                             c.value("cpu_model", "?"));
+    bench::PlotSpec pp{"prefill", subtitle, "prompt tokens", "tokens/s", {{"prefill", {}}}};
+    bench::PlotSpec tg{"decode", subtitle, "context depth (tokens already in the KV cache)", "tokens/s", {{"decode", {}}}};
     for (const auto& r : rep->results) {
-      (r.prefill ? pp : tg).points.emplace_back(static_cast<double>(r.prefill ? r.prompt_tokens : r.depth),
-                                               r.summary.median);
+      (r.prefill ? pp : tg).series[0].points.emplace_back(static_cast<double>(r.prefill ? r.prompt_tokens : r.depth),
+                                                          r.summary.median);
     }
-    if (!pp.points.empty()) spec.series.push_back(pp);
-    if (!tg.points.empty()) spec.series.push_back(tg);
-    if (int rc = write_svg(f.svg, spec); rc != 0) return rc;
+    std::vector<bench::PlotSpec> panels;
+    if (!pp.series[0].points.empty()) panels.push_back(pp);
+    if (!tg.series[0].points.empty()) panels.push_back(tg);
+    const std::string file = std::filesystem::path(c.value("model_path", "?")).filename().string();
+    if (int rc = write_svg(f.svg, fmt::format("horizon bench engine: {} ({})", file, c.value("model_name", "?")), panels);
+        rc != 0)
+      return rc;
   }
 
   if (f.json) {
@@ -221,13 +230,22 @@ int run_bench_serve(const ServeBenchFlags& f) {
   ProgressBar bar("bench serve", by_requests ? static_cast<uint64_t>(f.o.requests) : static_cast<uint64_t>(f.o.duration_s),
                   ProgressBar::Unit::kCount, f.quiet || f.json);
   const auto start = std::chrono::steady_clock::now();
-  auto rep = bench::run_serve_bench(f.o, [&](int64_t done, int64_t errs) {
+  bench::ServeBenchOptions o = f.o;
+  o.timeline = !f.svg.empty();
+  auto rep = bench::run_serve_bench(o, [&](int64_t done, int64_t refused, int64_t errs) {
     const uint64_t secs = static_cast<uint64_t>(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    bar.update(by_requests ? static_cast<uint64_t>(done) : secs, fmt::format("{} completed, {} errors", done, errs));
+    bar.update(by_requests ? static_cast<uint64_t>(done + refused + errs) : secs,
+               fmt::format("{} completed, {} refused (429), {} errors", done, refused, errs));
   });
   bar.finish();
   if (!rep.ok()) return fail(rep.status().message());
-  const json& r = *rep;
+  json& r = *rep;
+  if (!f.svg.empty()) {
+    const std::string title = fmt::format("horizon bench serve: {} at {}", r["conditions"].value("model", "?"),
+                                          r["conditions"].value("url", "?"));
+    if (int rc = write_svg(f.svg, title, bench::serve_plots(r)); rc != 0) return rc;
+    r.erase("timeline");  // the plot shows it; the report stays one line per figure
+  }
   if (f.json) {
     std::puts(r.dump(2).c_str());
     return 0;
@@ -235,13 +253,17 @@ int run_bench_serve(const ServeBenchFlags& f) {
   const json& c = r["conditions"];
   std::string out = fmt::format("server: {} model {} ({})\n", c.value("url", "?"), c.value("model", "?"),
                                 c.value("endpoint", "?"));
-  out += fmt::format("load: concurrency {}, input ~{} tokens ({}; mean {:.1f} by the server), output {} tokens\n",
-                     c.value("concurrency", 0), c.value("input_tokens_target", 0), c.value("prompt_source", "?"),
-                     r.value("mean_prompt_tokens", 0.0), c.value("output_tokens", 0));
+  const std::string arrivals = c.value("request_rate", 0.0) > 0
+                                   ? fmt::format("{:g} requests/s (Poisson arrivals), at most {} at once",
+                                                 c.value("request_rate", 0.0), c.value("concurrency", 0))
+                                   : fmt::format("concurrency {}", c.value("concurrency", 0));
+  out += fmt::format("load: {}, input ~{} tokens ({}; mean {:.1f} by the server), output {} tokens\n", arrivals,
+                     c.value("input_tokens_target", 0), c.value("prompt_source", "?"), r.value("mean_prompt_tokens", 0.0),
+                     c.value("output_tokens", 0));
   out += conditions_lines(c);
-  out += fmt::format("\nrequests {} (completed {}, errors {}, error rate {:.1f}%) in {:.2f} s\n", r.value("requests", 0),
-                     r.value("completed", 0), r.value("errors", 0), 100 * r.value("error_rate", 0.0),
-                     r.value("duration_s", 0.0));
+  out += fmt::format("\nrequests {} (completed {}, refused with 429 {}, errors {}, error rate {:.1f}%) in {:.2f} s\n",
+                     r.value("requests", 0), r.value("completed", 0), r.value("rejected", 0), r.value("errors", 0),
+                     100 * r.value("error_rate", 0.0), r.value("duration_s", 0.0));
   out += fmt::format("throughput: {:.2f} requests/s, {:.1f} output tokens/s\n", r.value("request_throughput_per_s", 0.0),
                      r.value("output_tokens_per_s", 0.0));
   if (r.contains("server_peak_rss_bytes")) {
@@ -288,7 +310,12 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   srv->add_option("--url", o.url, "Server base URL")->capture_default_str();
   srv->add_option("--api-key", o.api_key, "Bearer token for the server");
   srv->add_option("--model", o.model, "Model name to request (default: the first of /v1/models)");
-  srv->add_option("-c,--concurrency", o.concurrency, "Concurrent streaming clients")->capture_default_str();
+  srv->add_option("-c,--concurrency", o.concurrency, "Concurrent streaming clients (with --request-rate: the most at once)")
+      ->capture_default_str();
+  srv->add_option("--request-rate", o.request_rate,
+                  "Requests per second, arriving as a Poisson process (0 = each client sends its next request at once)")
+      ->capture_default_str();
+  srv->add_option("--seed", o.seed, "Seed of the --request-rate arrival times")->capture_default_str();
   auto* req = srv->add_option("--requests", o.requests, "Requests to send in total");
   auto* dur = srv->add_option("--duration", o.duration_s, "Or: seconds to keep starting requests");
   req->excludes(dur);
@@ -298,6 +325,7 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   srv->add_option("--pid", o.pid, "Local server process id: report its peak RSS");
   srv->add_option("--timeout", o.timeout_s, "Seconds a request may wait for data")->capture_default_str();
   srv->add_flag("--json", sf->json, "Print the report as JSON");
+  srv->add_option("--svg", sf->svg, "Write an SVG plot: each request's latency against its start, and requests finished per second");
   srv->add_flag("--quiet", sf->quiet, "No progress output");
   srv->callback([which] { *which = 2; });
 

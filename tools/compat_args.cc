@@ -64,8 +64,6 @@ constexpr Hint kHints[] = {
     {"--verbose", "set HORIZON_LOG=debug"},
     {"--n-predict", "give max_tokens in the request (or -n with `horizon run`)"},
     {"--seed", "give seed in the request (or --seed with `horizon run`)"},
-    {"--embedding", "embeddings are not served"},
-    {"--embeddings", "embeddings are not served"},
     {"--lora", "LoRA adapters are not supported; merge them into the weights first"},
     {"--lora-modules", "LoRA adapters are not supported; merge them into the weights first"},
     {"--mmproj", "multimodal projectors are not supported"},

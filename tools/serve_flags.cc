@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/mapped_file.h"
 #include "chat/chat_template.h"
+#include "server/cors.h"
 #include "tools/named_chat_templates.h"
 
 namespace hz::cli {
@@ -29,6 +30,14 @@ void ServeFlags::add_to(CLI::App& app) {
       CLI::Range(0, 65535));
   app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (or env HORIZON_API_KEY)");
   app.add_flag("--metrics-auth", o.metrics_auth, "/metrics and /metrics.json need the API key too");
+  app.add_option("--allowed-origins", allowed_origins,
+                 "Browser origins that may call the API (CORS): comma-separated or a JSON list, * for any "
+                 "(default: none, CORS off)");
+  app.add_option("--metrics-compat", metrics_compat,
+                 "vllm: /metrics also carries vLLM's metric names (vllm:num_requests_running, ...) for the same "
+                 "figures, so dashboards made for vLLM work; none: horizon's names only")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "vllm"}));
   app.add_option("--http-threads", o.http_threads, "Threads for HTTP I/O")->capture_default_str()->check(
       CLI::Range(1, 64));
   app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();
@@ -45,6 +54,10 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_flag("--allow-special-in-content", o.allow_special_in_content,
                "Parse special tokens (e.g. <|im_end|>) written in chat messages; by default they are plain text");
   app.add_flag("--disable-log-requests", disable_log_requests, "No access-log line per request");
+  app.add_flag("--embeddings,--embedding", o.embeddings, "Serve /v1/embeddings (the model's final hidden states, pooled)");
+  app.add_option("--pooling", o.pooling, "Embedding pooling: mean (of all tokens) or last (token)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "last"}));
   app.add_option("--chat-template", chat_template,
                  "Chat template for /v1/chat/completions: a Jinja FILE, inline Jinja, or a built-in name (" +
                      named_chat_template_list() + "); default: the model's, else chatml");
@@ -65,8 +78,12 @@ Status ServeFlags::resolve_server(bool warn) {
   server.shutdown_grace = ms(shutdown_grace_s);
   server.idle_timeout = ms(idle_timeout_s);
   server.access_log = !disable_log_requests;
+  server.metrics_vllm_names = metrics_compat == "vllm";
   if (server.metrics_auth && server.api_key.empty()) return invalid_argument("--metrics-auth needs --api-key (or HORIZON_API_KEY)");
   if (!engine.opts.served_model_name.empty()) server.served_model_name = engine.opts.served_model_name;
+  if (!allowed_origins.empty()) {
+    HZ_ASSIGN_OR_RETURN(server.allowed_origins, CorsPolicy::parse_flag(allowed_origins));
+  }
 
   HZ_ASSIGN_OR_RETURN(std::string address, resolve_host(server.host));
   if (warn && !is_loopback_address(address) && server.api_key.empty()) {

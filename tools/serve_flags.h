@@ -19,10 +19,12 @@ struct ServeFlags {
   double shutdown_grace_s = 10;
   double idle_timeout_s = 60;
   bool disable_log_requests = false;
+  std::string allowed_origins;            // --allowed-origins as given (parsed into server)
   std::string chat_template;              // FILE, a built-in name, or inline Jinja; "" = the model's
   std::string generation_config = "auto";  // vLLM's flag: auto or vllm
   bool jinja = false;                     // llama-server's --jinja (always on here)
   bool metrics = false;                   // llama-server's --metrics (always on here)
+  std::string metrics_compat = "none";    // --metrics-compat: none or vllm
 
   ServeFlags();
   void add_to(CLI::App& app);

@@ -2,7 +2,11 @@
 // same GGUF file with the same thread count and prints one comparison table — prefill, decode at depth 0,
 // decode at a depth with f16 and 8-bit K/V, optionally the 16K rows and peak RSS — with the ratios.
 // Both engines run as child processes (so each one's peak RSS is its own); llama-bench results are
-// cached on disk (peer_cache.h), since its long rows take many minutes.
+// cached on disk (peer_cache.h), since its long rows take many minutes. With rounds > 0 the run is
+// paired instead: every test runs once per engine per round, back to back, never from the cache,
+// and each row reports the median of its per-round ratios with their spread (the machine's memory
+// bandwidth drifts by tens of percent between minutes, so only ratios taken side by side mean
+// anything); a read-bandwidth probe is recorded in every round.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +30,8 @@ struct PeerBenchOptions {
   int32_t reps = 3;
   int64_t prompt_tokens = 512;
   int32_t gen_tokens = 128;
-  int64_t depth = 4096;
+  int64_t depth = 4096;       // 0: no decode-at-depth rows
+  int32_t rounds = 0;         // > 0: paired rounds (one repetition each, engines alternating)
   bool long_rows = false;    // the rows at long_depth and the long_prompt prefill
   int64_t long_depth = 16384;
   int64_t long_prompt = 16384;
@@ -47,9 +52,12 @@ struct ComparisonRow {
   double target = 0;        // the ratio horizon aims for against the peer (0: none)
   bool lower_is_better = false;
   std::string unit = "t/s";
+  // Paired runs: one ratio per round (ours / the peer's best in that round). When present, ratio()
+  // is their median and peer_values / ours are the medians of the rounds' values.
+  std::vector<double> round_ratios;
 
   double peer_best() const;  // the highest value (lowest when lower_is_better); 0 when none
-  double ratio() const;      // ours / peer_best(), 0 when either is missing
+  double ratio() const;      // ours / peer_best() (paired: the median per-round ratio), 0 when missing
   bool meets_target() const;
 };
 
@@ -66,18 +74,33 @@ struct EngineRun {
   uint64_t peak_rss_bytes = 0;
   double max_load = 0;  // 1-minute load average, the higher of before and after the run
   nlohmann::json output;  // llama-bench's record array, or horizon's bench engine report
+  int32_t round_idx = -1;   // paired runs: the round it belongs to
+};
+
+// One paired round: the read bandwidth measured just before it and the load around it.
+struct PeerRound {
+  double bandwidth_gb_s = 0;
+  double max_load = 0;
 };
 
 struct PeerBenchReport {
   nlohmann::json conditions;  // model digest, peer build, threads, reps, sizes
   std::vector<ComparisonRow> rows;
   std::vector<EngineRun> runs;
+  std::vector<PeerRound> rounds;  // paired runs only
   nlohmann::json to_json() const;
   std::string to_text() const;  // conditions, the table, then the runs (time, RSS, cached)
 };
 
 // The 1-minute load average (/proc/loadavg), 0 when unreadable.
 double load_average();
+
+// Median of the values (0 when empty) and "min-max" of them as text.
+double median_of(std::vector<double> v);
+
+// Streaming read bandwidth of this machine in GB/s with `threads` threads over a 256 MiB buffer
+// (best of three passes): the limit decode speed is bounded by, recorded next to paired figures.
+double probe_read_bandwidth(int32_t threads);
 
 using PeerProgressFn = std::function<void(const std::string&)>;
 

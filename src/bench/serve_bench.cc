@@ -1,9 +1,15 @@
 #include "bench/serve_bench.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "bench/conditions.h"
@@ -18,6 +24,8 @@ using nlohmann::json;
 
 struct RequestRecord {
   bool ok = false;
+  int status = 0;  // HTTP status (0: no answer)
+  double start_s = 0;  // since the run started
   std::string error;
   double ttft_s = 0, e2e_s = 0;
   int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -126,6 +134,7 @@ RequestRecord one_request(const HttpUrl& url, const ServeBenchOptions& o, const 
     r.error = res.status().message();
     return r;
   }
+  r.status = *res;
   if (*res != 200) {
     r.error = "HTTP " + std::to_string(*res);
     return r;
@@ -191,6 +200,8 @@ Result<json> run_serve_bench(const ServeBenchOptions& o, const ServeProgressFn& 
   if (o.input_tokens < 1) return invalid_argument("--input-tokens: {} must be at least 1", o.input_tokens);
   if (o.output_tokens < 1) return invalid_argument("--output-tokens: {} must be at least 1", o.output_tokens);
   if (!(o.timeout_s > 0)) return invalid_argument("--timeout must be > 0");
+  if (!(o.request_rate >= 0) || !std::isfinite(o.request_rate))
+    return invalid_argument("--request-rate: {} is not a rate in requests per second (0 = back to back)", o.request_rate);
   if (o.pid < 0) return invalid_argument("--pid: {} is not a process id", o.pid);
   if (o.pid > 0 && process_peak_rss(o.pid) == 0) {
     return invalid_argument("--pid {}: no such local process (or /proc/{}/status unreadable)", o.pid, o.pid);
@@ -213,17 +224,39 @@ Result<json> run_serve_bench(const ServeBenchOptions& o, const ServeProgressFn& 
 
   std::vector<RequestRecord> records;
   std::mutex mu;
-  std::atomic<int64_t> issued{0}, completed{0}, errors{0};
+  std::atomic<int64_t> completed{0}, rejected{0}, errors{0};
+  // Arrivals, taken in order by the clients under arrivals_mu: request i starts at its arrival time
+  // (open loop, --request-rate) or as soon as a client is free.
+  std::mutex arrivals_mu;
+  int64_t issued = 0;
+  double next_arrival_s = 0;
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> gap_s(o.request_rate > 0 ? o.request_rate : 1.0);
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
   auto worker = [&] {
     for (;;) {
-      if (o.duration_s > 0 && Clock::now() >= deadline) return;
-      const int64_t i = issued.fetch_add(1);
-      if (o.requests > 0 && i >= o.requests) return;
+      int64_t i;
+      double arrival_s = 0;
+      {
+        std::lock_guard<std::mutex> lk(arrivals_mu);
+        if (o.requests > 0 && issued >= o.requests) return;
+        if (o.request_rate > 0) {
+          arrival_s = next_arrival_s;
+          if (o.duration_s > 0 && arrival_s >= o.duration_s) return;
+          next_arrival_s += gap_s(rng);
+        } else if (o.duration_s > 0 && Clock::now() >= deadline) {
+          return;
+        }
+        i = issued++;
+      }
+      if (o.request_rate > 0)
+        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival_s)));
       const std::string prompt = prompts.empty() ? synthetic_prompt(i, o.input_tokens) : prompts[i % prompts.size()];
+      const double start_s = std::chrono::duration<double>(Clock::now() - start).count();
       RequestRecord r = one_request(url, o, model, prompt);
-      (r.ok ? completed : errors).fetch_add(1);
+      r.start_s = start_s;
+      (r.ok ? completed : r.status == 429 ? rejected : errors).fetch_add(1);
       std::lock_guard<std::mutex> lk(mu);
       records.push_back(std::move(r));
     }
@@ -236,7 +269,7 @@ Result<json> run_serve_bench(const ServeBenchOptions& o, const ServeProgressFn& 
     ticker = std::thread([&] {
       while (!finished.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        progress(completed.load(), errors.load());
+        progress(completed.load(), rejected.load(), errors.load());
       }
     });
   }
@@ -248,9 +281,17 @@ Result<json> run_serve_bench(const ServeBenchOptions& o, const ServeProgressFn& 
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t out_tokens = 0, in_tokens = 0;
   json error_samples = json::array();
+  json timeline = json::array();
+  std::sort(records.begin(), records.end(), [](const RequestRecord& a, const RequestRecord& b) { return a.start_s < b.start_s; });
   for (const auto& r : records) {
+    if (o.timeline) {
+      timeline.push_back({{"start_s", r.start_s},
+                          {"outcome", r.ok ? "completed" : r.status == 429 ? "rejected" : "error"},
+                          {"ttft_ms", r.ok ? r.ttft_s * 1000 : 0.0},
+                          {"e2e_ms", r.e2e_s * 1000}});
+    }
     if (!r.ok) {
-      if (error_samples.size() < 5) error_samples.push_back(r.error);
+      if (r.status != 429 && error_samples.size() < 5) error_samples.push_back(r.error);
       continue;
     }
     ttft.push_back(r.ttft_s);
@@ -260,12 +301,15 @@ Result<json> run_serve_bench(const ServeBenchOptions& o, const ServeProgressFn& 
     out_tokens += r.completion_tokens;
     in_tokens += r.prompt_tokens;
   }
-  const int64_t n_ok = completed.load(), n_err = errors.load(), n = n_ok + n_err;
+  const int64_t n_ok = completed.load(), n_429 = rejected.load(), n_err = errors.load(), n = n_ok + n_429 + n_err;
   json cond = host_conditions();
   cond["url"] = o.url;
   cond["model"] = model;
   cond["endpoint"] = "/v1/completions (stream, ignore_eos)";
   cond["concurrency"] = o.concurrency;
+  cond["arrivals"] = o.request_rate > 0 ? "poisson" : "back to back";
+  cond["request_rate"] = o.request_rate;
+  if (o.request_rate > 0) cond["seed"] = o.seed;
   cond["requests_target"] = o.requests;
   cond["duration_target_s"] = o.duration_s;
   cond["input_tokens_target"] = o.input_tokens;
@@ -276,6 +320,10 @@ Result<json> run_serve_bench(const ServeBenchOptions& o, const ServeProgressFn& 
   json rep = {{"mode", "serve"}, {"conditions", cond}};
   rep["requests"] = n;
   rep["completed"] = n_ok;
+  // Refusals (429: the server's queue was full) are the server protecting itself under load, not
+  // failures: counted apart from errors.
+  rep["rejected"] = n_429;
+  rep["rejected_rate"] = n > 0 ? static_cast<double>(n_429) / static_cast<double>(n) : 0.0;
   rep["errors"] = n_err;
   rep["error_rate"] = n > 0 ? static_cast<double>(n_err) / static_cast<double>(n) : 0.0;
   rep["error_samples"] = error_samples;
@@ -290,7 +338,37 @@ Result<json> run_serve_bench(const ServeBenchOptions& o, const ServeProgressFn& 
   rep["itl_ms"] = latency_json(itl);
   rep["e2e_latency_ms"] = latency_json(e2e);
   if (o.pid > 0) rep["server_peak_rss_bytes"] = process_peak_rss(o.pid);
+  if (o.timeline) rep["timeline"] = std::move(timeline);
   return rep;
+}
+
+std::vector<PlotSpec> serve_plots(const json& rep) {
+  const json& c = rep["conditions"];
+  const std::string load =
+      c.value("request_rate", 0.0) > 0
+          ? fmt::format("{:g} requests/s (Poisson), at most {} at once", c.value("request_rate", 0.0), c.value("concurrency", 0))
+          : fmt::format("{} clients back to back", c.value("concurrency", 0));
+  const std::string subtitle = fmt::format("{}; input ~{} tokens, output {} tokens", load,
+                                           c.value("input_tokens_target", 0), c.value("output_tokens", 0));
+  PlotSpec latency{"latency of each request", subtitle, "request start (s)", "ms", {{"TTFT", {}}, {"end to end", {}}}};
+  PlotSpec outcomes{"requests finished per second", subtitle, "time (s)", "requests/s",
+                    {{"completed", {}}, {"refused (429)", {}}, {"errors", {}}}};
+  std::vector<std::array<double, 3>> per_second;
+  for (const json& t : rep.value("timeline", json::array())) {
+    const double start_s = t.value("start_s", 0.0), e2e_ms = t.value("e2e_ms", 0.0);
+    const std::string outcome = t.value("outcome", "");
+    if (outcome == "completed") {
+      latency.series[0].points.emplace_back(start_s, t.value("ttft_ms", 0.0));
+      latency.series[1].points.emplace_back(start_s, e2e_ms);
+    }
+    const auto second = static_cast<size_t>(std::max(0.0, start_s + e2e_ms / 1000));
+    if (per_second.size() <= second) per_second.resize(second + 1, {0, 0, 0});
+    per_second[second][outcome == "completed" ? 0 : outcome == "rejected" ? 1 : 2] += 1;
+  }
+  for (size_t s = 0; s < per_second.size(); ++s) {
+    for (size_t k = 0; k < 3; ++k) outcomes.series[k].points.emplace_back(static_cast<double>(s) + 0.5, per_second[s][k]);
+  }
+  return {latency, outcomes};
 }
 
 }  // namespace hz::bench

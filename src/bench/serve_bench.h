@@ -1,6 +1,7 @@
 // `horizon bench serve`: drives an OpenAI-compatible server (/v1/completions, streamed) with N
-// concurrent clients for R requests or T seconds and reports TTFT, TPOT, inter-token and
-// end-to-end latency percentiles, throughput, errors and the server's peak RSS.
+// concurrent clients for R requests or T seconds, back to back or at a request rate (Poisson
+// arrivals), and reports TTFT, TPOT, inter-token and end-to-end latency percentiles, throughput,
+// refusals (429), errors and the server's peak RSS.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bench/svg_plot.h"
 
 namespace hz::bench {
 
@@ -26,10 +28,19 @@ struct ServeBenchOptions {
   std::string prompt_file;      // one prompt per non-empty line, used round-robin
   int64_t pid = 0;              // local server process for peak RSS (0: none)
   double timeout_s = 600;       // per request, between two reads
+  // Requests per second arriving as a Poisson process (exponential gaps, drawn from `seed`); the
+  // clients (concurrency) cap how many run at once. 0: each client sends its next request at once.
+  double request_rate = 0;
+  uint64_t seed = 1;
+  bool timeline = false;        // add "timeline": one entry per request (start, latencies, outcome)
 };
 
-// Called about once a second with completed/errors so far.
-using ServeProgressFn = std::function<void(int64_t completed, int64_t errors)>;
+// Charts of a report made with timeline on: latency of each request against its start time, and
+// requests finished per second (completed, refused with 429, failed).
+std::vector<PlotSpec> serve_plots(const nlohmann::json& report);
+
+// Called about once a second with the requests completed, refused (HTTP 429) and failed so far.
+using ServeProgressFn = std::function<void(int64_t completed, int64_t rejected, int64_t errors)>;
 
 // Errors: bad options (naming the flag) or a server that cannot be reached at all. Request
 // failures are counted in the report, not returned.

@@ -41,11 +41,12 @@ std::string tick_label(double v) {
 
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
 
-}  // namespace
+constexpr double kWidth = 760, kPanelHeight = 460;
 
-std::string render_svg(const PlotSpec& spec) {
-  const double W = 760, H = 460, L = 80, R = 180, T = 60, B = 60;
-  const double pw = W - L - R, ph = H - T - B;
+// One chart whose top edge is at `top`.
+std::string render_panel(const PlotSpec& spec, double top) {
+  const double W = kWidth, H = kPanelHeight, L = 80, R = 180, T = top + 60, B = 60;
+  const double pw = W - L - R, ph = H - 60 - B;
   double x0 = 0, x1 = 1, y1 = 1;
   bool any = false;
   for (const auto& s : spec.series) {
@@ -56,19 +57,20 @@ std::string render_svg(const PlotSpec& spec) {
       any = true;
     }
   }
-  if (x1 <= x0) x1 = x0 + 1;
+  // A margin on both sides keeps the first and last points (and a lone point) off the frame.
+  const double pad = x1 > x0 ? (x1 - x0) * 0.04 : std::max(std::fabs(x0) * 0.5, 1.0);
+  x0 -= pad;
+  x1 += pad;
   y1 *= 1.1;  // head room; the y axis starts at 0 so that ratios read true
   const double xs = tick_step(x1 - x0, 6), ys = tick_step(y1, 5);
   y1 = std::ceil(y1 / ys) * ys;
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return T + ph - y / y1 * ph; };
 
-  std::string o = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
-      "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      W, H);
-  o += fmt::format("<text x=\"{}\" y=\"24\" font-size=\"16\" font-weight=\"bold\">{}</text>\n", L, escape(spec.title));
-  o += fmt::format("<text x=\"{}\" y=\"42\" fill=\"#555\">{}</text>\n", L, escape(spec.subtitle));
+  std::string o;
+  o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"16\" font-weight=\"bold\">{}</text>\n", L, top + 24,
+                   escape(spec.title));
+  o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555\">{}</text>\n", L, top + 42, escape(spec.subtitle));
   // Grid and ticks.
   for (double y = 0; y <= y1 + ys / 2; y += ys) {
     o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", L, py(y),
@@ -84,7 +86,7 @@ std::string render_svg(const PlotSpec& spec) {
   }
   o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", L, T, pw,
                    ph);
-  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", L + pw / 2, H - 14,
+  o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", L + pw / 2, top + H - 14,
                    escape(spec.x_label));
   o += fmt::format(
       "<text x=\"18\" y=\"{:.1f}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {:.1f})\">{}</text>\n",
@@ -106,6 +108,25 @@ std::string render_svg(const PlotSpec& spec) {
                      L + pw + 12, ly, L + pw + 32, ly, color);
     o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", L + pw + 38, ly + 4, escape(s.name));
   }
+  return o;
+}
+
+std::string svg_open(double height) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+      kWidth, height);
+}
+
+}  // namespace
+
+std::string render_svg(const PlotSpec& spec) { return svg_open(kPanelHeight) + render_panel(spec, 0) + "</svg>\n"; }
+
+std::string render_svg(const std::string& title, const std::vector<PlotSpec>& panels) {
+  const double head = 40;
+  std::string o = svg_open(head + kPanelHeight * static_cast<double>(panels.size()));
+  o += fmt::format("<text x=\"20\" y=\"28\" font-size=\"18\" font-weight=\"bold\">{}</text>\n", escape(title));
+  for (size_t i = 0; i < panels.size(); ++i) o += render_panel(panels[i], head + kPanelHeight * static_cast<double>(i));
   o += "</svg>\n";
   return o;
 }

@@ -1,5 +1,5 @@
 // A minimal SVG line chart (one or more series of (x, y) points, linear axes with ticks) that a
-// browser opens directly: the plot of a benchmark sweep.
+// browser opens directly: the plot of a benchmark sweep. Several charts stack as panels of one file.
 #pragma once
 
 #include <string>
@@ -20,5 +20,7 @@ struct PlotSpec {
 };
 
 std::string render_svg(const PlotSpec& spec);
+// Panels one under another, under a common title (each panel's title heads the panel).
+std::string render_svg(const std::string& title, const std::vector<PlotSpec>& panels);
 
 }  // namespace hz::bench

@@ -7,7 +7,7 @@
 namespace hz {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // arguments keep the order the model wrote them in
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -95,6 +95,24 @@ ParsedReply parse_llama3(std::string_view reply) {
   return out;
 }
 
+ParsedReply parse_generic(std::string_view reply) {
+  auto j = parse_json(trim(reply));
+  if (!j || !j->is_object()) return as_content(reply);
+  auto response = j->find("response");
+  if (response != j->end() && response->is_string() && j->size() == 1) {
+    return ParsedReply{response->get<std::string>(), {}};
+  }
+  auto calls = j->find("tool_calls");
+  if (calls == j->end() || !calls->is_array() || calls->empty() || j->size() != 1) return as_content(reply);
+  ParsedReply out;
+  for (const json& c : *calls) {
+    std::optional<ToolCall> call = call_from_json(c, "arguments");
+    if (!call) return as_content(reply);
+    out.tool_calls.push_back(std::move(*call));
+  }
+  return out;
+}
+
 }  // namespace
 
 ToolCallFormat detect_tool_call_format(std::string_view chat_template) {
@@ -112,6 +130,7 @@ ParsedReply parse_tool_calls(std::string_view reply, ToolCallFormat format) {
     case ToolCallFormat::kHermes: return parse_hermes(reply);
     case ToolCallFormat::kMistral: return parse_mistral(reply);
     case ToolCallFormat::kLlama3: return parse_llama3(reply);
+    case ToolCallFormat::kGeneric: return parse_generic(reply);
     case ToolCallFormat::kNone: break;
   }
   return as_content(reply);

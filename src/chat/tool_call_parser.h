@@ -1,6 +1,7 @@
 // Tool calls in generated text -> OpenAI-style calls (name + JSON arguments), for the formats
 // published chat templates teach their models: Hermes-style <tool_call> tags (Qwen 2.5/3),
-// Mistral's [TOOL_CALLS] list and Llama 3.1's bare JSON object.
+// Mistral's [TOOL_CALLS] list and Llama 3.1's bare JSON object; and the generic JSON form the
+// server uses with templates that know no tools.
 #pragma once
 
 #include <string>
@@ -14,6 +15,10 @@ enum class ToolCallFormat {
   kHermes,   // <tool_call>{"name": ..., "arguments": {...}}</tool_call>, any number, text around
   kMistral,  // [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...] after any content
   kLlama3,   // the whole reply is {"name": ..., "parameters": {...}} (optionally after <|python_tag|>)
+  // For templates that know no tools (the server describes the tools in a system message and
+  // constrains the reply): {"tool_calls": [{"name": ..., "arguments": {...}}, ...]} or
+  // {"response": "text"}.
+  kGeneric,
 };
 
 // The format a chat template's tool section writes (from its source text).

@@ -78,7 +78,7 @@ constexpr KernelTable kAvx2Table = {
 };
 #undef HZ_KERNEL
 
-// AVX2 with the AVX-512 VNNI Q4_0/Q8_0 matmuls (bit-identical, so still Isa::kAvx2).
+// AVX2 with the AVX-512 VNNI Q4_0/Q8_0/Q4_K/Q6_K matmuls (bit-identical, so still Isa::kAvx2).
 void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   if (wtype == DType::kQ4_0) {
@@ -86,6 +86,9 @@ void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
   }
   if (wtype == DType::kQ8_0) {
     return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  if ((wtype == DType::kQ4_K || wtype == DType::kQ6_K) && num_tokens >= avx2::kGroupMinTokens) {
+    return vnni::matmul_kquant(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }

@@ -39,6 +39,12 @@ std::optional<int32_t> BlockPool::allocate() {
   return b;
 }
 
+bool BlockPool::allocate_n(int32_t n, std::vector<BlockRef>* out) {
+  if (n > num_allocatable()) return false;
+  for (int32_t i = 0; i < n; ++i) out->push_back(BlockRef::pool(*allocate()));
+  return true;
+}
+
 bool BlockPool::allocate_n(int32_t n, std::vector<int32_t>* out) {
   if (n > num_allocatable()) return false;
   for (int32_t i = 0; i < n; ++i) out->push_back(*allocate());

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "kv/block_ref.h"
 #include "kvstore/hotness_policy.h"
 
 namespace hz {
@@ -33,6 +34,7 @@ class BlockPool {
   std::optional<int32_t> allocate();
   // `n` blocks or none at all.
   bool allocate_n(int32_t n, std::vector<int32_t>* out);
+  bool allocate_n(int32_t n, std::vector<BlockRef>* out);  // appended as pool block refs
   // One more reference to a referenced block.
   void ref(int32_t block_idx);
   // One more reference to a referenced or cached block (a cached block leaves the LRU list).

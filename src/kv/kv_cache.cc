@@ -103,7 +103,6 @@ uint64_t KvCache::plane_bytes_for(kernels::KvCodec c) const {
 }
 
 uint8_t* KvCache::write_row(int32_t block, int32_t layer, int32_t stream, int32_t head, int32_t slot) {
-  HZ_DCHECK(!is_far(block));
   const uint64_t off = (static_cast<uint64_t>(head) * cfg_.block_tokens + slot) * exact_row_bytes_;
   if (!staged_) return plane_mut(block, layer, stream) + off;
   int32_t s = staging_of_[block];
@@ -139,16 +138,8 @@ void KvCache::release_staging(int32_t block) {
   staging_free_.push_back(s);
 }
 
-KvRead KvCache::read_form(int64_t query_pos, int64_t block_index) const {
-  const int64_t b0 = block_index * cfg_.block_tokens, b1 = b0 + cfg_.block_tokens;
-  if (query_pos >= b0 && query_pos < b1) return KvRead::kExact;
-  if (prec_.hot_window > 0 && b1 > query_pos - static_cast<int64_t>(prec_.hot_window) + 1) return KvRead::kHot;
-  return KvRead::kCold;
-}
-
 const uint8_t* KvCache::exact_plane(int32_t block, int32_t layer, int32_t stream) const {
   if (!staged_) return plane(block, layer, stream);
-  if (is_far(block)) return nullptr;
   const int32_t s = staging_of_[block];
   return s < 0 ? nullptr : staging_plane(s, layer, stream);
 }
@@ -174,14 +165,15 @@ int64_t KvCache::finalized_blocks(int64_t num_positions) const {
   return done > 0 ? done / cfg_.block_tokens : 0;
 }
 
-void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
+void KvCache::commit(const BlockRef* block_table, int64_t num_positions) {
   if (!staged_) return;
   std::vector<float> tmp;
   // Staged blocks form a suffix of a sequence's table: walk back from the newest finalized one.
   for (int64_t i = finalized_blocks(num_positions) - 1; i >= 0; --i) {
-    const int32_t b = block_table[i];
+    if (block_table[i].is_far()) break;
+    const int32_t b = block_table[i].idx;
     // Older blocks were finalized by earlier calls (released, or retained for the prefix cache).
-    if (is_far(b) || staging_of_[b] < 0 || (!retained_.empty() && retained_[b] != 0)) break;
+    if (staging_of_[b] < 0 || (!retained_.empty() && retained_[b] != 0)) break;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(cfg_.block_tokens) * cfg_.head_dim);
     const kernels::KvCodec c = arena_type_;
     for (int32_t l = sealed_upto_[b]; l < cfg_.num_layers; ++l) {
@@ -201,7 +193,7 @@ void KvCache::commit(const int32_t* block_table, int64_t num_positions) {
   }
 }
 
-void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begin, int64_t end) {
+void KvCache::seal_layer(int32_t layer, const BlockRef* block_table, int64_t begin, int64_t end) {
   if (!staged_ || end <= begin) return;
   const int64_t bt = cfg_.block_tokens;
   const kernels::KvCodec c = arena_type_;
@@ -209,8 +201,9 @@ void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begi
   // Blocks whose last position lies in [begin, end): those writes completed them.
   for (int64_t i = begin / bt; (i + 1) * bt <= end; ++i) {
     if ((i + 1) * bt - 1 < begin) continue;
-    const int32_t b = block_table[i];
-    if (is_far(b) || staging_of_[b] < 0 || sealed_upto_[b] != layer) continue;
+    if (block_table[i].is_far()) continue;
+    const int32_t b = block_table[i].idx;
+    if (staging_of_[b] < 0 || sealed_upto_[b] != layer) continue;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(bt) * cfg_.head_dim);
     for (int32_t st = 0; st < 2; ++st) {
       for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, layer, st, h, tmp.data(), plane_mut(b, layer, st));
@@ -219,11 +212,11 @@ void KvCache::seal_layer(int32_t layer, const int32_t* block_table, int64_t begi
   }
 }
 
-bool KvCache::reopen_block(int32_t block) {
-  if (is_far(block)) return false;
+bool KvCache::reopen_block(BlockRef block) {
+  if (block.is_far()) return false;
   if (!staged_) return true;
-  if (staging_of_[block] < 0) return false;
-  sealed_upto_[block] = 0;
+  if (staging_of_[block.idx] < 0) return false;
+  sealed_upto_[block.idx] = 0;
   return true;
 }
 
@@ -248,7 +241,7 @@ std::vector<FarSegment> KvCache::far_segments() const {
 }
 
 bool KvCache::spillable(int32_t block) const {
-  if (far_ == nullptr || is_far(block) || far_->num_free() == 0) return false;
+  if (far_ == nullptr || far_->num_free() == 0) return false;
   return staging_of_[block] < 0 || (!retained_.empty() && retained_[block] != 0);
 }
 
@@ -260,7 +253,6 @@ std::optional<int32_t> KvCache::spill(int32_t block) {
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
-  HZ_DCHECK(!is_far(src) && !is_far(dst));
   std::memcpy(plane_mut(dst, 0, 0), plane(src, 0, 0), block_bytes());
   release_staging(dst);
   if (staging_of_[src] >= 0) {

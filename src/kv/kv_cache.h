@@ -1,8 +1,9 @@
 // KvCache: the storage of the paged KV cache — an arena of fixed-size blocks, each holding K and V
 // of `block_tokens` positions for every layer in the arena's element type — plus the BlockPool that
 // hands them out and, for compact types, the f16 staging copies of blocks still read exactly.
-// Sequences own block tables (vectors of block ids); position p of a sequence lives in block
-// table[p / block_tokens] at slot p % block_tokens.
+// Sequences own block tables (vectors of BlockRef, kv/block_ref.h); position p of a sequence lives
+// in block table[p / block_tokens] at slot p % block_tokens. Readers see blocks through a
+// KvReadTable (kv/kv_read_table.h), which applies the position rule below.
 //
 // Position rule (what a query reads depends on positions only, never on chunking): a query at p
 // reads the block containing p exactly (f16, or f32 for an f32 cache), blocks overlapping its hot
@@ -18,8 +19,10 @@
 #include <optional>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/kv_codec.h"
 #include "kv/block_pool.h"
+#include "kv/block_ref.h"
 #include "kv/far_tier.h"
 #include "kv/kv_memory.h"
 #include "kv/kv_storage.h"
@@ -73,44 +76,54 @@ class KvCache : public KvStorage {
   // The row that position `slot` of `block` writes for (layer, stream 0 = K / 1 = V, head), in
   // exact_codec(); creates the block's staging copy when needed. Engine thread only.
   uint8_t* write_row(int32_t block, int32_t layer, int32_t stream, int32_t head, int32_t slot);
+  uint8_t* write_row(BlockRef block, int32_t layer, int32_t stream, int32_t head, int32_t slot) {
+    HZ_DCHECK(block.is_pool());  // far blocks are finalized: never written
+    return write_row(block.idx, layer, stream, head, slot);
+  }
 
-  KvRead read_form(int64_t query_pos, int64_t block_index) const;
+  // The position rule: how a query at `query_pos` reads block `block_index` of its sequence.
+  KvRead read_form(int64_t query_pos, int64_t block_index) const {
+    const int64_t b0 = block_index * cfg_.block_tokens, b1 = b0 + cfg_.block_tokens;
+    if (query_pos >= b0 && query_pos < b1) return KvRead::kExact;
+    if (prec_.hot_window > 0 && b1 > query_pos - static_cast<int64_t>(prec_.hot_window) + 1) return KvRead::kHot;
+    return KvRead::kCold;
+  }
   // The exact plane [num_kv_heads][block_tokens][head_dim] in exact_codec(): the staging copy, or
   // the arena for unstaged caches. Null when a staged cache has no staging copy of the block.
   const uint8_t* exact_plane(int32_t block, int32_t layer, int32_t stream) const;
-  bool has_staging(int32_t block) const { return !is_far(block) && staging_of_[block] >= 0; }
-  // Arena plane of `block`: elements [num_kv_heads][block_tokens][row elem bytes], then scales.
-  // For a far block (is_far), the same bytes through the far tier's mapping.
+  bool has_staging(int32_t block) const { return staging_of_[block] >= 0; }
+  // Arena plane of pool block `block`: elements [num_kv_heads][block_tokens][row elem bytes], then scales.
   const uint8_t* plane(int32_t block, int32_t layer, int32_t stream) const {
-    if (is_far(block)) return far_->layer_data(block - cfg_.num_blocks, layer) + stream * plane_bytes_;
     return arena_.get() + static_cast<uint64_t>(block) * block_bytes() + (2 * static_cast<uint64_t>(layer) + stream) * plane_bytes_;
+  }
+  // The same for any block: a far block's bytes through the far tier's mapping.
+  const uint8_t* plane(BlockRef block, int32_t layer, int32_t stream) const {
+    if (block.is_far()) return far_->layer_data(block.idx, layer) + stream * plane_bytes_;
+    return plane(block.idx, layer, stream);
   }
 
   // Far blocks: a running sequence's finalized blocks moved to disk (kv/far_tier.h) to make room
-  // in the pool. Their ids follow the pool's (num_blocks + far slot) in block tables; they have no
-  // staging copy and are read cold, exactly as before the move. Not owned; set once, before use.
+  // in the pool. Block tables hold them as BlockRef::far(slot); they have no staging copy and are
+  // read cold, exactly as before the move. Not owned; set once, before use.
   void attach_far(FarTier* far) { far_ = far; }
   FarTier* far() const { return far_; }
-  bool is_far(int32_t block) const { return block >= cfg_.num_blocks; }
-  // Whether `block` (a pool block) can move to the far tier: finalized — fully encoded, no staging
+  // Whether pool block `block` can move to the far tier: finalized — fully encoded, no staging
   // copy other than a retained one — and the far tier has room.
   bool spillable(int32_t block) const;
-  // Writes pool block `block` to the far tier and returns its far slot (block tables hold it as
-  // num_blocks + slot); its pool reference is the caller's to drop. nullopt when not spillable or
-  // the far tier cannot take it.
+  // Writes pool block `block` to the far tier and returns its far slot; its pool reference is the
+  // caller's to drop. nullopt when not spillable or the far tier cannot take it.
   std::optional<int32_t> spill(int32_t block) override;
   // The far tier's checksum segments: per stream (K, V) and KV head, that head's rows and scales
   // in a layer's two planes (segment stream * num_kv_heads + head), as attention reads them.
   std::vector<FarSegment> far_segments() const;
-  // A far block no sequence holds any more.
-  void release_far(int32_t block) { far_->release(block - cfg_.num_blocks); }
+  // A far slot no sequence holds any more.
   void release_far_slot(int32_t slot) override { far_->release(slot); }
   // Drops a block reference of a sequence: the pool's, or the far tier's slot.
-  void release_block(int32_t block) {
-    if (is_far(block)) {
-      release_far(block);
+  void release_block(BlockRef block) {
+    if (block.is_far()) {
+      release_far_slot(block.idx);
     } else {
-      pool_.unref(block);
+      pool_.unref(block.idx);
     }
   }
   // All of `block`'s arena bytes (block_bytes(): every layer's K and V planes), contiguous: what the
@@ -139,10 +152,10 @@ class KvCache : public KvStorage {
   // After layer `layer` wrote positions [begin, end) of a sequence: encodes that layer of every
   // block those writes completed into the arena (its staging copy stays while queries read it
   // exactly or hot). Cold reads of a full block then come from the arena, never encoded per query.
-  void seal_layer(int32_t layer, const int32_t* block_table, int64_t begin, int64_t end);
-  // Whether the arena holds `layer` of `block` in the arena type (finalized, or sealed).
+  void seal_layer(int32_t layer, const BlockRef* block_table, int64_t begin, int64_t end);
+  // Whether the arena holds `layer` of pool block `block` in the arena type (finalized, or sealed).
   bool arena_valid(int32_t block, int32_t layer) const {
-    return is_far(block) || staging_of_[block] < 0 || sealed_upto_[block] > layer;
+    return staging_of_[block] < 0 || sealed_upto_[block] > layer;
   }
 
   // Blocks [0, n) of a sequence with `num_positions` computed positions that no query at a later
@@ -150,11 +163,12 @@ class KvCache : public KvStorage {
   int64_t finalized_blocks(int64_t num_positions) const override;
   // After a forward step: frees the staging copies of the sequence's newly finalized blocks
   // (encoding any layer not sealed yet). `block_table` covers at least finalized_blocks(num_positions) blocks.
-  void commit(const int32_t* block_table, int64_t num_positions);
+  void commit(const BlockRef* block_table, int64_t num_positions);
   // A block about to be rewritten from some slot on (a truncated sequence): its layers count as
   // unsealed again so the next completion re-encodes them. False when a staged cache no longer
-  // holds the block's exact copy (it was finalized), which makes the rewrite impossible.
-  bool reopen_block(int32_t block);
+  // holds the block's exact copy (it was finalized, or moved to the far tier), which makes the
+  // rewrite impossible.
+  bool reopen_block(BlockRef block);
   // Copy-on-write helper: copies block `src`'s arena and staging contents into `dst`.
   void copy_block(int32_t src, int32_t dst) override;
 
@@ -174,7 +188,7 @@ class KvCache : public KvStorage {
   int32_t num_retained() const { return static_cast<int32_t>(retained_lru_.size()); }
   // Whether `block`'s exact (hence hot) form is at hand: a staging copy of a full, sealed block.
   bool hot_form_available(int32_t block) const override {
-    return !is_far(block) && staging_of_[block] >= 0 && sealed_upto_[block] == cfg_.num_layers;
+    return staging_of_[block] >= 0 && sealed_upto_[block] == cfg_.num_layers;
   }
 
   KvMemory memory() const;

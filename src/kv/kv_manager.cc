@@ -180,7 +180,7 @@ void KvManager::attach_prefix(KvSeq& s, const PrefixCache::Match& m, int32_t num
   const int32_t first_private = std::max(0, num_attach - hot_blocks_);
   for (int32_t j = 0; j < first_private; ++j) {
     pool_.acquire(m.blocks[j]);
-    s.block_table.push_back(m.blocks[j]);
+    s.block_table.push_back(BlockRef::pool(m.blocks[j]));
   }
   // Private copies of the blocks read hot. The sources are held while the copies are allocated,
   // so no allocation can evict one of them; admission counted these allocations.
@@ -189,7 +189,7 @@ void KvManager::attach_prefix(KvSeq& s, const PrefixCache::Match& m, int32_t num
     const std::optional<int32_t> dst = pool_.allocate();
     HZ_CHECK(dst.has_value());
     if (storage_ != nullptr) storage_->copy_block(m.blocks[j], *dst);
-    s.block_table.push_back(*dst);
+    s.block_table.push_back(BlockRef::pool(*dst));
   }
   for (int32_t j = first_private; j < num_attach; ++j) pool_.unref(m.blocks[j]);
   s.block_hashes.assign(m.hashes.begin(), m.hashes.begin() + num_attach);
@@ -201,18 +201,19 @@ void KvManager::attach_prefix(KvSeq& s, const PrefixCache::Match& m, int32_t num
 bool KvManager::needs_copy(const KvSeq& s) const {
   const int64_t idx = s.num_computed / block_tokens_;
   if (idx >= static_cast<int64_t>(s.block_table.size())) return false;
-  const int32_t b = s.block_table[idx];
+  HZ_DCHECK(s.block_table[idx].is_pool());  // the block written next is never far
+  const int32_t b = s.block_table[idx].idx;
   return !(pool_.ref_count(b) == 1 && !pool_.cacheable(b));
 }
 
 bool KvManager::make_writable(KvSeq& s) {
   if (!needs_copy(s)) return true;
   const int64_t idx = s.num_computed / block_tokens_;
-  const int32_t b = s.block_table[idx];
+  const int32_t b = s.block_table[idx].idx;
   auto fresh = pool_.allocate();
   if (!fresh) return false;
   if (storage_ != nullptr) storage_->copy_block(b, *fresh);
-  s.block_table[idx] = *fresh;
+  s.block_table[idx] = BlockRef::pool(*fresh);
   pool_.unref(b);
   if (static_cast<int64_t>(s.block_hashes.size()) > idx) s.block_hashes.resize(idx);  // the copy is not registered
   return true;
@@ -233,8 +234,9 @@ int32_t KvManager::spill(KvSeq& s, int32_t n, bool* tier_full) {
   const int64_t fin = std::min<int64_t>(storage_->finalized_blocks(s.num_computed), static_cast<int64_t>(s.block_table.size()));
   int32_t moved = 0;
   for (int64_t j = 0; j < fin && moved < n; ++j) {
-    const int32_t b = s.block_table[j];
-    if (b >= pool_.num_blocks() || pool_.ref_count(b) != 1) continue;  // far already, or shared
+    if (s.block_table[j].is_far()) continue;
+    const int32_t b = s.block_table[j].idx;
+    if (pool_.ref_count(b) != 1) continue;  // shared
     const std::optional<int32_t> slot = storage_->spill(b);
     if (!slot) {
       *tier_full = true;
@@ -243,7 +245,7 @@ int32_t KvManager::spill(KvSeq& s, int32_t n, bool* tier_full) {
     // A registered block leaves the prefix cache (to the disk store, when there is one).
     if (prefix_ != nullptr) prefix_->forget(b);
     pool_.unref(b);
-    s.block_table[j] = pool_.num_blocks() + *slot;
+    s.block_table[j] = BlockRef::far(*slot);
     ++moved;
   }
   return moved;
@@ -257,17 +259,17 @@ void KvManager::register_finished(KvSeq& s) {
     const uint64_t parent = j == 0 ? 0 : s.block_hashes[j - 1];
     const uint64_t h = prefix_->chain_hash(parent, t);
     s.block_hashes.push_back(h);
-    if (s.block_table[j] < pool_.num_blocks()) prefix_->insert(h, s.block_table[j], t, parent);  // not a far block
+    if (s.block_table[j].is_pool()) prefix_->insert(h, s.block_table[j].idx, t, parent);
   }
 }
 
 void KvManager::free(KvSeq& s) {
   if (remote_tier_) remote_tier_->offer(s);  // write-behind of its finished blocks
-  for (int32_t b : s.block_table) {
-    if (b >= pool_.num_blocks()) {
-      storage_->release_far_slot(b - pool_.num_blocks());
+  for (BlockRef b : s.block_table) {
+    if (b.is_far()) {
+      storage_->release_far_slot(b.idx);
     } else {
-      pool_.unref(b);
+      pool_.unref(b.idx);
     }
   }
   s.block_table.clear();

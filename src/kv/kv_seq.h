@@ -5,14 +5,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/block_ref.h"
+
 namespace hz {
 
 struct KvSeq {
   std::vector<int32_t> tokens;         // prompt followed by generated tokens
   int64_t num_computed = 0;            // tokens whose K/V are in the cache (a prefix of `tokens`)
-  // Position p lives in block_table[p / block_tokens]; ids >= the pool's size are far blocks
-  // (KvCache::is_far).
-  std::vector<int32_t> block_table;
+  // Position p lives in block_table[p / block_tokens] (a pool block or a far slot).
+  std::vector<BlockRef> block_table;
   std::vector<uint64_t> block_hashes;  // prefix-cache keys of the leading finalized blocks
   int32_t num_cached_tokens = 0;       // prompt tokens attached from the prefix cache (first admission)
   int32_t num_preemptions = 0;

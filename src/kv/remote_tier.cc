@@ -114,17 +114,16 @@ void RemoteTier::offer(const KvSeq& s) {
   if (s.block_hashes.empty()) return;
   sync_epoch();
   const int32_t bt = kv_.config().block_tokens;
-  const int32_t pool_blocks = kv_.pool().num_blocks();
   kvstore::ChainKey rparent{};
   const size_t n = std::min(s.block_hashes.size(), s.block_table.size());
   for (size_t j = 0; j < n; ++j) {
     const int32_t* t = s.tokens.data() + j * bt;
     const kvstore::ChainKey key = store_->chain_key(rparent, t);
-    const int32_t b = s.block_table[j];
+    const BlockRef b = s.block_table[j];
     const uint64_t id = kvstore::chain_key_u64(key);
     // Only fully encoded RAM blocks: a far block is not at hand, a staged one not final.
-    if (b < pool_blocks && !kv_.has_staging(b) && !sent_.count(id)) {
-      if (!store_->enqueue(key, rparent, t, kv_.block_data(b))) break;  // degraded or full: counted there
+    if (b.is_pool() && !kv_.has_staging(b.idx) && !sent_.count(id)) {
+      if (!store_->enqueue(key, rparent, t, kv_.block_data(b.idx))) break;  // degraded or full: counted there
       sent_.insert(id);
       ++stats_.offered;
     }

@@ -6,14 +6,16 @@
 // visited in tiles of kTileTokens aligned to absolute positions; the tiles of one super-segment
 // (kSuperTokens positions, aligned) run one online softmax from an empty state; super-segment
 // partials are merged in position order. That tree is the same whether one task walks all
-// super-segments or several threads compute them (flash-decoding, model/attention_runner.h). Each
-// block is read in the form the KV position rule gives for the query's position (kv/kv_cache.h).
+// super-segments or several threads compute them (flash-decoding, model/attention_runner.h). Tiles
+// are read through a KvReadTable (kv/kv_read_table.h), which gives each query the form of each
+// block the KV position rule says; attention does not know where or in which form a block is.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "kv/kv_read_table.h"
 
 namespace hz {
 
@@ -32,19 +34,13 @@ struct AttnScratch {
   std::vector<float> scores;    // [heads][kTileTokens]
   std::vector<float> part;      // one partial
   std::vector<float> total;     // the running merge of partials (unsplit path)
-  std::vector<float> src;       // [block_tokens][head_dim] staging rows as f32 (on-the-fly encodes)
-  std::vector<uint8_t> enc_k;   // one plane in the codec being read on the fly
-  std::vector<uint8_t> enc_v;
-  // Which (block, codec) enc_k / enc_v hold for the current (layer, kv head); reset per super-segment.
-  int64_t enc_block = -1;
-  int32_t enc_codec = -1;
   // Query blocks (attend_group_block): per query its total and its partial, and a first-tile flag.
   std::vector<float> block_total;
   std::vector<float> block_part;
   std::vector<uint8_t> first;
   std::vector<float> qblock;    // [queries][heads][head_dim] scaled queries of a block
   std::vector<int64_t> pos;     // their positions
-  void prepare(const KvCache& kv, int32_t heads);
+  void prepare(int32_t head_dim, int32_t heads);
 };
 
 // Key range of a query at `pos`: [first, pos + 1), first = pos - window + 1 for a sliding window.
@@ -53,10 +49,10 @@ inline int64_t attn_first_key(int64_t pos, int64_t window) {
 }
 
 // The partial over keys [key_begin, key_end) (within one super-segment) of `heads` query heads
-// q[heads][head_dim] (already scaled by 1/sqrt(head_dim)) that read kv head `kv_head`, for queries at
-// position `query_pos`. Writes `part` (attn_partial_floats); the range must not be empty.
-void attend_super(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
-                  int32_t heads, int64_t query_pos, int64_t key_begin, int64_t key_end, float* part, AttnScratch* scratch);
+// q[heads][head_dim] (already scaled by 1/sqrt(head_dim)) that read kv head `kv_head` of table `t`,
+// for queries at position `query_pos`. Writes `part` (attn_partial_floats); the range must not be empty.
+void attend_super(const KvReadTable& t, int32_t kv_head, const float* q, int32_t heads, int64_t query_pos,
+                  int64_t key_begin, int64_t key_end, float* part, AttnScratch* scratch);
 
 // total = merge(total, part): the softmax state over both key sets.
 void merge_attn_partial(float* total, const float* part, int32_t heads, int32_t head_dim);
@@ -66,22 +62,28 @@ void finish_attn_partial(const float* total, int32_t heads, int32_t head_dim, fl
 // Full causal attention of `heads` query heads (q[heads][head_dim], scaled) sharing kv head
 // `kv_head`, for queries at `pos`: out[heads][head_dim] over keys [attn_first_key(pos, window), pos].
 // Walks the super-segments in order (the unsplit path).
-void attend_group(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
-                  int32_t heads, int64_t pos, float* out, AttnScratch* scratch, int64_t window = 0);
+void attend_group(const KvReadTable& t, int32_t kv_head, const float* q, int32_t heads, int64_t pos, float* out,
+                  AttnScratch* scratch, int64_t window = 0);
 
 // attend_group for `nq` queries of one sequence at ascending positions `pos` (full causal, no
 // window), q[nq][heads][head_dim]: each key tile is read once for all of them (prefill). Bit-
 // identical to attend_group per query; query i's output goes to out + i * out_stride.
-void attend_group_block(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
-                        int32_t heads, int32_t nq, const int64_t* pos, float* out, int64_t out_stride,
-                        AttnScratch* scratch);
+void attend_group_block(const KvReadTable& t, int32_t kv_head, const float* q, int32_t heads, int32_t nq,
+                        const int64_t* pos, float* out, int64_t out_stride, AttnScratch* scratch);
 // One super-segment [key_begin, key_begin + kSuperTokens) of attend_group_block; `parts` holds one
 // partial per query, written for each query that reaches the segment.
-void attend_super_block(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q,
-                        int32_t heads, int32_t nq, const int64_t* pos, int64_t key_begin, float* parts, AttnScratch* sc);
+void attend_super_block(const KvReadTable& t, int32_t kv_head, const float* q, int32_t heads, int32_t nq,
+                        const int64_t* pos, int64_t key_begin, float* parts, AttnScratch* sc);
 
 // One query head: attend_group with heads = 1.
-void attend(const KvCache& kv, const int32_t* block_table, int32_t layer, int32_t kv_head, const float* q, int64_t pos,
+void attend(const KvReadTable& t, int32_t kv_head, const float* q, int64_t pos, float* out, AttnScratch* scratch,
+            int64_t window = 0);
+
+// Tests and benches: the same over `kv` and a block table, building a one-query read table of
+// layer `layer` per call (slow; the engine builds a step's tables once per layer).
+void attend_group(const KvCache& kv, const BlockRef* block_table, int32_t layer, int32_t kv_head, const float* q,
+                  int32_t heads, int64_t pos, float* out, AttnScratch* scratch, int64_t window = 0);
+void attend(const KvCache& kv, const BlockRef* block_table, int32_t layer, int32_t kv_head, const float* q, int64_t pos,
             float* out, AttnScratch* scratch, int64_t window = 0);
 
 }  // namespace hz

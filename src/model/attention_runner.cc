@@ -16,22 +16,9 @@ void scaled_queries(const AttnJob& job, int64_t tok, int32_t kvh, int32_t hd, fl
 }  // namespace
 
 void AttentionRunner::run(const AttnJob& job, ThreadPool& pool) {
-  FarTier* far = job.kv->far();
-  if (far != nullptr && far->num_used() > 0) {
-    // Far blocks: each (block, K/V, head) is checked by the first task that reads it in this pass
-    // (attend_super); their pages are unmapped once this layer is done with them.
-    far->begin_pass();
-    run_local(job, pool);
-    far->drop(job.layer);
-    return;
-  }
-  run_local(job, pool);
-}
-
-void AttentionRunner::run_local(const AttnJob& job, ThreadPool& pool) {
   const int32_t group = job.num_heads / job.num_kv_heads;
   if (scratch_.size() < static_cast<size_t>(pool.num_threads())) scratch_.resize(pool.num_threads());
-  for (auto& s : scratch_) s.prepare(*job.kv, group);
+  for (auto& s : scratch_) s.prepare(job.head_dim, group);
   const int64_t units = job.num_tokens * job.num_kv_heads;
   int64_t supers = 0, most = 0;
   for (int64_t t = 0; t < job.num_tokens; ++t) {
@@ -55,7 +42,7 @@ void AttentionRunner::run_local(const AttnJob& job, ThreadPool& pool) {
 }
 
 void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
-  const int32_t hd = job.kv->config().head_dim;
+  const int32_t hd = job.head_dim;
   const int32_t group = job.num_heads / job.num_kv_heads;
   blocks_.clear();
   if (job.window == 0) {
@@ -64,7 +51,7 @@ void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
     constexpr int64_t kQueryBlock = 16;
     for (int64_t t = 0; t < job.num_tokens;) {
       int64_t e = t + 1;
-      while (e < job.num_tokens && e - t < kQueryBlock && job.rows[e].block_table == job.rows[t].block_table &&
+      while (e < job.num_tokens && e - t < kQueryBlock && job.rows[e].table == job.rows[t].table &&
              job.rows[e].pos == job.rows[e - 1].pos + 1)
         ++e;
       blocks_.push_back({t, e});
@@ -87,8 +74,8 @@ void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
         sc.pos[i] = job.rows[t0 + i].pos;
       }
       float* out = job.out + (t0 * job.num_heads + static_cast<int64_t>(kvh) * group) * hd;
-      attend_group_block(*job.kv, job.rows[t0].block_table, job.layer, kvh, sc.qblock.data(), group,
-                         static_cast<int32_t>(nq), sc.pos.data(), out, static_cast<int64_t>(job.num_heads) * hd, &sc);
+      attend_group_block(*job.rows[t0].table, kvh, sc.qblock.data(), group, static_cast<int32_t>(nq), sc.pos.data(), out,
+                         static_cast<int64_t>(job.num_heads) * hd, &sc);
     });
     return;
   }
@@ -98,13 +85,12 @@ void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
     AttnScratch& sc = scratch_[thread_idx];
     scaled_queries(job, tok, kvh, hd, sc.q.data());
     float* out = job.out + (tok * job.num_heads + static_cast<int64_t>(kvh) * group) * hd;
-    attend_group(*job.kv, job.rows[tok].block_table, job.layer, kvh, sc.q.data(), group, job.rows[tok].pos, out, &sc,
-                 job.window);
+    attend_group(*job.rows[tok].table, kvh, sc.q.data(), group, job.rows[tok].pos, out, &sc, job.window);
   });
 }
 
 void AttentionRunner::run_split(const AttnJob& job, ThreadPool& pool, int64_t chunk) {
-  const int32_t hd = job.kv->config().head_dim;
+  const int32_t hd = job.head_dim;
   const int32_t group = job.num_heads / job.num_kv_heads;
   const int64_t pf = attn_partial_floats(group, hd);
   const int64_t units = job.num_tokens * job.num_kv_heads;
@@ -134,7 +120,7 @@ void AttentionRunner::run_split(const AttnJob& job, ThreadPool& pool, int64_t ch
       const int64_t k0 = std::max(s * kSuperTokens, first_key);
       const int64_t k1 = std::min((s + 1) * kSuperTokens, pos + 1);
       float* part = partials_.data() + (unit_offset_[t.unit] + s - unit_first_[t.unit]) * pf;
-      attend_super(*job.kv, job.rows[tok].block_table, job.layer, kvh, sc.q.data(), group, pos, k0, k1, part, &sc);
+      attend_super(*job.rows[tok].table, kvh, sc.q.data(), group, pos, k0, k1, part, &sc);
     }
   });
   // Pass 2: per unit, the partials merged in position order, exactly as attend_group() does.

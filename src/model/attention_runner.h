@@ -10,21 +10,20 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_read_table.h"
 #include "model/attention.h"
 
 namespace hz {
 
-// One query token: its sequence's block table and its position.
+// One query token: its sequence's read table (bound to the layer) and its position.
 struct AttnQueryRow {
-  const int32_t* block_table = nullptr;
+  const KvReadTable* table = nullptr;
   int64_t pos = 0;
 };
 
 // One layer's attention over a batch: q and out are [num_tokens][num_heads * head_dim].
 struct AttnJob {
-  const KvCache* kv = nullptr;
-  int32_t layer = 0;
+  int32_t head_dim = 0;
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   float q_scale = 1.0f;   // applied to q before the dot products
@@ -42,14 +41,11 @@ class AttentionRunner {
  public:
   void set_split(AttnSplit s) { split_ = s; }
   AttnSplit split() const { return split_; }
-  // With far blocks (KvCache::far()) in the job's block tables: one far-tier pass (each segment
-  // checked once, by the task that first reads it), then unmaps what was read (kv/far_tier.h).
   void run(const AttnJob& job, ThreadPool& pool);
   // Whether the last run() split key ranges (tests).
   bool last_split() const { return last_split_; }
 
  private:
-  void run_local(const AttnJob& job, ThreadPool& pool);
   void run_unsplit(const AttnJob& job, ThreadPool& pool);
   void run_split(const AttnJob& job, ThreadPool& pool, int64_t chunk);
 

@@ -114,7 +114,7 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
       const int64_t pos = s.start_pos + i;
       rope_.apply(q, c.num_heads, pos);
       rope_.apply(k, c.num_kv_heads, pos);
-      const int32_t block = s.block_table[pos / kc.block_tokens];
+      const BlockRef block = s.block_table[pos / kc.block_tokens];
       const int32_t slot = static_cast<int32_t>(pos % kc.block_tokens);
       for (int32_t h = 0; h < c.num_kv_heads; ++h) {
         // Rows go to the exact (f16 / f32) copy; compact types are encoded when the block is
@@ -135,15 +135,17 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   // Blocks these writes completed get their compact form now, once, for later cold reads.
   for (const auto& s : batch) kv.seal_layer(layer, s.block_table, s.start_pos, s.start_pos + s.num_tokens);
 
-  // Attention: one task per (token, KV head) for the whole GQA group, split along the keys when
-  // such tasks are few for the threads (model/attention_runner.h).
+  // What each sequence reads of this layer (kv/kv_read_table.h), then attention: one task per
+  // (token, KV head) for the whole GQA group, split along the keys when such tasks are few for
+  // the threads (model/attention_runner.h).
+  kv_reader_.bind_layer(layer, &pool);
   attn_rows_.clear();
-  for (const auto& s : batch) {
-    for (int32_t i = 0; i < s.num_tokens; ++i) attn_rows_.push_back({s.block_table, s.start_pos + i});
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqSlice& s = batch[i];
+    for (int32_t j = 0; j < s.num_tokens; ++j) attn_rows_.push_back({&kv_reader_.table(i), s.start_pos + j});
   }
   AttnJob job;
-  job.kv = &kv;
-  job.layer = layer;
+  job.head_dim = c.head_dim;
   job.num_heads = c.num_heads;
   job.num_kv_heads = c.num_kv_heads;
   job.q_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -153,6 +155,7 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   job.rows = attn_rows_.data();
   job.num_tokens = total;
   attn_runner_.run(job, pool);
+  kv_reader_.end_layer(layer);
 
   matmul(L.wo, attn_.data(), total, xn_.data(), pool);
   for (int64_t i = 0; i < total; ++i) kernels::add(&x_[i * c.hidden], &xn_[i * c.hidden], c.hidden);
@@ -172,7 +175,8 @@ void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }
 
-void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits) {
+void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits,
+                    std::vector<float>* hidden) {
   const ModelConfig& c = cfg_;
   int64_t total = 0, num_logit_rows = 0;
   for (const auto& s : batch) {
@@ -180,7 +184,8 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
     num_logit_rows += s.all_logits ? s.num_tokens : (s.num_tokens > 0 ? 1 : 0);
   }
   if (total == 0) {
-    logits->clear();
+    if (logits != nullptr) logits->clear();
+    if (hidden != nullptr) hidden->clear();
     return;
   }
   auto grow = [](std::vector<float>& v, size_t n) {
@@ -201,6 +206,11 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
       kernels::dequantize_row(emb.dtype, emb.data + static_cast<uint64_t>(s.tokens[i]) * emb.row_bytes, &x_[t * c.hidden], c.hidden);
     }
   }
+  kv_reader_.begin_step(kv, batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqSlice& s = batch[i];
+    kv_reader_.table(i).reset(kv, s.block_table, s.start_pos, s.start_pos + s.num_tokens, c.sliding_window);
+  }
   for (int32_t l = 0; l < c.num_layers; ++l) {
     attention_layer(batch, kv, l, pool);
     ffn_layer(w_.layers[l], total, pool);
@@ -219,6 +229,8 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
       }
     }
   }
+  if (hidden != nullptr) hidden->assign(xn_.begin(), xn_.begin() + num_logit_rows * c.hidden);
+  if (logits == nullptr) return;
   logits->resize(static_cast<size_t>(num_logit_rows) * c.vocab);
   matmul(w_.output, xn_.data(), num_logit_rows, logits->data(), pool);
 }

@@ -19,6 +19,7 @@
 #include "base/thread_pool.h"
 #include "format/gguf.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_read_table.h"
 #include "model/attention_runner.h"
 #include "model/ffn.h"
 #include "model/model_config.h"
@@ -35,8 +36,8 @@ struct SeqSlice {
   const int32_t* tokens = nullptr;
   int32_t num_tokens = 0;
   int64_t start_pos = 0;
-  const int32_t* block_table = nullptr;  // covers positions up to start_pos + num_tokens
-  bool all_logits = false;               // logits for every token, else for the last one only
+  const BlockRef* block_table = nullptr;  // covers positions up to start_pos + num_tokens
+  bool all_logits = false;                // logits for every token, else for the last one only
 };
 
 class Model {
@@ -55,8 +56,11 @@ class Model {
   uint64_t streamed_weight_bytes() const;
 
   // Runs one step. `logits` receives, slice by slice, num_tokens rows (all_logits) or one row of
-  // vocab floats. Token ids must be in [0, vocab) (checked by the caller).
-  void forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits);
+  // vocab floats. Token ids must be in [0, vocab) (checked by the caller). `hidden` (optional)
+  // receives the same rows' final hidden states after the output norm ([rows][hidden], what
+  // embeddings are pooled from); `logits` may then be null to skip the output head.
+  void forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits,
+               std::vector<float>* hidden = nullptr);
   // Whether attention splits key ranges across threads (default kAuto; tests force either path).
   void set_attention_split(AttnSplit s) { attn_runner_.set_split(s); }
 
@@ -81,6 +85,7 @@ class Model {
   std::vector<uint8_t> act_packed_;     // the same regrouped for packed weights (kernels::pack_activations)
   AttentionRunner attn_runner_;
   std::vector<AttnQueryRow> attn_rows_;     // per token of the step
+  KvReader kv_reader_;                      // per sequence of the step: what attention reads
 };
 
 }  // namespace hz

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "format/gguf.h"
@@ -202,12 +203,21 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, c
       const int64_t n = static_cast<int64_t>(src->dims[0]);
       const int64_t rows = static_cast<int64_t>(src->num_elements() / src->dims[0]);
       const uint64_t in_rb = row_bytes(src->dtype, n), out_rb = row_bytes(target, n);
-      std::vector<float> row(n);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t sr = hd > 0 ? hf_source_row(r, hd) : r;
-        kernels::dequantize_row(src->dtype, src->data + sr * in_rb, row.data(), n);
-        encode_row(target, row.data(), dst + r * out_rb, n);
-      }
+      // Rows are independent: the k-quant searches are costly, so they run on every core (each
+      // row's bytes do not depend on which thread encodes it).
+      auto encode_rows = [&](int64_t begin, int64_t end) {
+        std::vector<float> row(n);
+        for (int64_t r = begin; r < end; ++r) {
+          const int64_t sr = hd > 0 ? hf_source_row(r, hd) : r;
+          kernels::dequantize_row(src->dtype, src->data + sr * in_rb, row.data(), n);
+          encode_row(target, row.data(), dst + r * out_rb, n);
+        }
+      };
+      const int64_t num_threads = is_kquant(target) ? std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), rows) : 1;
+      std::vector<std::thread> workers;
+      for (int64_t t = 1; t < num_threads; ++t) workers.emplace_back(encode_rows, rows * t / num_threads, rows * (t + 1) / num_threads);
+      encode_rows(0, rows / std::max<int64_t>(num_threads, 1));
+      for (auto& th : workers) th.join();
     });
   }
   return w.write(out_path, progress);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -75,6 +76,12 @@ struct GenerationEvent {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;       // prompt tokens served from the prefix cache
+  int32_t max_tokens = 0;          // the output limit it ran under (max_tokens, clamped to the context)
+  // Where its time went on the engine, in seconds (all 0 when it never ran: ran == false).
+  bool ran = false;                // it was scheduled at least once
+  double queue_seconds = 0;        // submitted -> first scheduled
+  double prefill_seconds = 0;      // first scheduled -> first token
+  double decode_seconds = 0;       // first token -> last token
 };
 
 // Receives a request's events. Called on the engine thread: must not block (push to a queue and
@@ -90,6 +97,17 @@ struct GenerationRequest {
   SamplingParams sampling;
   std::shared_ptr<GenerationSink> sink;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // finish with kTimeout after this
+};
+
+// Embeddings: each input's final hidden states (after the output norm), pooled and L2-normalised.
+enum class Pooling { kMean, kLast };
+
+struct EmbeddingJob {
+  std::vector<std::vector<int32_t>> inputs;  // token ids per input (non-empty, within max_model_len)
+  Pooling pooling = Pooling::kMean;
+  // Called once with one vector per input, in order, or the reason none could be made. Runs on the
+  // engine thread: must not block.
+  std::function<void(Result<std::vector<std::vector<float>>>)> done;
 };
 
 struct ModelInfo {
@@ -119,6 +137,13 @@ class Engine {
   virtual Result<uint64_t> submit(GenerationRequest request) = 0;
   // Stops a request at the next step; its sink gets kFinished(kCancelled). Unknown ids are ignored.
   virtual void cancel(uint64_t request_id) = 0;
+  // Queues an embedding job (see EmbeddingJob). kUnimplemented for engines without embeddings;
+  // kCancelled while draining. Each input runs as its own forward pass, so a text's vector never
+  // depends on the other inputs.
+  virtual Status submit_embeddings(EmbeddingJob job) {
+    (void)job;
+    return unimplemented("embeddings are not available with this engine");
+  }
 
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const = 0;
   // A chat prompt: control tokens are parsed only outside `plain` (see Tokenizer::encode_mixed).

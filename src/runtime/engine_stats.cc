@@ -12,7 +12,7 @@ stats::Labels label(const char* name, const char* value) {
 
 void EngineStats::collect(stats::Snapshot& out) const {
   const EngineStats& s = *this;
-#define HZ_STATS_REPORT_FIELD(field, type, kind, section, name, label_name, label_value, help) \
+#define HZ_STATS_REPORT_FIELD(field, type, kind, section, name, label_name, label_value, help, ...) \
   if (reports(StatsSection::section))                                                        \
     out.add(name, help, stats::Kind::kind, label(label_name, label_value), stats::value_of(s.field));
 #define HZ_STATS_REPORT_VALUE(kind, section, name, label_name, label_value, help, expr) \

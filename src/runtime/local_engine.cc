@@ -13,6 +13,7 @@
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
 #include "planner/model_shape.h"
+#include "runtime/embedding.h"
 #include "runtime/startup_admission.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
@@ -30,6 +31,10 @@ struct LocalEngine::Request {
   int32_t prompt_tokens = 0;
   int32_t generated = 0;
   int32_t max_new_tokens = 0;  // after clamping to max_model_len
+  // Timings for the request histograms (queue, prefill, decode).
+  std::chrono::steady_clock::time_point arrival;  // submit()
+  std::optional<std::chrono::steady_clock::time_point> first_scheduled, first_token;
+  std::chrono::steady_clock::time_point last_token;
 };
 
 namespace {
@@ -177,10 +182,9 @@ std::vector<bool> LocalEngine::redo_corrupt(const std::vector<ScheduledSlice>& s
   if (!far_) return redo;
   const std::vector<int32_t> bad = far_->take_corrupt();
   if (bad.empty()) return redo;
-  const int32_t base = kv_->config().num_blocks;
   for (size_t i = 0; i < slices.size(); ++i) {
-    for (int32_t b : slices[i].seq->block_table) {
-      if (b >= base && std::find(bad.begin(), bad.end(), b - base) != bad.end()) redo[i] = true;
+    for (BlockRef b : slices[i].seq->block_table) {
+      if (b.is_far() && std::find(bad.begin(), bad.end(), b.idx) != bad.end()) redo[i] = true;
     }
     if (redo[i]) {
       ++far_recomputes_;
@@ -218,7 +222,7 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   }
   uint64_t id = next_id_++;
   ++num_queued_;
-  inbox_.emplace_back(id, std::move(req));
+  inbox_.push_back(Incoming{id, std::move(req), std::chrono::steady_clock::now()});
   cv_.notify_all();
   return id;
 }
@@ -256,24 +260,67 @@ bool LocalEngine::wait_idle(std::chrono::milliseconds timeout) {
   auto idle = [&] { return inbox_.empty() && stats_.running == 0 && stats_.waiting == 0; };
   if (idle_cv_.wait_for(lk, timeout, idle)) return true;
   // Out of time: cancel what is left and wait briefly for the cancellations to land.
-  for (const auto& [id, r] : inbox_) cancels_.push_back(id);
+  for (const Incoming& in : inbox_) cancels_.push_back(in.id);
   for (uint64_t id = 1; id < next_id_; ++id) cancels_.push_back(id);
   cv_.notify_all();
   idle_cv_.wait_for(lk, std::chrono::seconds(5), idle);
   return false;
 }
 
+Status LocalEngine::submit_embeddings(EmbeddingJob job) {
+  for (const auto& input : job.inputs) {
+    if (input.empty()) return invalid_argument("an embedding input has no tokens");
+    if (static_cast<int64_t>(input.size()) > opts_.max_model_len) {
+      return Status(StatusCode::kOutOfRange, fmt::format("an embedding input has {} tokens, more than --max-model-len {}",
+                                                         input.size(), opts_.max_model_len));
+    }
+    for (int32_t t : input) {
+      if (t < 0 || t >= info_.vocab_size) return invalid_argument("token id {} is not in the vocabulary", t);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (draining_) return Status(StatusCode::kCancelled, "the engine is shutting down");
+    embed_inbox_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return Status();
+}
+
+void LocalEngine::run_embeddings() {
+  std::deque<EmbeddingJob> jobs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    jobs.swap(embed_inbox_);
+  }
+  for (EmbeddingJob& job : jobs) {
+    std::vector<std::vector<float>> out;
+    Status error;
+    for (const auto& input : job.inputs) {
+      auto v = compute_embedding(*model_, *kvm_, *kv_, *pool_, input, job.pooling, &hidden_);
+      if (!v.ok()) {
+        error = v.status();
+        break;
+      }
+      out.push_back(std::move(v).value());
+    }
+    if (error.ok()) job.done(std::move(out));
+    else job.done(error);
+  }
+}
+
 void LocalEngine::drain_inbox() {
-  std::deque<std::pair<uint64_t, GenerationRequest>> incoming;
+  std::deque<Incoming> incoming;
   std::vector<uint64_t> cancels;
   {
     std::lock_guard<std::mutex> lk(mu_);
     incoming.swap(inbox_);
     cancels.swap(cancels_);
   }
-  for (auto& [id, g] : incoming) {
+  for (auto& [id, g, arrival] : incoming) {
     auto r = std::make_unique<Request>();
     r->id = id;
+    r->arrival = arrival;
     r->sink = std::move(g.sink);
     r->params = g.sampling;
     r->deadline = g.deadline;
@@ -321,6 +368,18 @@ void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
   ev.prompt_tokens = r->prompt_tokens;
   ev.completion_tokens = r->generated;
   ev.cached_tokens = seq ? seq->num_cached_tokens : 0;
+  ev.max_tokens = r->max_new_tokens;
+  if (r->first_scheduled) {
+    using Seconds = std::chrono::duration<double>;
+    ev.ran = true;
+    ev.queue_seconds = Seconds(*r->first_scheduled - r->arrival).count();
+    if (r->first_token) {
+      ev.prefill_seconds = Seconds(*r->first_token - *r->first_scheduled).count();
+      ev.decode_seconds = Seconds(r->last_token - *r->first_token).count();
+    } else {
+      ev.prefill_seconds = Seconds(std::chrono::steady_clock::now() - *r->first_scheduled).count();
+    }
+  }
   r->sink->on_event(std::move(ev));
   std::lock_guard<std::mutex> lk(mu_);
   ++stats_.requests_finished_total;
@@ -339,6 +398,8 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row) 
   r.sampler->accept(tok);
   seq.tokens.push_back(tok);
   ++r.generated;
+  r.last_token = std::chrono::steady_clock::now();
+  if (!r.first_token) r.first_token = r.last_token;
   const bool is_stop_token = (!r.params.ignore_eos && tokenizer_->is_eog(tok)) ||
                              std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), tok) !=
                                  r.params.stop_token_ids.end();
@@ -382,6 +443,8 @@ void LocalEngine::step() {
   std::vector<bool> samples;
   batch.reserve(slices.size());
   for (const auto& s : slices) {
+    if (auto it = requests_.find(s.seq->id); it != requests_.end() && !it->second->first_scheduled)
+      it->second->first_scheduled = now;
     SeqSlice x;
     x.tokens = s.seq->tokens.data() + s.seq->num_computed;
     x.num_tokens = s.num_tokens;
@@ -424,75 +487,50 @@ void LocalEngine::step() {
   for (const auto& [id, reason] : done) finish(id, reason);
 }
 
+namespace {
+
+// What the engine statistics table's sources (runtime/engine_stats.h) read, one engine step's view.
+struct StatsSources {
+  const Scheduler& sched;
+  const BlockPool& pool;
+  const KvCache& kv;
+  const PrefixCache* prefix;    // null without prefix caching
+  kvstore::StoreStats store;    // the disk tier's store (zero without a disk tier)
+  uint64_t store_slot_bytes;
+  DiskTierStats disk_tier;
+  FarTierStats far;             // zero without a far tier
+  uint64_t far_recomputes;
+  kvstore::RemoteStats remote;  // the remote tier's store (zero without one)
+  RemoteTierStats remote_tier;
+};
+
+}  // namespace
+
 void LocalEngine::publish_stats() {
+  const StatsSources src{*sched_,
+                         kv_->pool(),
+                         *kv_,
+                         prefix_cache_,
+                         disk_tier_ ? kv_store_->stats() : kvstore::StoreStats{},
+                         disk_tier_ ? kv_store_->slot_bytes() : 0,
+                         disk_tier_ ? disk_tier_->stats() : DiskTierStats{},
+                         far_ ? far_->stats() : FarTierStats{},
+                         far_recomputes_,
+                         kvm_->remote_tier() ? kvm_->remote_tier()->store().stats() : kvstore::RemoteStats{},
+                         kvm_->remote_tier() ? kvm_->remote_tier()->stats() : RemoteTierStats{}};
   std::lock_guard<std::mutex> lk(mu_);
   num_queued_ = static_cast<int32_t>(inbox_.size()) + sched_->num_waiting();
-  stats_.running = sched_->num_running();
   stats_.waiting = num_queued_;
-  stats_.preemptions_total = sched_->num_preemptions();
-  const BlockPool& p = kv_->pool();
-  stats_.kv_blocks_used = p.num_used();
-  stats_.kv_blocks_free = p.num_free();
-  stats_.kv_blocks_cached = p.num_cached();
-  if (prefix_cache_) {
-    stats_.prefix_cache_queries = prefix_cache_->queries();
-    stats_.prefix_cache_hits = prefix_cache_->hits();
-    stats_.prefix_cache_evictions = prefix_cache_->evictions();
-  }
-  stats_.kv_ram_bytes_total = kv_->total_bytes();
-  stats_.kv_ram_bytes_used = static_cast<uint64_t>(p.num_used() + p.num_cached()) * kv_->block_bytes();
-  if (disk_tier_) {
-    const kvstore::StoreStats d = kv_store_->stats();
-    const DiskTierStats& t = disk_tier_->stats();
-    stats_.kv_disk_enabled = true;
-    stats_.kv_disk_degraded = d.degraded;
-    stats_.kv_disk_blocks = d.blocks;
-    stats_.kv_disk_bytes_used = d.bytes_used;
-    stats_.kv_disk_bytes_total = d.slots_total * kv_store_->slot_bytes();
-    stats_.kv_disk_hits = d.hits;
-    stats_.kv_disk_promotions = t.promotions;
-    stats_.kv_disk_demotions = t.demotions;
-    stats_.kv_disk_writes = d.writes;
-    stats_.kv_disk_evictions = d.evictions;
-    stats_.kv_disk_checksum_failures = d.checksum_failures;
-    stats_.kv_disk_io_errors = d.io_errors;
-    stats_.kv_disk_read_bytes = d.read_bytes;
-    stats_.kv_disk_write_bytes = d.write_bytes;
-    stats_.kv_disk_read_seconds = d.read_seconds;
-    stats_.kv_disk_write_seconds = d.write_seconds;
-  }
-  if (RemoteTier* rt = kvm_->remote_tier()) {
-    const kvstore::RemoteStats r = rt->store().stats();
-    stats_.kv_remote_enabled = true;
-    stats_.kv_remote_hits = r.hits;
-    stats_.kv_remote_misses = r.misses;
-    stats_.kv_remote_promotions = rt->stats().promotions;
-    stats_.kv_remote_writes = r.writes;
-    stats_.kv_remote_dropped_writes = r.dropped_writes;
-    stats_.kv_remote_read_bytes = r.read_bytes;
-    stats_.kv_remote_write_bytes = r.write_bytes;
-    stats_.kv_remote_fetches = r.fetches;
-    stats_.kv_remote_fetch_seconds = r.fetch_seconds;
-    stats_.kv_remote_errors = r.errors;
-    stats_.kv_remote_corrupt = r.corrupt;
-    stats_.kv_remote_reconnects = r.reconnects;
-    stats_.kv_remote_queue_bytes = r.queued_bytes;
-    stats_.kv_remote_degraded = r.degraded;
-  }
-  if (far_) {
-    const FarTierStats f = far_->stats();
-    stats_.kv_far_enabled = true;
-    stats_.kv_far_degraded = f.degraded;
-    stats_.kv_far_blocks = f.blocks;
-    stats_.kv_far_bytes_used = f.blocks * kv_->block_bytes();
-    stats_.kv_far_bytes_total = f.capacity * kv_->block_bytes();
-    stats_.kv_far_spills = f.spills;
-    stats_.kv_far_read_bytes = f.read_bytes;
-    stats_.kv_far_write_bytes = f.write_bytes;
-    stats_.kv_far_checksum_failures = f.checksum_failures;
-    stats_.kv_far_io_errors = f.io_errors;
-    stats_.kv_far_recomputes = far_recomputes_;
-  }
+  stats_.kv_disk_enabled = disk_tier_ != nullptr;
+  stats_.kv_far_enabled = far_ != nullptr;
+  stats_.kv_remote_enabled = kvm_->remote_tier() != nullptr;
+  // Every row of the table that names a source, in one go.
+#define HZ_STATS_FILL(field, type, kind, section, name, label_name, label_value, help, ...) \
+  __VA_OPT__(if (stats_.reports(StatsSection::section)) stats_.field = static_cast<type>(__VA_ARGS__);)
+#define HZ_STATS_NO_FILL(...)
+  HZ_ENGINE_STATS(HZ_STATS_FILL, HZ_STATS_NO_FILL)
+#undef HZ_STATS_FILL
+#undef HZ_STATS_NO_FILL
   stats_.last_progress = std::chrono::steady_clock::now();
   if (inbox_.empty() && requests_.empty()) idle_cv_.notify_all();
 }
@@ -502,10 +540,11 @@ void LocalEngine::loop() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(100),
-                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !requests_.empty(); });
+                   [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !requests_.empty() || !embed_inbox_.empty(); });
       if (stop_) break;
     }
     drain_inbox();
+    run_embeddings();
     step();
     // Write-behind when idle: the prefixes of finished requests go to disk while nothing waits,
     // so a crash (SIGKILL) loses at most what ran since the engine was last idle.
@@ -526,6 +565,12 @@ void LocalEngine::loop() {
   std::vector<uint64_t> open;
   for (const auto& [id, r] : requests_) open.push_back(id);
   for (uint64_t id : open) finish(id, FinishReason::kCancelled);
+  std::deque<EmbeddingJob> jobs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    jobs.swap(embed_inbox_);
+  }
+  for (EmbeddingJob& job : jobs) job.done(Status(StatusCode::kCancelled, "the engine shut down"));
 }
 
 }  // namespace hz

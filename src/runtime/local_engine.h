@@ -33,6 +33,7 @@ class LocalEngine : public Engine {
 
   Result<uint64_t> submit(GenerationRequest request) override;
   void cancel(uint64_t request_id) override;
+  Status submit_embeddings(EmbeddingJob job) override;
   std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const override;
   std::vector<int32_t> tokenize_mixed(std::string_view text, std::span<const TextRange> plain,
                                       bool add_special) const override;
@@ -63,6 +64,7 @@ class LocalEngine : public Engine {
   LocalEngine() = default;
   void loop();
   void drain_inbox();
+  void run_embeddings();  // the queued embedding jobs, between steps
   void step();
   // Samples the next token of `seq` from its logits `row` and emits it; the reason it finished, if so.
   std::optional<FinishReason> sample_next(Sequence& seq, float* row);
@@ -93,14 +95,21 @@ class LocalEngine : public Engine {
   uint64_t persisted_inserts_ = 0;  // prefix cache inserts already written behind to disk
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // embeddings: final hidden states of one input
   std::function<void(FarTier*)> step_hook_;
   uint64_t far_recomputes_ = 0;
 
   // Inbox: written by any thread under mu_.
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<uint64_t, GenerationRequest>> inbox_;
+  struct Incoming {
+    uint64_t id;
+    GenerationRequest request;
+    std::chrono::steady_clock::time_point arrival;
+  };
+  std::deque<Incoming> inbox_;
   std::vector<uint64_t> cancels_;
+  std::deque<EmbeddingJob> embed_inbox_;
   int32_t num_queued_ = 0;  // inbox + scheduler waiting, for admission
   bool stop_ = false;
   bool draining_ = false;

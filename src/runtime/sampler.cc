@@ -27,8 +27,7 @@ double Sampler::uniform() {
   return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std::vector<TokenLogprob>* top) {
-  // Penalties.
+void Sampler::apply_penalties(float* logits, int32_t vocab) {
   if (p_.repetition_penalty != 1.0f) {
     for (const auto& [id, n] : seen_) {
       if (id < 0 || id >= vocab) continue;
@@ -47,7 +46,10 @@ int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std:
     if (id >= 0 && id < vocab) logits[id] += bias;
   }
   if (p_.logit_mask) p_.logit_mask->apply(logits, vocab);
+}
 
+int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std::vector<TokenLogprob>* top) {
+  apply_penalties(logits, vocab);
   // Log-probabilities of the penalised (biased, masked) distribution (what OpenAI's logprobs report).
   float max_logit = -std::numeric_limits<float>::infinity();
   for (int32_t i = 0; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
@@ -58,60 +60,65 @@ int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std:
     log_z = std::log(z) + max_logit;
   }
 
-  int32_t result;
+  int32_t result = 0;
   if (p_.temperature <= 0.0f) {
-    result = 0;
     for (int32_t i = 1; i < vocab; ++i) {
       if (logits[i] > logits[result]) result = i;  // ties: the lowest id
     }
   } else {
-    // Candidates sorted by logit (descending; ties by id), cut by top-k.
-    cand_.clear();
-    cand_.reserve(vocab);
-    for (int32_t i = 0; i < vocab; ++i) cand_.emplace_back(logits[i], i);
-    auto cmp = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-    size_t k = (p_.top_k > 0 && p_.top_k < vocab) ? static_cast<size_t>(p_.top_k) : cand_.size();
-    std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(), cmp);
-    cand_.resize(k);
-    // Softmax with temperature over the survivors.
-    std::vector<double> probs(k);
-    double sum = 0;
-    const double inv_t = 1.0 / p_.temperature;
+    result = sample_random(logits, vocab);
+  }
+  report_logprobs(logits, vocab, log_z, result, chosen, top);
+  return result;
+}
+
+int32_t Sampler::sample_random(const float* logits, int32_t vocab) {
+  // Candidates sorted by logit (descending; ties by id), cut by top-k.
+  cand_.clear();
+  cand_.reserve(vocab);
+  for (int32_t i = 0; i < vocab; ++i) cand_.emplace_back(logits[i], i);
+  auto cmp = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  size_t k = (p_.top_k > 0 && p_.top_k < vocab) ? static_cast<size_t>(p_.top_k) : cand_.size();
+  std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(), cmp);
+  cand_.resize(k);
+  // Softmax with temperature over the survivors.
+  std::vector<double> probs(k);
+  double sum = 0;
+  const double inv_t = 1.0 / p_.temperature;
+  for (size_t i = 0; i < k; ++i) {
+    probs[i] = std::exp((static_cast<double>(cand_[i].first) - cand_[0].first) * inv_t);
+    sum += probs[i];
+  }
+  for (auto& p : probs) p /= sum;
+  size_t keep = k;
+  if (p_.top_p < 1.0f) {
+    double cum = 0;
     for (size_t i = 0; i < k; ++i) {
-      probs[i] = std::exp((static_cast<double>(cand_[i].first) - cand_[0].first) * inv_t);
-      sum += probs[i];
-    }
-    for (auto& p : probs) p /= sum;
-    size_t keep = k;
-    if (p_.top_p < 1.0f) {
-      double cum = 0;
-      for (size_t i = 0; i < k; ++i) {
-        cum += probs[i];
-        if (cum >= p_.top_p) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    if (p_.min_p > 0.0f) {
-      const double floor = probs[0] * p_.min_p;
-      size_t n = 1;
-      while (n < keep && probs[n] >= floor) ++n;
-      keep = n;
-    }
-    double total = 0;
-    for (size_t i = 0; i < keep; ++i) total += probs[i];
-    double r = uniform() * total;
-    result = cand_[keep - 1].second;
-    for (size_t i = 0; i < keep; ++i) {
-      r -= probs[i];
-      if (r < 0) {
-        result = cand_[i].second;
+      cum += probs[i];
+      if (cum >= p_.top_p) {
+        keep = i + 1;
         break;
       }
     }
   }
+  if (p_.min_p > 0.0f) {
+    const double floor = probs[0] * p_.min_p;
+    size_t n = 1;
+    while (n < keep && probs[n] >= floor) ++n;
+    keep = n;
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += probs[i];
+  double r = uniform() * total;
+  for (size_t i = 0; i < keep; ++i) {
+    r -= probs[i];
+    if (r < 0) return cand_[i].second;
+  }
+  return cand_[keep - 1].second;
+}
 
+void Sampler::report_logprobs(const float* logits, int32_t vocab, double log_z, int32_t result, TokenLogprob* chosen,
+                              std::vector<TokenLogprob>* top) const {
   if (chosen != nullptr) {
     chosen->token = result;
     chosen->logprob = static_cast<float>(logits[result] - log_z);
@@ -125,7 +132,6 @@ int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std:
     top->clear();
     for (int32_t i = 0; i < n; ++i) top->push_back({idx[i], "", static_cast<float>(logits[idx[i]] - log_z)});
   }
-  return result;
 }
 
 }  // namespace hz

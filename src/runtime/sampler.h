@@ -26,6 +26,13 @@ class Sampler {
 
  private:
   double uniform();  // [0, 1)
+  // Repetition, presence and frequency penalties, logit bias and the logit mask, in place.
+  void apply_penalties(float* logits, int32_t vocab);
+  // Top-k, temperature, top-p and min-p over the candidates, then one draw.
+  int32_t sample_random(const float* logits, int32_t vocab);
+  // `chosen` and `top` (either may be null) from log-softmax normaliser `log_z`.
+  void report_logprobs(const float* logits, int32_t vocab, double log_z, int32_t result, TokenLogprob* chosen,
+                       std::vector<TokenLogprob>* top) const;
 
   SamplingParams p_;
   uint64_t state_;                                  // splitmix64 state

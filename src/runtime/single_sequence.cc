@@ -52,23 +52,23 @@ void SingleSequence::ensure_blocks(int64_t n) {
       bool moved = false;
       const int64_t fin = std::min<int64_t>(kv_->finalized_blocks(num_tokens_), static_cast<int64_t>(block_table_.size()));
       for (int64_t j = far_cursor_; j < fin && !moved; ++j) {
-        const int32_t b = block_table_[j];
-        if (kv_->is_far(b)) continue;
+        if (block_table_[j].is_far()) continue;
+        const int32_t b = block_table_[j].idx;
         auto id = kv_->spill(b);
         HZ_CHECK_MSG(id.has_value(), "SingleSequence: the far tier cannot take more blocks");
         pool.unref(b);
-        block_table_[j] = kv_->config().num_blocks + *id;
+        block_table_[j] = BlockRef::far(*id);
         far_cursor_ = j + 1;
         moved = true;
       }
       HZ_CHECK_MSG(moved, "SingleSequence capacity exceeded: the RAM pool is too small for one step");
     }
-    block_table_.push_back(*pool.allocate());
+    block_table_.push_back(BlockRef::pool(*pool.allocate()));
   }
 }
 
 void SingleSequence::reset() {
-  for (int32_t b : block_table_) kv_->release_block(b);
+  for (BlockRef b : block_table_) kv_->release_block(b);
   far_cursor_ = 0;
   block_table_.clear();
   num_tokens_ = 0;
@@ -79,12 +79,13 @@ Status SingleSequence::truncate(int64_t n) {
   const int32_t keep = kv_->blocks_for(n);
   if (n < num_tokens_) {
     for (int32_t bi = 0; bi < keep; ++bi) {
-      const int32_t b = block_table_[bi];
+      const BlockRef b = block_table_[bi];
       // A far block is final (read cold only); so must be every kept block a later query reads
       // otherwise — and the partly kept block is written again.
       const bool rewritten = bi == keep - 1 && n % kv_->config().block_tokens != 0;
-      const bool needs_exact = kv_->staged() && kv_->read_form(n, bi) != KvRead::kCold && !kv_->has_staging(b);
-      if ((kv_->is_far(b) && (rewritten || kv_->read_form(n, bi) != KvRead::kCold)) || needs_exact) {
+      const bool cold = kv_->read_form(n, bi) == KvRead::kCold;
+      const bool needs_exact = kv_->staged() && !cold && (b.is_far() || !kv_->has_staging(b.idx));
+      if ((b.is_far() && (rewritten || !cold)) || needs_exact) {
         return make_error(StatusCode::kUnimplemented, "cannot truncate to {} positions: block {} was already finalized", n, bi);
       }
     }
@@ -113,7 +114,7 @@ Status SingleSequence::fill_synthetic(int64_t n, uint64_t seed) {
       std::vector<float> row(c.head_dim);
       for (int64_t i = begin; i < end; ++i) {
         const int64_t pos = first + i;
-        const int32_t block = block_table_[pos / c.block_tokens];
+        const BlockRef block = block_table_[pos / c.block_tokens];
         const int32_t slot = static_cast<int32_t>(pos % c.block_tokens);
         uint64_t x = (seed + 0x9E3779B97F4A7C15ull) * (static_cast<uint64_t>(pos) * 2 + 1) | 1;
         for (int32_t layer = 0; layer < c.num_layers; ++layer) {

@@ -66,7 +66,7 @@ class SingleSequence {
   std::unique_ptr<KvCache> kv_;
   int64_t max_tokens_ = 0;
   int64_t far_cursor_ = 0;  // blocks before it are all far
-  std::vector<int32_t> block_table_;
+  std::vector<BlockRef> block_table_;
   int64_t num_tokens_ = 0;
   int32_t prefill_chunk_ = 0;
   std::vector<float> logits_;

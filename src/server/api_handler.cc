@@ -4,11 +4,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <nlohmann/json.hpp>
 
 #include "server/auth.h"
 #include "server/chat_prompt.h"
+#include "server/embeddings.h"
+#include "chat/tool_call_parser.h"
 #include "server/text_hygiene.h"
 #include "tokenizer/tokenizer.h"
 #include "server/status_json.h"
@@ -33,14 +36,40 @@ int64_t unix_now() {
 
 }  // namespace
 
+std::string served_model_name(const Engine& engine, const ServerOptions& options) {
+  std::string name = options.served_model_name;
+  if (name.empty()) name = engine.model_info().name;
+  if (name.empty()) name = std::filesystem::path(engine.model_info().path).stem().string();
+  if (name.empty()) name = "horizon";
+  return name;
+}
+
 ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics)
-    : engine_(engine), options_(options), metrics_(metrics), id_rng_(std::random_device{}()) {
-  served_model_name_ = options.served_model_name;
-  if (served_model_name_.empty()) served_model_name_ = engine.model_info().name;
-  if (served_model_name_.empty()) served_model_name_ = std::filesystem::path(engine.model_info().path).stem().string();
-  if (served_model_name_.empty()) served_model_name_ = "horizon";
+    : engine_(engine),
+      options_(options),
+      metrics_(metrics),
+      cors_(options.allowed_origins),
+      id_rng_(std::random_device{}()) {
+  served_model_name_ = hz::served_model_name(engine, options);
+  model_names_.push_back(served_model_name_);
+  if (options.served_model_name.empty()) {
+    const std::filesystem::path path(engine.model_info().path);
+    for (const std::string& name : {engine.model_info().name, path.string(), path.filename().string(), path.stem().string()}) {
+      if (!name.empty()) model_names_.push_back(name);
+    }
+  }
   chat_model_ = engine.model_info();
   if (!options.chat_template.empty()) chat_model_.chat_template = options.chat_template;
+}
+
+ApiError ApiHandler::model_not_found(std::string_view requested) const {
+  ApiError e;
+  e.http_status = 404;
+  e.code = "model_not_found";
+  e.param = "model";
+  e.message = fmt::format("The model `{}` does not exist (this server serves `{}`)",
+                          std::string(requested.substr(0, 200)), served_model_name_);
+  return e;
 }
 
 HttpReply ApiHandler::error_reply(const ApiError& e) {
@@ -49,6 +78,14 @@ HttpReply ApiHandler::error_reply(const ApiError& e) {
   r.body = api_error_body(e);
   r.headers = e.headers;
   return r;
+}
+
+bool ApiHandler::serves_model(std::string_view requested) const {
+  if (requested.empty()) return true;
+  for (const std::string& name : model_names_) {
+    if (requested == name) return true;
+  }
+  return false;
 }
 
 std::string ApiHandler::new_id(ApiKind kind) {
@@ -68,6 +105,24 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   };
   bool get = req.method == "GET";
   bool post = req.method == "POST";
+  // A browser's CORS preflight carries no credentials: it is answered before any auth check.
+  if (req.method == "OPTIONS") {
+    if (auto p = cors_.preflight(req.origin, req.cors_method, req.cors_headers)) {
+      HttpReply r;
+      r.status = p->status;
+      r.headers = std::move(p->headers);
+      if (p->status != 204) {
+        ApiError e;
+        e.http_status = p->status;
+        e.type = "permission_error";
+        e.message = p->error;
+        r.body = api_error_body(e);
+      } else {
+        r.content_type = "text/plain";
+      }
+      return r;
+    }
+  }
 
   if (path == "/health") return get ? json_reply(200, {{"status", "ok"}}) : method_not_allowed("GET");
   if (path == "/ready") return get ? ready() : method_not_allowed("GET");
@@ -124,12 +179,13 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");
   }
   if (path == "/v1/chat/completions") return post ? generation(ApiKind::kChat, req.body) : method_not_allowed("POST");
+  if (path == "/v1/embeddings") return post ? embeddings(req.body) : method_not_allowed("POST");
   if (auto page = web_file_reply(req.method, path, req.if_none_match)) return std::move(*page);
   ApiError e;
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
+                          "/v1/embeddings, /v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
 }
@@ -188,6 +244,73 @@ HttpReply ApiHandler::detokenize(std::string_view body) const {
   return json_reply(200, {{"content", engine_.detokenize(ids)}});
 }
 
+// NOTE: the request thread waits for the engine's answer (a future, bounded by the request
+// timeout) rather than streaming events: an embedding is one forward pass per input and its
+// answer is a single body. The engine still runs it on its own thread, between steps.
+HttpReply ApiHandler::embeddings(std::string_view body) {
+  if (!options_.embeddings) {
+    ApiError e;
+    e.http_status = 501;
+    e.type = "not_supported_error";
+    e.message = "this server does not serve embeddings: start it with --embeddings";
+    return error_reply(e);
+  }
+  EmbeddingsRequest r;
+  if (auto e = parse_embeddings_request(body, &r)) return error_reply(*e);
+  if (!serves_model(r.model)) return error_reply(model_not_found(r.model));
+  const ModelInfo& info = engine_.model_info();
+  EmbeddingJob job;
+  job.pooling = options_.pooling == "last" ? Pooling::kLast : Pooling::kMean;
+  job.inputs = std::move(r.token_inputs);
+  for (size_t i = 0; i < job.inputs.size(); ++i) {
+    for (int32_t t : job.inputs[i]) {
+      if (info.vocab_size > 0 && t >= info.vocab_size)
+        return error_reply(bad_request(fmt::format("'input[{}]' has token id {}, not in the vocabulary", i, t), "input"));
+    }
+  }
+  for (const std::string& text : r.texts) {
+    // Text is text: special-token spellings in it are not parsed (as for chat messages).
+    job.inputs.push_back(engine_.tokenize(text, /*add_special=*/true, /*parse_special=*/false));
+  }
+  int64_t num_tokens = 0;
+  for (size_t i = 0; i < job.inputs.size(); ++i) {
+    num_tokens += static_cast<int64_t>(job.inputs[i].size());
+    if (info.max_model_len > 0 && static_cast<int64_t>(job.inputs[i].size()) > info.max_model_len) {
+      ApiError e = bad_request(fmt::format("'input[{}]' has {} tokens, more than this model's maximum context length "
+                                           "of {}", i, job.inputs[i].size(), info.max_model_len),
+                               "input");
+      e.code = "context_length_exceeded";
+      return error_reply(e);
+    }
+  }
+  auto promise = std::make_shared<std::promise<Result<std::vector<std::vector<float>>>>>();
+  auto future = promise->get_future();
+  job.done = [promise](Result<std::vector<std::vector<float>>> v) { promise->set_value(std::move(v)); };
+  if (Status s = engine_.submit_embeddings(std::move(job)); !s.ok()) {
+    if (s.code() == StatusCode::kUnimplemented) {
+      ApiError e;
+      e.http_status = 501;
+      e.type = "not_supported_error";
+      e.message = s.message();
+      return error_reply(e);
+    }
+    return error_reply(api_error_from_status(s));
+  }
+  const auto timeout = options_.request_timeout.count() > 0 ? options_.request_timeout : std::chrono::milliseconds(600'000);
+  if (future.wait_for(timeout) != std::future_status::ready) {
+    ApiError e;
+    e.http_status = 504;
+    e.type = "server_error";
+    e.message = "the embeddings did not finish within the request timeout";
+    return error_reply(e);
+  }
+  auto vectors = future.get();
+  if (!vectors.ok()) return error_reply(api_error_from_status(vectors.status()));
+  HttpReply reply;
+  reply.body = embeddings_body(*vectors, r.base64, served_model_name_, num_tokens);
+  return reply;
+}
+
 HttpReply ApiHandler::ready() const {
   auto not_ready = [](const std::string& reason) {
     return json_reply(503, {{"status", "not ready"}, {"reason", reason}});
@@ -222,6 +345,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   parse_options.normalize_newlines = options_.normalize_newlines;
   if (auto e = parse_request(kind, body, parse_options, &plan.request)) return error_reply(*e);
   const ParsedRequest& r = plan.request;
+  if (!serves_model(r.model)) return error_reply(model_not_found(r.model));
   const ModelInfo& info = engine_.model_info();
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
   // A text that cannot fit even at the longest token's bytes per token is refused before it is
@@ -239,7 +363,24 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   };
 
   if (kind == ApiKind::kChat) {
-    auto chat = render_chat_prompt(chat_model_, r.messages);
+    ToolSetup tool_setup;
+    if (r.tools.active()) {
+      auto setup = plan_tool_calls(r.tools, detect_tool_call_format(chat_model_.chat_template));
+      if (!setup.ok()) return error_reply(bad_request(setup.status().message(), "tools"));
+      tool_setup = std::move(setup).value();
+      if (!tool_setup.grammar.empty()) {
+        if (!r.grammar_text.empty()) {
+          return error_reply(bad_request("'response_format' cannot be used when the reply must be a tool call "
+                                         "(tool_choice required or a named function, or a chat template without "
+                                         "tools, where calls are constrained JSON)",
+                                         "response_format"));
+        }
+        plan.request.grammar_text = tool_setup.grammar;
+        plan.request.grammar_field = "tools";
+      }
+    }
+    plan.response.tool_format = tool_setup.format;
+    auto chat = render_chat_prompt(chat_model_, r.messages, r.tools, tool_setup);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
     if (auto reply = too_long(chat->text)) return *reply;
     plan.prompt = options_.allow_special_in_content

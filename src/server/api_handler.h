@@ -15,6 +15,7 @@
 
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
+#include "server/cors.h"
 #include "server/grammar_constraint.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -28,6 +29,9 @@ struct HttpRequestInfo {
   std::string_view target;  // path, maybe with a query
   std::string_view authorization;
   std::string_view if_none_match;  // web pages: revalidation
+  std::string_view origin;         // CORS: Origin, Access-Control-Request-Method/-Headers
+  std::string_view cors_method;
+  std::string_view cors_headers;
   std::string_view body;
 };
 
@@ -45,6 +49,10 @@ struct GenerationPlan {
   ResponseContext response;
 };
 
+// The model name requests and metrics carry: --served-model-name, else the engine's name, else the
+// file's stem.
+std::string served_model_name(const Engine& engine, const ServerOptions& options);
+
 class ApiHandler {
  public:
   ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics);
@@ -55,21 +63,30 @@ class ApiHandler {
   static HttpReply error_reply(const ApiError& e);
   // The name responses carry: --served-model-name, else the engine's model name.
   const std::string& served_model_name() const { return served_model_name_; }
+  // Whether a request's `model` names this server's model: the served name, or, without
+  // --served-model-name, the model's path or file name as vLLM and llama-server users write it.
+  // An omitted (empty) model is accepted, as vLLM and llama-server do.
+  bool serves_model(std::string_view requested) const;
+  const CorsPolicy& cors() const { return cors_; }
   // Once set, /ready answers 503 (the server stops accepting before the engine starts draining).
   void set_shutting_down() { shutting_down_.store(true); }
 
  private:
+  ApiError model_not_found(std::string_view requested) const;
   HttpReply ready() const;
   HttpReply models() const;
   HttpReply tokenize(std::string_view body) const;
   HttpReply detokenize(std::string_view body) const;
+  HttpReply embeddings(std::string_view body);
   std::variant<HttpReply, GenerationPlan> generation(ApiKind kind, std::string_view body);
   std::string new_id(ApiKind kind);
 
   Engine& engine_;
   const ServerOptions& options_;
   ServerMetrics& metrics_;
+  CorsPolicy cors_;
   std::string served_model_name_;
+  std::vector<std::string> model_names_;  // what `model` may say (serves_model)
   ModelInfo chat_model_;  // the engine's model info with --chat-template applied
   std::atomic<bool> shutting_down_{false};
   std::mutex id_mu_;

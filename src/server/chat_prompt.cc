@@ -26,12 +26,21 @@ Result<std::shared_ptr<const ChatFormatter>> cached_formatter(const ModelInfo& m
 
 }  // namespace
 
-Result<ChatPrompt> render_chat_prompt(const ModelInfo& model, const std::vector<ChatMessage>& messages) {
+Result<ChatPrompt> render_chat_prompt(const ModelInfo& model, const std::vector<ChatMessage>& messages,
+                                      const ToolRequest& tools, const ToolSetup& setup) {
   auto formatter = cached_formatter(model);
   if (!formatter.ok()) return Status(StatusCode::kInternal, "the model's " + formatter.status().message());
-  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  for (const ChatMessage& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
-  auto prompt = (*formatter)->format(msgs, /*add_generation_prompt=*/true);
+  const ToolCallFormat native = detect_tool_call_format(model.chat_template);
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  if (native != ToolCallFormat::kNone && setup.format == native) extra["tools"] = tools.tools;
+  auto render = [&](bool system_in_user) {
+    return (*formatter)->format(template_messages(messages, native, setup.system_text, system_in_user),
+                                /*add_generation_prompt=*/true, extra);
+  };
+  auto prompt = render(/*system_in_user=*/false);
+  // A template without system turns (e.g. Gemma's refuses them) gets the tool description in the
+  // first user turn instead.
+  if (!prompt.ok() && !setup.system_text.empty()) prompt = render(/*system_in_user=*/true);
   if (!prompt.ok()) return invalid_argument("messages: the chat template refused them: {}", prompt.status().message());
   return prompt;
 }

@@ -8,12 +8,16 @@
 #include "chat/chat_formatter.h"
 #include "runtime/engine_api.h"
 #include "server/openai_request.h"
+#include "server/tool_calling.h"
 
 namespace hz {
 
-// Renders `messages` for `model` with a generation prompt. A template that refuses the
-// conversation (raise_exception, e.g. a system message it does not support) -> kInvalidArgument;
-// a model template that does not parse -> kInternal.
-Result<ChatPrompt> render_chat_prompt(const ModelInfo& model, const std::vector<ChatMessage>& messages);
+// Renders `messages` for `model` with a generation prompt. `tools`/`setup`: the request's tools
+// (passed to a template that knows them; for one that does not, the generic form's system text
+// joins the conversation: see tool_calling.h). A template that refuses the conversation
+// (raise_exception, e.g. a system message it does not support) -> kInvalidArgument; a model
+// template that does not parse -> kInternal.
+Result<ChatPrompt> render_chat_prompt(const ModelInfo& model, const std::vector<ChatMessage>& messages,
+                                      const ToolRequest& tools = {}, const ToolSetup& setup = {});
 
 }  // namespace hz

@@ -21,7 +21,11 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 struct HttpServer::Impl {
-  Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)), handler(engine, options, metrics) {}
+  Impl(Engine& e, ServerOptions o)
+      : engine(e),
+        options(std::move(o)),
+        metrics(MetricsOptions{served_model_name(engine, options), options.metrics_vllm_names}),
+        handler(engine, options, metrics) {}
 
   void do_accept();
 

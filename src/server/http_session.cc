@@ -145,6 +145,9 @@ void HttpSession::begin_request() {
   // Redacted before truncation, so that a cut cannot leave part of a key in the log.
   path_ = redact_target(std::string_view(req.target().data(), req.target().size()), ctx_.options->api_key).substr(0, 256);
   http_version_ = req.version() == 10 ? 10 : 11;
+  auto origin = req.find(http::field::origin);
+  cors_headers_ = ctx_.handler->cors().response_headers(
+      origin == req.end() ? std::string_view() : std::string_view(origin->value().data(), origin->value().size()));
   request_active_ = true;
   ctx_.active_requests->fetch_add(1);
 }
@@ -182,6 +185,13 @@ void HttpSession::on_read(beast::error_code ec) {
   if (auth != req.end()) info.authorization = sv(auth->value());
   auto inm = req.find(http::field::if_none_match);
   if (inm != req.end()) info.if_none_match = sv(inm->value());
+  auto field = [&](http::field f) {
+    auto it = req.find(f);
+    return it == req.end() ? std::string_view() : sv(it->value());
+  };
+  info.origin = field(http::field::origin);
+  info.cors_method = field(http::field::access_control_request_method);
+  info.cors_headers = field(http::field::access_control_request_headers);
   info.body = req.body();
   // Bodies (JSON, chat rendering, tokenization: up to a second for megabytes) are handled by the
   // worker threads; the request's bytes stay in parser_, untouched until the answer is back.
@@ -225,6 +235,7 @@ void HttpSession::send_reply(const HttpReply& r, bool keep_alive) {
   reply_ = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), http_version_);
   reply_->set(http::field::server, "horizon");
   reply_->set(http::field::content_type, r.content_type);
+  for (const auto& [name, value] : cors_headers_) reply_->set(name, value);
   for (const auto& [name, value] : r.headers) reply_->set(name, value);
   if (gen_) reply_->set("X-Request-Id", gen_->plan.response.id);
   reply_->keep_alive(keep_alive);
@@ -300,11 +311,13 @@ void HttpSession::start_generation(GenerationPlan plan) {
   if (g.plan.response.stream) {
     g.chunked = http_version_ >= 11;
     if (!g.chunked) keep_alive_ = false;
+    std::string cors_head;  // values are checked origins and fixed text: no CR/LF can get in
+    for (const auto& [name, value] : cors_headers_) cors_head += name + ": " + value + "\r\n";
     g.header = fmt::format(
         "HTTP/1.{} 200 OK\r\nServer: horizon\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        "X-Request-Id: {}\r\n{}{}\r\n",
+        "X-Request-Id: {}\r\n{}{}{}\r\n",
         http_version_ >= 11 ? 1 : 0, g.plan.response.id, g.chunked ? "Transfer-Encoding: chunked\r\n" : "",
-        keep_alive_ ? "" : "Connection: close\r\n");
+        keep_alive_ ? "" : "Connection: close\r\n", cors_head);
     g.pending = g.assembler.stream_start();
     flush_stream();
   }
@@ -370,9 +383,7 @@ void HttpSession::on_events() {
     } else {
       g.finished = true;
       g.final_event = std::move(e);
-      ctx_.metrics->on_request_finished(g.final_event.finish_reason, g.final_event.prompt_tokens,
-                                        g.final_event.completion_tokens,
-                                        std::chrono::duration<double>(arrival - request_start_).count());
+      ctx_.metrics->on_request_finished(g.final_event, std::chrono::duration<double>(arrival - request_start_).count());
     }
   }
   if (g.client_gone) {

@@ -99,6 +99,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   unsigned http_version_ = 11;
   bool keep_alive_ = true;
   std::unique_ptr<Generation> gen_;
+  CorsPolicy::Headers cors_headers_;  // added to every answer to the current request
   uint64_t gen_serial_ = 0;  // tells a stale disconnect watcher from the current one
 };
 

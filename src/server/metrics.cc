@@ -6,8 +6,24 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "server/vllm_metrics.h"
+
 namespace hz {
 namespace {
+
+// Buckets of the per-request time histograms (queue, prefill, decode, end to end), in seconds.
+const std::vector<double> kRequestSeconds = {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1,  1.5, 2,   2.5, 5,
+                                             10,   15,   20,  30,  40,  50,  60, 120, 240, 480, 960};
+// Buckets of the per-request token histograms: 1, 2, 5, 10, ... 1M tokens.
+std::vector<double> token_buckets() {
+  std::vector<double> b;
+  for (double scale = 1; scale <= 1e6; scale *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      if (m * scale <= 1e6) b.push_back(m * scale);
+    }
+  }
+  return b;
+}
 
 // Prometheus label values escape backslash, double quote and newline.
 std::string escape_label(const std::string& v) {
@@ -108,16 +124,33 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
   out += render_prometheus(one);
 }
 
-ServerMetrics::ServerMetrics()
-    : ttft_(registry_.histogram(
+ServerMetrics::ServerMetrics(MetricsOptions options)
+    : options_(std::move(options)),
+      ttft_(registry_.histogram(
           "horizon_time_to_first_token_seconds", "Time from request arrival to the first token.",
           {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80})),
       itl_(registry_.histogram("horizon_inter_token_latency_seconds", "Time between consecutive output tokens.",
                                {0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
                                 0.4, 0.5, 0.75, 1, 2.5})),
       e2e_(registry_.histogram("horizon_e2e_request_latency_seconds", "Time from request arrival to its last token.",
-                               {0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240,
-                                480})),
+                               kRequestSeconds)),
+      queue_time_(registry_.histogram("horizon_request_queue_time_seconds",
+                                      "Time requests waited in the engine's queue before first scheduled.",
+                                      kRequestSeconds)),
+      prefill_time_(registry_.histogram("horizon_request_prefill_time_seconds",
+                                        "Time from first scheduled to the first token (the prompt's prefill).",
+                                        kRequestSeconds)),
+      decode_time_(registry_.histogram("horizon_request_decode_time_seconds",
+                                       "Time from the first token to the last (decoding).", kRequestSeconds)),
+      inference_time_(registry_.histogram("horizon_request_inference_time_seconds",
+                                          "Time from first scheduled to the last token (prefill + decode).",
+                                          kRequestSeconds)),
+      prompt_tokens_hist_(registry_.histogram("horizon_request_prompt_tokens", "Prompt tokens per finished request.",
+                                              token_buckets())),
+      generation_tokens_hist_(registry_.histogram("horizon_request_generation_tokens",
+                                                  "Generated tokens per finished request.", token_buckets())),
+      max_tokens_hist_(registry_.histogram("horizon_request_max_tokens",
+                                           "Output token limit (max_tokens) per finished request.", token_buckets())),
       prompt_tokens_(registry_.counter("horizon_request_prompt_tokens_total", "Prompt tokens of finished requests.")),
       completion_tokens_(registry_.counter("horizon_request_generation_tokens_total",
                                            "Completion tokens of finished requests.")),
@@ -128,18 +161,40 @@ ServerMetrics::ServerMetrics()
 
 void ServerMetrics::on_http_status(int status) { http_status_counts_.inc(std::to_string(status)); }
 
+void ServerMetrics::on_request_finished(const GenerationEvent& e, double e2e_seconds) {
+  const auto prompt = static_cast<uint64_t>(std::max(e.prompt_tokens, 0));
+  const auto completion = static_cast<uint64_t>(std::max(e.completion_tokens, 0));
+  e2e_.observe(e2e_seconds);
+  finish_counts_.inc(finish_reason_name(e.finish_reason));
+  prompt_tokens_.inc(prompt);
+  completion_tokens_.inc(completion);
+  prompt_tokens_hist_.observe(static_cast<double>(prompt));
+  generation_tokens_hist_.observe(static_cast<double>(completion));
+  if (e.max_tokens > 0) max_tokens_hist_.observe(e.max_tokens);
+  if (e.ran) {
+    queue_time_.observe(e.queue_seconds);
+    prefill_time_.observe(e.prefill_seconds);
+    decode_time_.observe(e.decode_seconds);
+    inference_time_.observe(e.prefill_seconds + e.decode_seconds);
+  }
+}
+
 void ServerMetrics::on_request_finished(FinishReason reason, int32_t prompt_tokens, int32_t completion_tokens,
                                         double e2e_seconds) {
-  e2e_.observe(e2e_seconds);
-  finish_counts_.inc(finish_reason_name(reason));
-  prompt_tokens_.inc(static_cast<uint64_t>(std::max(prompt_tokens, 0)));
-  completion_tokens_.inc(static_cast<uint64_t>(std::max(completion_tokens, 0)));
+  GenerationEvent e;
+  e.kind = GenerationEvent::Kind::kFinished;
+  e.finish_reason = reason;
+  e.prompt_tokens = prompt_tokens;
+  e.completion_tokens = completion_tokens;
+  on_request_finished(e, e2e_seconds);
 }
 
 stats::Snapshot ServerMetrics::snapshot(const EngineStats& stats) const {
   stats::Snapshot out;
   stats.collect(out);
   registry_.collect(out);
+  if (options_.vllm_names) add_vllm_names(out);
+  if (!options_.model_name.empty()) out.label_all("model_name", options_.model_name);
   return out;
 }
 

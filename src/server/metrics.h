@@ -39,17 +39,24 @@ class Histogram : public stats::Histogram {
   void render(std::string& out, const std::string& name, const std::string& help) const;
 };
 
+struct MetricsOptions {
+  std::string model_name;  // a model_name label first on every series, as vLLM's; empty = none
+  bool vllm_names = false; // also vLLM's names for the same quantities (server/vllm_metrics.h)
+};
+
 class ServerMetrics {
  public:
-  ServerMetrics();
+  explicit ServerMetrics(MetricsOptions options = {});
 
   void on_http_status(int status);
   void observe_ttft(double seconds) { ttft_.observe(seconds); }
   // One inter-token sample per token in an event: gap since the previous event / tokens.
   void observe_inter_token(double seconds_per_token, uint64_t num_tokens) { itl_.observe(seconds_per_token, num_tokens); }
+  // A request's last event (its counts and engine timings) and its time from arrival to that event.
+  void on_request_finished(const GenerationEvent& final_event, double e2e_seconds);
   void on_request_finished(FinishReason reason, int32_t prompt_tokens, int32_t completion_tokens, double e2e_seconds);
 
-  // The engine's statistics, then the server's.
+  // The engine's statistics, then the server's (then vLLM's names), each series labelled by model.
   stats::Snapshot snapshot(const EngineStats& stats) const;
   std::string render(const EngineStats& stats) const;       // Prometheus text
   std::string render_json(const EngineStats& stats) const;  // the JSON twin, shape above
@@ -58,10 +65,18 @@ class ServerMetrics {
   const stats::Histogram& inter_token() const { return itl_; }
 
  private:
+  MetricsOptions options_;
   stats::Registry registry_;
   stats::Histogram& ttft_;
   stats::Histogram& itl_;
   stats::Histogram& e2e_;
+  stats::Histogram& queue_time_;
+  stats::Histogram& prefill_time_;
+  stats::Histogram& decode_time_;
+  stats::Histogram& inference_time_;
+  stats::Histogram& prompt_tokens_hist_;
+  stats::Histogram& generation_tokens_hist_;
+  stats::Histogram& max_tokens_hist_;
   stats::Counter& prompt_tokens_;
   stats::Counter& completion_tokens_;
   stats::LabeledCounter& finish_counts_;

@@ -205,6 +205,58 @@ std::optional<ApiError> parse_prompt(const json& body, const Ctx& o, ParsedReque
   return read_token_ids(p, "prompt", &out->prompt_tokens);
 }
 
+// An assistant turn's tool_calls, a tool turn's tool_call_id, and any turn's name.
+std::optional<ApiError> parse_message_tools(const json& m, const std::string& field, const std::string& role,
+                                            const Ctx& o, ChatMessage* msg) {
+  if (auto name = m.find("name"); name != m.end() && !name->is_null()) {
+    if (!name->is_string()) return bad_request(fmt::format("'{}.name' must be a string", field), field + ".name");
+    msg->name = name->get<std::string>();
+    if (auto e = clean(msg->name, field + ".name", o)) return e;
+  }
+  auto calls = m.find("tool_calls");
+  if (calls != m.end() && !calls->is_null()) {
+    const std::string cf = field + ".tool_calls";
+    if (role != "assistant") return bad_request(fmt::format("'{}' is only allowed in assistant messages", cf), cf);
+    if (!calls->is_array()) return bad_request(fmt::format("'{}' must be an array", cf), cf);
+    for (size_t k = 0; k < calls->size(); ++k) {
+      const json& c = (*calls)[k];
+      const std::string f = fmt::format("{}[{}]", cf, k);
+      auto fn = c.is_object() ? c.find("function") : c.end();
+      if (!c.is_object() || fn == c.end() || !fn->is_object()) {
+        return bad_request(fmt::format("'{}' must be {{\"id\", \"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}", f), f);
+      }
+      ChatToolCall call;
+      auto id = c.find("id");
+      if (id != c.end() && !id->is_null()) {
+        if (!id->is_string()) return bad_request(fmt::format("'{}.id' must be a string", f), f + ".id");
+        call.id = id->get<std::string>();
+      }
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string()) return bad_request(fmt::format("'{}.function.name' must be a string", f), f + ".function.name");
+      call.name = name->get<std::string>();
+      auto args = fn->find("arguments");
+      if (args != fn->end() && !args->is_null()) {
+        if (args->is_string()) call.arguments = args->get<std::string>();
+        else if (args->is_object()) call.arguments = args->dump();  // lenient: an object as such
+        else return bad_request(fmt::format("'{}.function.arguments' must be a JSON string", f), f + ".function.arguments");
+      }
+      for (std::string* t : {&call.id, &call.name, &call.arguments}) {
+        if (auto e = clean(*t, f, o)) return e;
+      }
+      msg->tool_calls.push_back(std::move(call));
+    }
+  }
+  auto id = m.find("tool_call_id");
+  if (id != m.end() && !id->is_null()) {
+    if (!id->is_string()) return bad_request(fmt::format("'{}.tool_call_id' must be a string", field), field + ".tool_call_id");
+    msg->tool_call_id = id->get<std::string>();
+    if (auto e = clean(msg->tool_call_id, field + ".tool_call_id", o)) return e;
+  } else if (role == "tool") {
+    return bad_request(fmt::format("'{}.tool_call_id' is required in tool messages", field), field + ".tool_call_id");
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_messages(const json& body, const Ctx& o, ParsedRequest* out) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) return bad_request("'messages' is required", "messages");
@@ -261,6 +313,7 @@ std::optional<ApiError> parse_messages(const json& body, const Ctx& o, ParsedReq
                                      type_name(*content)),
                          content_field);
     }
+    if (auto e = parse_message_tools(m, field, msg.role, o, &msg)) return e;
     out->messages.push_back(std::move(msg));
   }
   return std::nullopt;
@@ -365,7 +418,7 @@ std::optional<ApiError> check_fields(ApiKind kind, const json& body) {
       // Accepted and ignored: no behaviour of their own (README lists them).
       "user", "metadata", "store", "service_tier", "parallel_tool_calls"};
   static const char* const kCompletion[] = {"prompt", "echo", "best_of", "suffix"};
-  static const char* const kChat[] = {"messages", "max_completion_tokens", "top_logprobs"};
+  static const char* const kChat[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice"};
   for (const auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* k : kCommon) known = known || key == k;
@@ -376,8 +429,11 @@ std::optional<ApiError> check_fields(ApiKind kind, const json& body) {
     }
     if (known) continue;
     std::string name = key.size() > 64 ? key.substr(0, 64) + "..." : key;
-    if (key == "tools" || key == "tool_choice" || key == "functions" || key == "function_call") {
-      return bad_request(fmt::format("'{}' is not supported by this server (no tool calling)", name), name);
+    if (key == "functions" || key == "function_call") {
+      return bad_request(fmt::format("'{}' is not supported by this server: use 'tools' and 'tool_choice'", name), name);
+    }
+    if (kind == ApiKind::kCompletion && (key == "tools" || key == "tool_choice")) {
+      return bad_request(fmt::format("'{}' is only available in /v1/chat/completions", name), name);
     }
     return bad_request(fmt::format("unrecognized request argument supplied: '{}'", name), name);
   }
@@ -519,6 +575,9 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
     if (auto e = parse_sampling(kind, r, ctx, out)) return e;
     if (auto e = parse_logit_bias(r, &out->sampling)) return e;
     if (auto e = parse_constraints(j, body, out)) return e;
+    if (kind == ApiKind::kChat && (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))) {
+      if (auto e = parse_tool_request(nlohmann::ordered_json::parse(body), &out->tools)) return e;
+    }
     // An invalid byte outside the texts checked above (a key, the model name, ...).
     if (ctx.body_had_invalid_utf8) return bad_request("the request body is not valid UTF-8");
     return std::nullopt;

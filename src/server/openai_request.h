@@ -1,7 +1,7 @@
 // Parsing and validation of OpenAI /v1/completions and /v1/chat/completions request bodies into
 // native structs (the engine never sees JSON). Unknown fields, wrong types and values out of range
 // are 400s naming the field; a few fields that carry no behaviour (user, metadata, store,
-// service_tier, parallel_tool_calls) are accepted and ignored.
+// service_tier; parallel_tool_calls in completions) are accepted and ignored.
 #pragma once
 
 #include <cstdint>
@@ -12,14 +12,25 @@
 
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
+#include "server/tool_calling.h"
 
 namespace hz {
 
 enum class ApiKind { kCompletion, kChat };
 
+// A call an assistant turn made, as the client sends it back.
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as OpenAI sends it
+};
+
 struct ChatMessage {
   std::string role;  // system, developer, user, assistant, tool
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant
+  std::string tool_call_id;              // tool: the call this result answers
+  std::string name;                      // optional participant / function name
 };
 
 struct ParsedRequest {
@@ -38,6 +49,9 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string user;
+
+  // Chat: tools, tool_choice, parallel_tool_calls.
+  ToolRequest tools;
 
   // Constrained output: grammar text (grammar/grammar.h) from `grammar` or compiled from
   // `response_format`; empty = none. grammar_field names the request field for errors.

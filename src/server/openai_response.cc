@@ -89,7 +89,37 @@ std::optional<ApiError> finish_error(const GenerationEvent& e) {
   return std::nullopt;
 }
 
-CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(ctx)) {}
+CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(ctx)) {
+  if (ctx_.kind == ApiKind::kChat && ctx_.tool_format != ToolCallFormat::kNone) tool_gate_.emplace(ctx_.tool_format);
+}
+
+const char* CompletionAssembler::finish_reason(const GenerationEvent& e, bool has_calls) const {
+  // A reply cut by max_tokens keeps "length" (its calls may be incomplete).
+  if (has_calls && e.finish_reason == FinishReason::kStop) return "tool_calls";
+  return openai_finish_reason(e.finish_reason);
+}
+
+json CompletionAssembler::tool_calls_json(const std::vector<ToolCall>& calls) const {
+  const std::string_view seed = std::string_view(ctx_.id).substr(std::min<size_t>(ctx_.id.find('-') + 1, ctx_.id.size()));
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out.push_back({{"id", tool_call_id(seed, i, ctx_.tool_format)},
+                   {"type", "function"},
+                   {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+  }
+  return out;
+}
+
+std::string CompletionAssembler::delta_chunk(const json& delta) const {
+  json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json j = {{"id", ctx_.id},
+            {"object", "chat.completion.chunk"},
+            {"created", ctx_.created},
+            {"model", ctx_.model},
+            {"choices", json::array({choice})}};
+  if (ctx_.include_usage) j["usage"] = nullptr;
+  return sse_data(dump(j));
+}
 
 std::string CompletionAssembler::chunk(const std::string& text, const GenerationEvent* src, const char* finish) const {
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
@@ -128,6 +158,13 @@ std::string CompletionAssembler::stream_start() {
 }
 
 std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
+  if (tool_gate_) {
+    // Content streams as it comes; text that may be a tool call waits for the end.
+    const std::string content = tool_gate_->feed(e.text);
+    text_ += e.text;
+    if (content.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
+    return chunk(content, &e, nullptr);
+  }
   if (e.text.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
   std::string out = chunk(e.text, &e, nullptr);
   text_ += e.text;
@@ -149,7 +186,22 @@ std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
     // Headers are gone already; OpenAI-compatible servers report mid-stream failures as an error event.
     out += sse_data(api_error_body(*err));
   } else {
-    out += chunk("", nullptr, openai_finish_reason(e.finish_reason));
+    const char* finish = openai_finish_reason(e.finish_reason);
+    if (tool_gate_) {
+      // OpenAI's shape: per call, a delta with its index, id, type and name, then its arguments.
+      ParsedReply reply = tool_gate_->finish();
+      if (!reply.content.empty()) out += delta_chunk({{"content", reply.content}});
+      const json calls = tool_calls_json(reply.tool_calls);
+      for (size_t i = 0; i < calls.size(); ++i) {
+        json head = {{"index", i}, {"id", calls[i]["id"]}, {"type", "function"},
+                     {"function", {{"name", calls[i]["function"]["name"]}, {"arguments", ""}}}};
+        out += delta_chunk({{"tool_calls", json::array({head})}});
+        json args = {{"index", i}, {"function", {{"arguments", calls[i]["function"]["arguments"]}}}};
+        out += delta_chunk({{"tool_calls", json::array({args})}});
+      }
+      finish = finish_reason(e, !reply.tool_calls.empty());
+    }
+    out += chunk("", nullptr, finish);
     if (ctx_.include_usage) {
       json j = {{"id", ctx_.id},
                 {"object", ctx_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
@@ -178,6 +230,15 @@ std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
   if (ctx_.kind == ApiKind::kChat) {
     j["object"] = "chat.completion";
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    if (ctx_.tool_format != ToolCallFormat::kNone) {
+      ParsedReply reply = parse_tool_calls(text_, ctx_.tool_format);
+      choice["message"]["content"] = reply.content;
+      if (!reply.tool_calls.empty()) {
+        if (reply.content.empty()) choice["message"]["content"] = nullptr;  // as OpenAI sends a pure call
+        choice["message"]["tool_calls"] = tool_calls_json(reply.tool_calls);
+        choice["finish_reason"] = finish_reason(e, true);
+      }
+    }
     if (ctx_.logprobs) choice["logprobs"] = chat_logprobs(chosen_, top_);
   } else {
     j["object"] = "text_completion";

@@ -10,6 +10,7 @@
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/tool_calling.h"
 
 namespace hz {
 
@@ -22,6 +23,9 @@ struct ResponseContext {
   bool include_usage = false;
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  // Chat with tools: the format the reply's calls are parsed from (kNone: tools off). Call ids
+  // derive from the response id.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
 };
 
 // OpenAI's finish_reason for an engine finish. kTimeout maps to "length" (the output was cut, as by
@@ -52,8 +56,13 @@ class CompletionAssembler {
  private:
   std::string chunk(const std::string& text, const GenerationEvent* logprob_src, const char* finish) const;
   std::string usage_json(const GenerationEvent& finished) const;
+  std::string delta_chunk(const nlohmann::ordered_json& delta) const;  // chat: one choice with this delta
+  // The OpenAI tool_calls array for `calls` (streamed: with "index", without: as in a message).
+  nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls) const;
+  const char* finish_reason(const GenerationEvent& finished, bool has_calls) const;
 
   ResponseContext ctx_;
+  std::optional<ToolStreamGate> tool_gate_;  // streamed chat with tools
   std::string text_;        // everything generated so far (non-streamed: the whole answer)
   int64_t text_offset_ = 0; // completions logprobs: where the next token's text starts
   // Non-streamed logprobs, per token.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace hz {
 
@@ -12,6 +13,9 @@ struct ServerOptions {
   int port = 8080;                 // 0 = an ephemeral port (tests); HttpServer::port() tells which
   std::string api_key;             // empty = no auth; else `Authorization: Bearer KEY` on /v1/*
   bool metrics_auth = false;       // /metrics needs the API key too (when one is set)
+  // CORS: browser origins allowed to call the server ("*" = any); empty = CORS off (see cors.h).
+  std::vector<std::string> allowed_origins;
+  bool metrics_vllm_names = false; // /metrics also carries vLLM's names (--metrics-compat vllm)
   std::string served_model_name;   // empty = the engine's model name
   std::string chat_template;       // Jinja source for chat requests; empty = the model's (else ChatML)
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
@@ -34,6 +38,9 @@ struct ServerOptions {
   // true parses special tokens in them too, as the template's own text.
   bool allow_special_in_content = false;
   bool access_log = true;
+  // /v1/embeddings (off by default, as in llama-server): "mean" or "last" token pooling.
+  bool embeddings = false;
+  std::string pooling = "mean";
 };
 
 }  // namespace hz

@@ -41,4 +41,10 @@ const Family* Snapshot::find(std::string_view name) const {
   return nullptr;
 }
 
+void Snapshot::label_all(const std::string& name, const std::string& value) {
+  for (Family& f : families_) {
+    for (Series& s : f.series) s.labels.insert(s.labels.begin(), {name, value});
+  }
+}
+
 }  // namespace hz::stats

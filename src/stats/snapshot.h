@@ -60,6 +60,8 @@ class Snapshot {
 
   const std::vector<Family>& families() const { return families_; }
   const Family* find(std::string_view name) const;  // null when absent
+  // Puts `name`="value" first on every series (a constant label, e.g. the served model's name).
+  void label_all(const std::string& name, const std::string& value);
 
  private:
   std::vector<Family> families_;

@@ -76,6 +76,11 @@ TEST(BenchEngineCliTest, JsonReportWithSyntheticDepth) {
   ss << svg.rdbuf();
   EXPECT_NE(ss.str().find("<svg"), std::string::npos);
   EXPECT_NE(ss.str().find("<polyline"), std::string::npos);
+  // The model's file in the title; prefill and decode each on a panel of their own.
+  EXPECT_NE(ss.str().find("horizon bench engine: stories260K.gguf"), std::string::npos) << ss.str();
+  EXPECT_NE(ss.str().find(">prefill</text>"), std::string::npos);
+  EXPECT_NE(ss.str().find(">decode</text>"), std::string::npos);
+  EXPECT_NE(ss.str().find("height=\"960\""), std::string::npos);
   test::run_command("rm -rf " + dir);
 }
 

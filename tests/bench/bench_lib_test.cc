@@ -57,6 +57,40 @@ TEST(BenchSvgTest, PlotHasSeriesLegendAndEscapedText) {
   EXPECT_NE(render_svg(PlotSpec{}).find("</svg>"), std::string::npos);
 }
 
+// The x of every <circle cx="..."> of an SVG.
+std::vector<double> circle_xs(const std::string& svg) {
+  std::vector<double> xs;
+  for (size_t p = svg.find("<circle cx=\""); p != std::string::npos; p = svg.find("<circle cx=\"", p + 1))
+    xs.push_back(std::stod(svg.substr(p + 12)));
+  return xs;
+}
+
+TEST(BenchSvgTest, PointsStayInsideTheFrameAlsoALonePoint) {
+  // The frame spans x 80..580 (width 760, margins 80 and 180).
+  for (const PlotSeries& s : {PlotSeries{"one", {{512, 100}}}, PlotSeries{"two", {{0, 5}, {4096, 7}}}}) {
+    PlotSpec p;
+    p.series = {s};
+    const std::vector<double> xs = circle_xs(render_svg(p));
+    ASSERT_EQ(xs.size(), s.points.size());
+    for (double x : xs) {
+      EXPECT_GT(x, 80.5) << s.name;
+      EXPECT_LT(x, 579.5) << s.name;
+    }
+  }
+}
+
+TEST(BenchSvgTest, PanelsStackUnderOneTitle) {
+  PlotSpec prefill{"prefill", "", "prompt tokens", "tokens/s", {{"prefill", {{128, 900}, {512, 1000}}}}};
+  PlotSpec decode{"decode", "", "depth", "tokens/s", {{"decode", {{0, 40}}}}};
+  const std::string svg = render_svg("horizon bench engine: model.gguf", {prefill, decode});
+  EXPECT_NE(svg.find("height=\"960\""), std::string::npos);  // 40 + 2 x 460
+  EXPECT_NE(svg.find(">horizon bench engine: model.gguf</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">prefill</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">decode</text>"), std::string::npos);
+  EXPECT_EQ(circle_xs(svg).size(), 3u);
+  EXPECT_EQ(svg.find("<svg", 1), std::string::npos);  // one document
+}
+
 TEST(BenchHttpTest, ParsesUrlsAndNamesTheFlagOnErrors) {
   auto u = parse_http_url("http://127.0.0.1:8080", "--url");
   ASSERT_TRUE(u.ok());

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -175,6 +176,56 @@ TEST(BenchPeerCliTest, BusyMachineResultsAreNotCached) {
   run_json(flags);
   EXPECT_EQ(f.count(), 6);  // nothing was cached
   EXPECT_FALSE(std::filesystem::exists(f.cache) && !std::filesystem::is_empty(f.cache));
+}
+
+// --rounds: each round runs every test once per engine (one repetition, never from the cache);
+// the ratio is the median of the per-round ratios, the spread and a bandwidth probe per round are
+// reported. --peer-depth 0 drops the decode-at-depth rows.
+TEST(BenchPeerCliTest, PairedRoundsReportMedianOfPerRoundRatios) {
+  Fixture f;
+  json j = run_json(" --peer " + f.peer + " -m " + f.model + " -t 1 --pp 16 --tg 4 --peer-depth 0 --rounds 3 --peer-cache-dir " +
+                    f.cache);
+  EXPECT_EQ(f.count(), 3);  // one peer run per round
+  EXPECT_EQ(j["mode"], "peer-paired");
+  EXPECT_EQ(j["conditions"]["rounds"], 3);
+  EXPECT_EQ(j["conditions"]["reps"], 1);
+  ASSERT_EQ(j["rows"].size(), 2u) << j["rows"].dump(1);  // prefill and decode at depth 0 only
+  for (const auto& r : j["rows"]) {
+    ASSERT_EQ(r["round_ratios"].size(), 3u) << r.dump();
+    std::vector<double> v = r["round_ratios"].get<std::vector<double>>();
+    for (double x : v) EXPECT_GT(x, 0);
+    std::sort(v.begin(), v.end());
+    EXPECT_DOUBLE_EQ(r["ratio"].get<double>(), v[1]) << r.dump();
+  }
+  ASSERT_EQ(j["rounds"].size(), 3u);
+  for (const auto& r : j["rounds"]) EXPECT_GT(r["bandwidth_gb_s"].get<double>(), 0.0);
+  ASSERT_EQ(j["runs"].size(), 6u);
+  // Engines alternate and the order flips every other round; every peer run is live and -r 1.
+  EXPECT_EQ(j["runs"][0]["engine"], "llama.cpp");
+  EXPECT_EQ(j["runs"][0]["round"], 0);
+  int peer_runs = 0;
+  for (const auto& r : j["runs"]) {
+    EXPECT_FALSE(r["cached"].get<bool>());
+    if (r["engine"] != "llama.cpp") continue;
+    ++peer_runs;
+    const auto args = r["args"].get<std::vector<std::string>>();
+    const auto it = std::find(args.begin(), args.end(), "-r");
+    ASSERT_NE(it, args.end());
+    EXPECT_EQ(*(it + 1), "1");
+  }
+  EXPECT_EQ(peer_runs, 3);
+  // Nothing was cached: a second paired run runs the peer again.
+  run_json(" --peer " + f.peer + " -m " + f.model + " -t 1 --pp 16 --tg 4 --peer-depth 0 --rounds 1 --peer-cache-dir " + f.cache);
+  EXPECT_EQ(f.count(), 4);
+  // The text table shows the spread column.
+  std::string out, err;
+  ASSERT_EQ(test::run_command(bin() + " bench peer --peer " + f.peer + " -m " + f.model +
+                                  " -t 1 --pp 16 --tg 4 --peer-depth 0 --rounds 2 --peer-cache-dir " + f.cache,
+                              &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("spread (rounds)"), std::string::npos) << out;
+  EXPECT_NE(out.find("read bandwidth"), std::string::npos) << out;
 }
 
 TEST(BenchPeerCliTest, ErrorsNameTheProblem) {

@@ -106,7 +106,8 @@ TEST(BenchServeCliTest, DrivesARealServer) {
   ASSERT_TRUE(r.is_object()) << out;
   EXPECT_EQ(r["mode"], "serve");
   EXPECT_EQ(r["requests"], 7);
-  EXPECT_EQ(r["completed"].get<int64_t>() + r["errors"].get<int64_t>(), 7);
+  EXPECT_EQ(r["completed"].get<int64_t>() + r["rejected"].get<int64_t>() + r["errors"].get<int64_t>(), 7);
+  EXPECT_EQ(r["rejected"], 0);
   EXPECT_EQ(r["errors"], 0) << r["error_samples"].dump();
   EXPECT_EQ(r["error_rate"], 0.0);
   EXPECT_EQ(r["output_tokens"], 7 * 5);  // ignore_eos: every request gives max_tokens
@@ -131,6 +132,49 @@ TEST(BenchServeCliTest, DrivesARealServer) {
   ASSERT_EQ(rc, 0) << err;
   EXPECT_NE(out.find("ttft_ms"), std::string::npos) << out;
   EXPECT_NE(out.find("errors 0"), std::string::npos) << out;
+}
+
+TEST(BenchServeCliTest, PoissonArrivalsCountRefusalsApartAndPlot) {
+  // One sequence at a time and one waiting: a burst of requests is mostly refused with 429.
+  ServeChild server({"-m", test::model_path("stories260K.gguf"), "-t", "1", "--disable-log-requests", "--max-num-seqs",
+                     "1", "--max-queue", "1"});
+  ASSERT_GT(server.port(), 0) << server.log();
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  const std::string dir = test::make_temp_dir("bench_serve_plot");
+  std::string out, err;
+  int rc = test::run_command(bin() + " bench serve --url " + url +
+                                 " -c 8 --request-rate 2000 --requests 12 --input-tokens 8 --output-tokens 100 --json"
+                                 " --svg " + dir + "/serve.svg",
+                             &out, &err);
+  ASSERT_EQ(rc, 0) << err << "\n" << server.log();
+  json r = json::parse(out, nullptr, false);
+  ASSERT_TRUE(r.is_object()) << out;
+  EXPECT_EQ(r["requests"], 12);
+  EXPECT_EQ(r["completed"].get<int64_t>() + r["rejected"].get<int64_t>(), 12) << out;
+  EXPECT_GT(r["completed"].get<int64_t>(), 0) << out;
+  EXPECT_GT(r["rejected"].get<int64_t>(), 0) << out;
+  EXPECT_EQ(r["errors"], 0) << r["error_samples"].dump();  // a 429 is not an error
+  EXPECT_TRUE(r["error_samples"].empty());
+  EXPECT_EQ(r["conditions"]["arrivals"], "poisson");
+  EXPECT_EQ(r["conditions"]["request_rate"], 2000.0);
+  EXPECT_FALSE(r.contains("timeline"));
+  std::ifstream in(dir + "/serve.svg");
+  std::stringstream svg;
+  svg << in.rdbuf();
+  EXPECT_NE(svg.str().find("horizon bench serve: stories260K.gguf"), std::string::npos);
+  EXPECT_NE(svg.str().find(">latency of each request</text>"), std::string::npos);
+  EXPECT_NE(svg.str().find(">refused (429)</text>"), std::string::npos);
+
+  // The table names refusals apart from errors.
+  rc = test::run_command(bin() + " bench serve --url " + url + " -c 2 --request-rate 50 --requests 3 --output-tokens 2",
+                         &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_NE(out.find("50 requests/s (Poisson arrivals)"), std::string::npos) << out;
+  EXPECT_NE(out.find("refused with 429"), std::string::npos) << out;
+
+  rc = test::run_command(bin() + " bench serve --url " + url + " --request-rate -1 --requests 1", &out, &err);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(err.find("--request-rate"), std::string::npos) << err;
 }
 
 TEST(BenchServeCliTest, UnreachableServerAndBadFlags) {

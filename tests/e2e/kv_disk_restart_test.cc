@@ -89,8 +89,8 @@ long disk_blocks(const test::ServerProcess& srv) {
   std::string body;
   test::http_request("GET", srv.base_url() + "/metrics", "", &body);
   std::smatch m;
-  if (!std::regex_search(body, m, std::regex("horizon_kv_tier_blocks\\{tier=\"disk\"\\} ([0-9]+)"))) return -1;
-  return std::stol(m[1]);
+  if (!std::regex_search(body, m, std::regex("horizon_kv_tier_blocks\\{(model_name=\"[^\"]*\",)?tier=\"disk\"\\} ([0-9]+)"))) return -1;
+  return std::stol(m[2]);
 }
 
 TEST(KvDiskRestart, StoreSurvivesSigkillOfTheServer) {

@@ -57,8 +57,9 @@ double metric(const std::string& base_url, const std::string& name) {
   std::string body;
   test::http_request("GET", base_url + "/metrics", "", &body);
   std::smatch m;
-  if (!std::regex_search(body, m, std::regex("\n" + name + " ([0-9.e+-]+)"))) return -1;
-  return std::stod(m[1]);
+  // Unlabelled, or labelled by model (model_name="...").
+  if (!std::regex_search(body, m, std::regex("\n" + name + "(\\{[^}]*\\})? ([0-9.e+-]+)"))) return -1;
+  return std::stod(m[2]);
 }
 
 bool wait_for(const std::function<bool()>& f, std::chrono::milliseconds limit = 20s) {

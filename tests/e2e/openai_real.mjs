@@ -11,9 +11,11 @@ const OpenAI = require('openai');
 
 const [baseURL, mode, ...args] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: baseURL + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
+// The served name, as clients read it from /v1/models (the server checks `model`).
+const model = (await client.models.list()).data[0].id;
 
 async function streamCompletion(prompt, n) {
-  const s = await client.completions.create({ model: 'm', prompt, max_tokens: n, temperature: 0, stream: true,
+  const s = await client.completions.create({ model, prompt, max_tokens: n, temperature: 0, stream: true,
                                               stream_options: { include_usage: true } });
   let text = '';
   let finish = null;
@@ -31,13 +33,13 @@ async function streamCompletion(prompt, n) {
 const out = {};
 if (mode === 'basic') {
   const [prompt, n] = [args[0], Number(args[1])];
-  const c = await client.completions.create({ model: 'm', prompt, max_tokens: n, temperature: 0 });
+  const c = await client.completions.create({ model, prompt, max_tokens: n, temperature: 0 });
   out.completion = { text: c.choices[0].text, finish: c.choices[0].finish_reason, usage: c.usage, model: c.model };
   out.completion_stream = await streamCompletion(prompt, n);
-  const chat = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: prompt }],
+  const chat = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompt }],
                                                       max_tokens: n, temperature: 0 });
   out.chat = { text: chat.choices[0].message.content, finish: chat.choices[0].finish_reason, usage: chat.usage };
-  const cs = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: prompt }],
+  const cs = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompt }],
                                                     max_tokens: n, temperature: 0, stream: true });
   let text = '';
   for await (const chunk of cs) text += chunk.choices[0]?.delta?.content ?? '';
@@ -49,7 +51,7 @@ if (mode === 'basic') {
   const k = Number(args[0]);
   out.aborted = await Promise.all(args.slice(1).map(async (p) => {
     const controller = new AbortController();
-    const s = await client.completions.create({ model: 'm', prompt: p, max_tokens: 400, temperature: 0, stream: true,
+    const s = await client.completions.create({ model, prompt: p, max_tokens: 400, temperature: 0, stream: true,
                                                 ignore_eos: true }, { signal: controller.signal });
     let chunks = 0;
     try {

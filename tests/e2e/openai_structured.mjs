@@ -9,6 +9,8 @@ const Ajv = require('ajv');
 
 const [baseURL] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: baseURL + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
+// The served name, as clients read it from /v1/models (the server checks `model`).
+const model = (await client.models.list()).data[0].id;
 const prompts = ['A dog', 'The sun', 'Tom had a ball', 'Sara liked to sing', 'One day', 'The big tree', 'Lily saw a bird',
                  'Ben and his mom', 'A little girl', 'The cat', 'It was raining', 'The old man', 'A red car',
                  'Mia had a toy', 'The park', 'A small fish', 'The king', 'Max was sad', 'The moon', 'Sam found a box'];
@@ -27,7 +29,7 @@ const out = {};
 // json_object: every finished answer is a JSON object (answers cut by max_tokens are reported).
 out.json_object = [];
 for (const p of prompts) {
-  const c = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: p }],
+  const c = await client.chat.completions.create({ model, messages: [{ role: 'user', content: p }],
                                                    response_format: { type: 'json_object' }, max_tokens: 64,
                                                    temperature: 0 });
   const text = c.choices[0].message.content;
@@ -51,7 +53,7 @@ const validate = new Ajv().compile(schema);
 out.json_schema = [];
 for (const p of prompts) {
   const c = await client.chat.completions.create({
-    model: 'm', messages: [{ role: 'user', content: p }], max_tokens: 300, temperature: 0,
+    model, messages: [{ role: 'user', content: p }], max_tokens: 300, temperature: 0,
     response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } } });
   const text = c.choices[0].message.content;
   let valid = false;
@@ -61,7 +63,7 @@ for (const p of prompts) {
 // Streamed: the deltas reassemble to the same document.
 {
   const s = await client.chat.completions.create({
-    model: 'm', messages: [{ role: 'user', content: prompts[0] }], max_tokens: 300, temperature: 0, stream: true,
+    model, messages: [{ role: 'user', content: prompts[0] }], max_tokens: 300, temperature: 0, stream: true,
     response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } } });
   let text = '';
   let finish = null;
@@ -74,7 +76,7 @@ for (const p of prompts) {
 // max_tokens inside the grammar: finish_reason length, the text as generated.
 {
   const c = await client.chat.completions.create({
-    model: 'm', messages: [{ role: 'user', content: prompts[0] }], max_tokens: 3, temperature: 0,
+    model, messages: [{ role: 'user', content: prompts[0] }], max_tokens: 3, temperature: 0,
     response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } } });
   out.json_schema_cut = { finish: c.choices[0].finish_reason, text: c.choices[0].message.content };
 }
@@ -88,7 +90,7 @@ const back = await post('/detokenize', { tokens: tok.tokens });
 const pieces = await post('/tokenize', { content: text, with_pieces: true });
 out.tokenize = { text, tokens: tok.tokens, back: back.content, pieces: pieces.tokens };
 const target = tok.tokens[3];
-const biased = await client.completions.create({ model: 'm', prompt: 'The', max_tokens: 5, temperature: 0,
+const biased = await client.completions.create({ model, prompt: 'The', max_tokens: 5, temperature: 0,
                                                  logit_bias: { [target]: 100 } });
 // Generated text is the pieces verbatim (with SentencePiece's leading space).
 out.logit_bias = { text: biased.choices[0].text, expected: pieces.tokens[3].piece.repeat(5) };

@@ -43,9 +43,9 @@ int64_t metric(const test::ServerProcess& srv, const std::string& name) {
   std::string body;
   test::http_request("GET", srv.base_url() + "/metrics", "", &body);
   std::smatch m;
-  std::regex re("\n" + name + " ([0-9.e+]+)");
+  std::regex re("\n" + name + "(\\{model_name=\"[^\"]*\"\\})? ([0-9.e+]+)");
   if (!std::regex_search(body, m, re)) return -1;
-  return static_cast<int64_t>(std::stod(m[1]));
+  return static_cast<int64_t>(std::stod(m[2]));
 }
 
 class ServerE2ETest : public ::testing::Test {

@@ -28,7 +28,8 @@ async function status() {
 
 async function metric(name) {
   const r = await fetch(`${base}/metrics`, { headers: authHeaders });
-  const text = await r.text();
+  // Every series carries a model_name label; read the lines without it.
+  const text = (await r.text()).replace(/\{model_name="[^"]*"\}/g, '').replace(/model_name="[^"]*",/g, '');
   const line = text.split('\n').find((l) => l.startsWith(name + ' '));
   return line ? Number(line.slice(name.length + 1)) : 0;
 }

@@ -63,7 +63,7 @@ TEST(KvCacheTest, UnstagedTypesWriteTheArenaDirectly) {
 TEST(KvCacheTest, BlocksAreEncodedOnceNoQueryReadsThemExactly) {
   KvCache kv(config(1, 1, 32, 16, plain(KvType::kInt8)));
   ASSERT_TRUE(kv.staged());
-  std::vector<int32_t> table;
+  std::vector<BlockRef> table;
   ASSERT_TRUE(kv.pool().allocate_n(3, &table));
   for (int32_t p = 0; p < 40; ++p) {
     for (int32_t st = 0; st < 2; ++st) {
@@ -76,13 +76,13 @@ TEST(KvCacheTest, BlocksAreEncodedOnceNoQueryReadsThemExactly) {
   EXPECT_EQ(kv.finalized_blocks(32), 2);
   EXPECT_EQ(kv.finalized_blocks(31), 1);
   kv.commit(table.data(), 40);
-  EXPECT_FALSE(kv.has_staging(table[0]));
-  EXPECT_FALSE(kv.has_staging(table[1]));
-  EXPECT_TRUE(kv.has_staging(table[2]));
+  EXPECT_FALSE(kv.has_staging(table[0].idx));
+  EXPECT_FALSE(kv.has_staging(table[1].idx));
+  EXPECT_TRUE(kv.has_staging(table[2].idx));
   EXPECT_EQ(kv.read_form(39, 1), KvRead::kCold);
   EXPECT_EQ(kv.read_form(39, 2), KvRead::kExact);
   // Freeing the partial block drops its staging copy.
-  kv.pool().unref(table[2]);
+  kv.pool().unref(table[2].idx);
   EXPECT_EQ(kv.num_staging_in_use(), 0);
   kv.pool().check_invariants();
 }

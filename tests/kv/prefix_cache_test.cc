@@ -9,6 +9,7 @@
 #include <random>
 
 #include "sched/scheduler.h"
+#include "support/block_refs.h"
 #include "support/fake_kv_storage.h"
 
 namespace hz {
@@ -112,7 +113,7 @@ TEST(PrefixCacheTest, SchedulerAttachesCachedPrefixAndPrefillsOnlyTheRest) {
   auto slices = sched.schedule();
   ASSERT_EQ(slices.size(), 1u);
   EXPECT_EQ(slices[0].num_tokens, 40);
-  EXPECT_EQ(slices[0].seq->block_table, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(slices[0].seq->block_table, pool_refs({0, 1, 2}));
   sched.commit(slices);
   EXPECT_EQ(cache.size(), 2u);  // blocks 0 and 1 are full; block 2 holds 8 of 16
   sched.remove(1);
@@ -127,7 +128,7 @@ TEST(PrefixCacheTest, SchedulerAttachesCachedPrefixAndPrefillsOnlyTheRest) {
   EXPECT_EQ(s->num_cached_tokens, 32);
   EXPECT_EQ(s->num_computed, 32);
   EXPECT_EQ(slices[0].num_tokens, 9);  // only the suffix
-  EXPECT_EQ(s->block_table, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(s->block_table, pool_refs({0, 1, 2}));
   EXPECT_EQ(cache.queries(), 4u);  // 2 blocks looked up for each prompt
   EXPECT_EQ(cache.hits(), 2u);
   EXPECT_EQ(pool.num_cached(), 0);
@@ -148,8 +149,8 @@ TEST(PrefixCacheTest, PromptOfWholeBlocksStillRunsItsLastBlock) {
   // Block 1 holds the last prompt token, which must run to be sampled: only block 0 attaches.
   EXPECT_EQ(slices[0].seq->num_computed, 16);
   EXPECT_EQ(slices[0].num_tokens, 16);
-  EXPECT_EQ(slices[0].seq->block_table[0], 0);
-  EXPECT_NE(slices[0].seq->block_table[1], 1);  // block 1 stays cached; a fresh block is written
+  EXPECT_EQ(slices[0].seq->block_table[0], BlockRef::pool(0));
+  EXPECT_NE(slices[0].seq->block_table[1], BlockRef::pool(1));  // block 1 stays cached; a fresh block is written
 }
 
 TEST(PrefixCacheTest, CopyOnWriteWhenASharedBlockMustBeWritten) {
@@ -162,14 +163,14 @@ TEST(PrefixCacheTest, CopyOnWriteWhenASharedBlockMustBeWritten) {
   int32_t shared = *pool.allocate();
   pool.ref(shared);  // another sequence holds it too
   auto s = make_seq(1, iota_tokens(10));
-  s->block_table = {shared};
+  s->block_table = {BlockRef::pool(shared)};
   s->num_computed = 5;  // the next write lands in slot 5 of the shared block
   sched.add(std::move(s));
   auto slices = sched.schedule();
   ASSERT_EQ(slices.size(), 1u);
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(copies[0], std::make_pair(shared, 1));
-  EXPECT_EQ(slices[0].seq->block_table, (std::vector<int32_t>{1}));
+  EXPECT_EQ(slices[0].seq->block_table, pool_refs({1}));
   EXPECT_EQ(pool.ref_count(shared), 1);
   pool.check_invariants();
 }
@@ -210,8 +211,8 @@ TEST(PrefixCacheTest, TenThousandRandomOperationsLeakNothing) {
     for (int32_t b = 0; b < pool.num_blocks(); ++b) ASSERT_EQ(pool.cacheable(b), cache.contains(b)) << "block " << b;
     // Referenced blocks are exactly those in running tables.
     std::vector<int32_t> refs(pool.num_blocks(), 0);
-    for (const auto& s : sched.running()) for (int32_t b : s->block_table) ++refs[b];
-    for (const auto& s : sched.waiting()) for (int32_t b : s->block_table) ++refs[b];
+    for (const auto& s : sched.running()) for (BlockRef b : s->block_table) ++refs[b.idx];
+    for (const auto& s : sched.waiting()) for (BlockRef b : s->block_table) ++refs[b.idx];
     for (int32_t b = 0; b < pool.num_blocks(); ++b) ASSERT_EQ(refs[b], pool.ref_count(b)) << "op " << op;
   }
   EXPECT_GT(cache.hits(), 100u);

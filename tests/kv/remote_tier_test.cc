@@ -72,7 +72,7 @@ struct Replica {
       for (uint64_t i = 0; i < kv.block_bytes(); ++i) p[i] = static_cast<uint8_t>(rng());
       const uint64_t h = cache.chain_hash(parent, tokens.data() + j * kBt);
       cache.insert(h, b, tokens.data() + j * kBt, parent);
-      s.block_table.push_back(b);
+      s.block_table.push_back(BlockRef::pool(b));
       s.block_hashes.push_back(h);
       parent = h;
     }
@@ -81,7 +81,7 @@ struct Replica {
   }
   void release(KvSeq& s) {
     tier.offer(s);
-    for (int32_t b : s.block_table) kv.pool().unref(b);
+    for (BlockRef b : s.block_table) kv.pool().unref(b.idx);
     s.block_table.clear();
   }
 };
@@ -100,7 +100,7 @@ TEST(RemoteTierTest, BlocksWrittenOnOneReplicaArePromotedOnAnotherByteForByte) {
   const std::vector<int32_t> t = tokens(10 * kBt, 1);
   KvSeq s = a.compute(t, 42);
   std::vector<std::vector<uint8_t>> want;
-  for (int32_t blk : s.block_table) want.emplace_back(a.kv.block_data(blk), a.kv.block_data(blk) + a.kv.block_bytes());
+  for (BlockRef blk : s.block_table) want.emplace_back(a.kv.block_data(blk.idx), a.kv.block_data(blk.idx) + a.kv.block_bytes());
   a.release(s);
   EXPECT_EQ(a.tier.stats().offered, 10u);
   ASSERT_TRUE(a.tier.store().flush(5s));
@@ -141,14 +141,14 @@ TEST(RemoteTierTest, BlocksAreWrittenAgainAfterRedisLostThem) {
   const std::vector<int32_t> t = tokens(6 * kBt, 3);
   KvSeq s = a.compute(t, 9);
   KvSeq keep = s;  // a second user of the same blocks, released after the restart
-  for (int32_t blk : keep.block_table) a.kv.pool().acquire(blk);
+  for (BlockRef blk : keep.block_table) a.kv.pool().acquire(blk.idx);
   a.release(s);
   ASSERT_TRUE(a.tier.store().flush(5s));
   ASSERT_TRUE(redis.restart());  // empty now
   const auto end = std::chrono::steady_clock::now() + 10s;
   a.tier.promote_prefix(t.data(), 1);  // notices nothing (RAM hit); the writer reconnects by itself
   while (a.tier.store().stats().epoch == 0 && std::chrono::steady_clock::now() < end) {
-    (void)a.tier.store().enqueue(kvstore::ChainKey{}, kvstore::ChainKey{}, t.data(), a.kv.block_data(keep.block_table[0]));
+    (void)a.tier.store().enqueue(kvstore::ChainKey{}, kvstore::ChainKey{}, t.data(), a.kv.block_data(keep.block_table[0].idx));
     std::this_thread::sleep_for(50ms);
   }
   ASSERT_EQ(a.tier.store().stats().epoch, 1u);

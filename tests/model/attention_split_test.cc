@@ -23,7 +23,7 @@ namespace {
 constexpr int32_t kHeads = 6, kKvHeads = 2, kHd = 32;
 
 // A one-layer cache of `n` random positions, committed as a prefill leaves it.
-std::unique_ptr<KvCache> random_cache(KvPrecision p, int32_t n, std::vector<int32_t>* table) {
+std::unique_ptr<KvCache> random_cache(KvPrecision p, int32_t n, std::vector<BlockRef>* table) {
   KvCacheConfig c;
   c.num_layers = 1;
   c.num_kv_heads = kKvHeads;
@@ -52,17 +52,20 @@ TEST(AttentionRunnerTest, SplitAndThreadCountDoNotChangeBits) {
   const int32_t n = 1700;
   for (KvPrecision p : {KvPrecision{KvType::kF16, 0, KvType::kF16}, KvPrecision{KvType::kInt8, 0, KvType::kInt8},
                         KvPrecision{KvType::kF16, 64, KvType::kInt4}, KvPrecision{KvType::kFp8, 0, KvType::kFp8}}) {
-    std::vector<int32_t> table;
+    std::vector<BlockRef> table;
     auto kv = random_cache(p, n, &table);
     // Three query tokens at the end (as a short prefill chunk would have), for two windows.
-    std::vector<AttnQueryRow> rows = {{table.data(), n - 3}, {table.data(), n - 2}, {table.data(), n - 1}};
+    KvReadTable read;
+    std::vector<AttnQueryRow> rows = {{&read, n - 3}, {&read, n - 2}, {&read, n - 1}};
     std::mt19937 rng(4);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<float> q(rows.size() * kHeads * kHd);
     for (auto& x : q) x = nd(rng);
     for (int64_t window : {int64_t{0}, int64_t{700}}) {
+      read.reset(*kv, table.data(), n - 3, n, window);
+      read.bind_layer(0);
       AttnJob job;
-      job.kv = kv.get();
+      job.head_dim = kHd;
       job.num_heads = kHeads;
       job.num_kv_heads = kKvHeads;
       job.q_scale = 0.3f;

@@ -85,7 +85,7 @@ TEST_P(BatchInvarianceTest, BatchedWithOthersEqualsAlone) {
   // Together: sequence 1 starts one step late (so prefill and decode share a batch).
   KvCacheConfig kc{model.config().num_layers, model.config().num_kv_heads, model.config().head_dim, 16, DType::kF16, 64};
   KvCache kv(kc);
-  std::vector<std::vector<int32_t>> tables(prompts.size());
+  std::vector<std::vector<BlockRef>> tables(prompts.size());
   for (auto& t : tables) kv.pool().allocate_n(8, &t);
   std::vector<int64_t> pos(prompts.size(), 0);
   std::vector<int> done(prompts.size(), 0);

@@ -36,7 +36,7 @@ Data random_data(int32_t hd, int32_t n, uint32_t seed) {
 }
 
 // Fills a cache of `p` with `d` (as the model does: rows written exactly, then committed).
-std::unique_ptr<KvCache> fill(const Data& d, KvPrecision p, int32_t bt, std::vector<int32_t>* table) {
+std::unique_ptr<KvCache> fill(const Data& d, KvPrecision p, int32_t bt, std::vector<BlockRef>* table) {
   KvCacheConfig c;
   c.num_layers = 1;
   c.num_kv_heads = d.heads;
@@ -90,7 +90,7 @@ Err measure(KvPrecision p, int32_t hd, int32_t bt = 16) {
   int count = 0;
   for (uint32_t seed = 1; seed <= 4; ++seed) {
     Data d = random_data(hd, 300, seed);
-    std::vector<int32_t> table;
+    std::vector<BlockRef> table;
     auto kv = fill(d, p, bt, &table);
     AttnScratch scratch;
     std::vector<float> out(hd);
@@ -160,7 +160,7 @@ TEST(KvAttentionTest, F16BitIdenticalAcrossBlockSizes) {
   Data d = random_data(32, 600, 9);
   std::vector<std::vector<float>> outs;
   for (int32_t bt : {16, 64, 256}) {
-    std::vector<int32_t> table;
+    std::vector<BlockRef> table;
     auto kv = fill(d, {KvType::kF16, 0, KvType::kF16}, bt, &table);
     AttnScratch scratch;
     std::vector<float> all;

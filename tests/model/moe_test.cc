@@ -167,7 +167,7 @@ TEST_P(MoeReferenceTest, BatchedWithOthersEqualsAlone) {
 
   const ModelConfig& c = model->config();
   KvCache kv(KvCacheConfig{c.num_layers, c.num_kv_heads, c.head_dim, 16, DType::kF32, 16});
-  std::vector<std::vector<int32_t>> tables(2);
+  std::vector<std::vector<BlockRef>> tables(2);
   for (auto& t : tables) kv.pool().allocate_n(4, &t);
   std::vector<SeqSlice> batch(2);
   for (int s = 0; s < 2; ++s) {

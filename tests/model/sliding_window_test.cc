@@ -20,7 +20,7 @@ constexpr int32_t kHeadDim = 8;
 
 struct Filled {
   std::unique_ptr<KvCache> kv;
-  std::vector<int32_t> table;
+  std::vector<BlockRef> table;
   std::vector<std::vector<float>> k, v;  // [pos][head_dim]
 };
 
@@ -34,7 +34,8 @@ Filled fill(int64_t num_pos, uint32_t seed) {
     std::vector<float> k(kHeadDim), v(kHeadDim);
     for (auto& x : k) x = nd(rng);
     for (auto& x : v) x = nd(rng);
-    const int32_t block = f.table[p / 16], slot = static_cast<int32_t>(p % 16);
+    const BlockRef block = f.table[p / 16];
+    const int32_t slot = static_cast<int32_t>(p % 16);
     std::memcpy(f.kv->write_row(block, 0, 0, 0, slot), k.data(), sizeof(float) * kHeadDim);
     std::memcpy(f.kv->write_row(block, 0, 1, 0, slot), v.data(), sizeof(float) * kHeadDim);
     f.k.push_back(k);

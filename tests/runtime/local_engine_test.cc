@@ -66,6 +66,30 @@ TEST(LocalEngineTest, ConcurrentGreedyRequestsMatchGoldenAndShareSteps) {
   EXPECT_EQ(st.kv_blocks_used, 0);
 }
 
+TEST(LocalEngineTest, FinalEventTellsWhereTheRequestsTimeWent) {
+  auto e = make_engine(/*max_seqs=*/1);
+  ASSERT_NE(e, nullptr);
+  // One sequence at a time: the second request waits in the queue while the first runs.
+  auto first = std::make_shared<CollectSink>();
+  auto second = std::make_shared<CollectSink>();
+  ASSERT_TRUE(e->submit(greedy({1, 403, 407, 3}, 24, first)).ok());
+  ASSERT_TRUE(e->submit(greedy({1, 403, 407, 5}, 6, second)).ok());
+  ASSERT_TRUE(first->wait());
+  ASSERT_TRUE(second->wait());
+  for (const auto* s : {first.get(), second.get()}) {
+    const GenerationEvent& f = s->final_event;
+    EXPECT_TRUE(f.ran);
+    EXPECT_GE(f.queue_seconds, 0);
+    EXPECT_GT(f.prefill_seconds, 0);  // the prompt's forward pass ran before the first token
+    EXPECT_GT(f.decode_seconds, 0);   // and more tokens followed it
+  }
+  EXPECT_EQ(first->final_event.max_tokens, 24);
+  EXPECT_EQ(second->final_event.max_tokens, 6);
+  // The second waited at least as long as the first took from its first step to its last token.
+  EXPECT_GE(second->final_event.queue_seconds,
+            first->final_event.prefill_seconds + first->final_event.decode_seconds);
+}
+
 TEST(LocalEngineTest, CancelFreesBlocks) {
   auto e = make_engine();
   ASSERT_NE(e, nullptr);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "support/block_refs.h"
 #include "support/fake_kv_storage.h"
 
 namespace hz {
@@ -43,7 +44,7 @@ TEST(SchedulerTest, ChunksLongPromptsWithinTheTokenBudget) {
   EXPECT_EQ(c[0].num_tokens, 10);
   auto d = step(s);  // decoding now
   EXPECT_EQ(d[0].num_tokens, 1);
-  EXPECT_EQ(s.running()[0]->block_table, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(s.running()[0]->block_table, pool_refs({0, 1, 2, 3}));
 }
 
 TEST(SchedulerTest, DecodesRunBesidePrefillChunks) {
@@ -129,10 +130,10 @@ TEST(SchedulerTest, SpillsFinalizedBlocksToTheFarTierInsteadOfPreempting) {
   ASSERT_EQ(spilled.size(), 1u);
   const Sequence& s1 = *s.running()[0];
   EXPECT_EQ(s1.id, 1u);
-  EXPECT_EQ(s1.block_table[0], 4 + 0) << "its oldest block went far";
+  EXPECT_EQ(s1.block_table[0], BlockRef::far(0)) << "its oldest block went far";
   EXPECT_EQ(spilled[0], 0);
   EXPECT_EQ(s1.block_table.size(), 3u);
-  EXPECT_EQ(s1.block_table[2], 0) << "the freed block";
+  EXPECT_EQ(s1.block_table[2], BlockRef::pool(0)) << "the freed block";
   // Far tier full: the next shortage preempts as before.
   room = 0;
   for (int i = 0; i < 40 && s.num_preemptions() == 0; ++i) step(s);
@@ -169,7 +170,7 @@ TEST(SchedulerHotAttachTest, SharesColdBlocksAndCopiesHotOnes) {
   for (int i = 0; i < 70; ++i) a->tokens[i] = 10 + i;
   s.add(std::move(a));
   step(s);
-  const std::vector<int32_t> a_blocks = s.running()[0]->block_table;
+  const std::vector<BlockRef> a_blocks = s.running()[0]->block_table;
   ASSERT_EQ(a_blocks.size(), 5u);
   s.remove(1);
   EXPECT_EQ(cache.size(), 4u);
@@ -182,7 +183,7 @@ TEST(SchedulerHotAttachTest, SharesColdBlocksAndCopiesHotOnes) {
     return s.running().back().get();
   };
   // Hot forms of blocks 2 and 3: all 4 matched blocks attach, 0-1 shared, 2-3 copied.
-  hot = {a_blocks[2], a_blocks[3]};
+  hot = {a_blocks[2].idx, a_blocks[3].idx};
   Sequence* b = admit(2);
   EXPECT_EQ(b->num_computed, 64);
   EXPECT_EQ(b->num_cached_tokens, 64);
@@ -190,24 +191,24 @@ TEST(SchedulerHotAttachTest, SharesColdBlocksAndCopiesHotOnes) {
   EXPECT_EQ(b->block_table[0], a_blocks[0]);
   EXPECT_EQ(b->block_table[1], a_blocks[1]);
   ASSERT_EQ(copies.size(), 2u);
-  EXPECT_EQ(copies[0], std::make_pair(a_blocks[2], b->block_table[2]));
-  EXPECT_EQ(copies[1], std::make_pair(a_blocks[3], b->block_table[3]));
+  EXPECT_EQ(copies[0], std::make_pair(a_blocks[2].idx, b->block_table[2].idx));
+  EXPECT_EQ(copies[1], std::make_pair(a_blocks[3].idx, b->block_table[3].idx));
   EXPECT_NE(b->block_table[2], a_blocks[2]);
-  EXPECT_EQ(pool.ref_count(b->block_table[2]), 1);
-  EXPECT_FALSE(pool.cacheable(b->block_table[2]));
+  EXPECT_EQ(pool.ref_count(b->block_table[2].idx), 1);
+  EXPECT_FALSE(pool.cacheable(b->block_table[2].idx));
   EXPECT_EQ(cache.hits(), 4u);
   s.remove(2);
   pool.check_invariants();
 
   // Only block 1 and 2 hot: the longest prefix ending in hot blocks is 3 blocks (0 shared).
   copies.clear();
-  hot = {a_blocks[1], a_blocks[2]};
+  hot = {a_blocks[1].idx, a_blocks[2].idx};
   Sequence* c = admit(3);
   EXPECT_EQ(c->num_computed, 48);
   EXPECT_EQ(c->block_table[0], a_blocks[0]);
   ASSERT_EQ(copies.size(), 2u);
-  EXPECT_EQ(copies[0].first, a_blocks[1]);
-  EXPECT_EQ(copies[1].first, a_blocks[2]);
+  EXPECT_EQ(copies[0].first, a_blocks[1].idx);
+  EXPECT_EQ(copies[1].first, a_blocks[2].idx);
   s.remove(3);
 
   // No hot form at all: nothing attaches, the whole prompt is computed.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "server/fake_engine.h"
@@ -12,6 +13,13 @@
 
 namespace hz {
 namespace {
+
+// /metrics text without the model_name label every series carries (so lines read as before).
+std::string without_model_name(const std::string& text) {
+  return std::regex_replace(std::regex_replace(text, std::regex("\\{model_name=\"[^\"]*\"\\}"), ""),
+                            std::regex("model_name=\"[^\"]*\","), "");
+}
+
 
 using nlohmann::json;
 using test::FakeEngine;
@@ -95,7 +103,7 @@ TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
                            "horizon_queue_rejections_total 0", "horizon_prefix_cache_hit_rate 0",
                            "horizon_http_requests_total{status=\"200\"}",
                            "horizon_requests_finished_total{finish_reason=\"length\"} 1"}) {
-    EXPECT_NE(metrics.body.find(name), std::string::npos) << name << "\n" << metrics.body;
+    EXPECT_NE(without_model_name(metrics.body).find(name), std::string::npos) << name << "\n" << metrics.body;
   }
 }
 
@@ -120,12 +128,12 @@ TEST_F(HttpServerTest, MetricsJsonTwin) {
 
 TEST_F(HttpServerTest, CompletionNonStreamed) {
   start({}, {.cached_tokens = 2});
-  HttpResponse r = post("/v1/completions", R"({"model": "whatever", "prompt": "abc", "max_tokens": 5, "n": 1})");
+  HttpResponse r = post("/v1/completions", R"({"model": "fake-model", "prompt": "abc", "max_tokens": 5, "n": 1})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.headers["content-type"], "application/json");
   json j = parse(r.body);
   EXPECT_EQ(j["object"], "text_completion");
-  EXPECT_EQ(j["model"], "fake-model");  // the served name, whatever the request said
+  EXPECT_EQ(j["model"], "fake-model");
   EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
   EXPECT_TRUE(j["created"].is_number_integer());
   EXPECT_EQ(j["choices"][0]["text"], "abcab");
@@ -137,6 +145,33 @@ TEST_F(HttpServerTest, CompletionNonStreamed) {
   EXPECT_EQ(j["usage"]["total_tokens"], 9);
   EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
   EXPECT_EQ(r.headers["x-request-id"], j["id"]);
+}
+
+// `model` must name the served model (or, without --served-model-name, the model's path or file
+// name); omitted is fine, anything else is OpenAI's 404 model_not_found.
+TEST_F(HttpServerTest, ModelIsCheckedAgainstTheServedNames) {
+  start();
+  for (const char* ok : {"fake-model", "fake-model.gguf", "/models/fake-model.gguf", ""}) {
+    HttpResponse r = post("/v1/completions", json{{"model", ok}, {"prompt", "a"}, {"max_tokens", 1}}.dump());
+    EXPECT_EQ(r.status, 200) << ok << " " << r.body;
+  }
+  EXPECT_EQ(post("/v1/completions", R"({"model": null, "prompt": "a", "max_tokens": 1})").status, 200);
+  HttpResponse r = post("/v1/chat/completions", R"({"model": "gpt-4o", "messages": [{"role": "user", "content": "a"}]})");
+  ASSERT_EQ(r.status, 404) << r.body;
+  json e = parse(r.body)["error"];
+  EXPECT_EQ(e["code"], "model_not_found");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_NE(e["message"].get<std::string>().find("gpt-4o"), std::string::npos);
+  EXPECT_EQ(engine_->submitted(), 5);  // the refused request never reached the engine
+}
+
+TEST_F(HttpServerTest, ServedModelNameReplacesTheFileNames) {
+  ServerOptions o;
+  o.served_model_name = "team/model";
+  start(o);
+  EXPECT_EQ(post("/v1/completions", R"({"model": "team/model", "prompt": "a", "max_tokens": 1})").status, 200);
+  EXPECT_EQ(post("/v1/completions", R"({"model": "fake-model.gguf", "prompt": "a", "max_tokens": 1})").status, 404);
 }
 
 TEST_F(HttpServerTest, CompletionStopStringAndTokenPrompt) {
@@ -165,7 +200,7 @@ TEST_F(HttpServerTest, CompletionLogprobs) {
 TEST_F(HttpServerTest, ChatNonStreamed) {
   start();
   HttpResponse r = post("/v1/chat/completions",
-                        R"({"model": "gpt-4o", "messages": [{"role": "system", "content": "S"},
+                        R"({"model": "fake-model.gguf", "messages": [{"role": "system", "content": "S"},
                             {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
                             "max_completion_tokens": 12, "logprobs": true, "top_logprobs": 1})");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -441,7 +476,8 @@ TEST_F(HttpServerTest, FullQueueIs429WithRetryAfter) {
   auto done = first.read_response();
   ASSERT_TRUE(done);
   EXPECT_EQ(done->status, 200);
-  EXPECT_NE(http_request(port_, "GET", "/metrics").body.find("horizon_queue_rejections_total 1"), std::string::npos);
+  EXPECT_NE(without_model_name(http_request(port_, "GET", "/metrics").body).find("horizon_queue_rejections_total 1"),
+            std::string::npos);
 }
 
 TEST_F(HttpServerTest, SubmitErrorsMapToStatuses) {
@@ -495,7 +531,7 @@ TEST_F(HttpServerTest, ClientDisconnectMidStreamCancels) {
   EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
   EXPECT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
   EXPECT_TRUE(eventually([&] {
-    return http_request(port_, "GET", "/metrics").body.find("horizon_http_requests_total{status=\"499\"} 1") !=
+    return without_model_name(http_request(port_, "GET", "/metrics").body).find("horizon_http_requests_total{status=\"499\"} 1") !=
            std::string::npos;
   }));
 }

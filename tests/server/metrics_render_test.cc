@@ -32,6 +32,7 @@ EngineStats disk_and_far_stats() {
   s.kv_disk_enabled = true;
   s.kv_disk_blocks = 11;
   s.kv_disk_read_seconds = 0.5;
+  s.kv_disk_misses = 2;
   s.kv_far_enabled = true;
   s.kv_far_blocks = 13;
   return s;
@@ -56,7 +57,8 @@ TEST(EngineStatsTest, KvBlocksByTier) {
   std::string text = ServerMetrics().render(disk_and_far_stats());
   for (const char* line : {"horizon_kv_blocks{tier=\"ram\"} 3\n", "horizon_kv_blocks{tier=\"prefix\"} 5\n",
                            "horizon_kv_blocks{tier=\"disk\"} 11\n", "horizon_kv_blocks{tier=\"far\"} 13\n",
-                           "horizon_kv_tier_blocks{tier=\"ram\"} 8\n", "horizon_kv_disk_read_seconds_total 0.5\n"}) {
+                           "horizon_kv_tier_blocks{tier=\"ram\"} 8\n", "horizon_kv_disk_read_seconds_total 0.5\n",
+                           "horizon_kv_disk_misses_total 2\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << text;
   }
   EXPECT_EQ(ServerMetrics().render(EngineStats()).find("tier=\"far\""), std::string::npos);
@@ -99,6 +101,79 @@ TEST(MetricsJsonTest, TwinHasTheSameFamiliesAndValues) {
   EXPECT_EQ(buckets[0]["count"], 0);
   EXPECT_EQ(buckets[1]["count"], 1);  // cumulative, le 0.005
   EXPECT_EQ(buckets.back()["count"], 1);
+}
+
+GenerationEvent finished_by_length() {
+  GenerationEvent e;
+  e.kind = GenerationEvent::Kind::kFinished;
+  e.finish_reason = FinishReason::kLength;
+  e.prompt_tokens = 7;
+  e.completion_tokens = 4;
+  e.max_tokens = 16;
+  e.ran = true;
+  e.queue_seconds = 0.5;
+  e.prefill_seconds = 0.25;
+  e.decode_seconds = 1;
+  return e;
+}
+
+TEST(MetricsRenderTest, RequestHistogramsAndKvUsage) {
+  ServerMetrics m;
+  m.on_request_finished(finished_by_length(), 2.0);
+  GenerationEvent queued_only = finished_by_length();
+  queued_only.ran = false;  // cancelled while waiting: no engine times
+  m.on_request_finished(queued_only, 0.1);
+  EngineStats s;
+  s.kv_blocks_total = 8;
+  s.kv_blocks_used = 2;
+  s.kv_blocks_cached = 5;  // cached prefixes can be reused for other data: not "in use"
+  const std::string text = m.render(s);
+  for (const char* line : {"horizon_kv_cache_usage_perc 0.25\n", "horizon_request_queue_time_seconds_count 1\n",
+                           "horizon_request_queue_time_seconds_sum 0.5\n", "horizon_request_prefill_time_seconds_sum 0.25\n",
+                           "horizon_request_decode_time_seconds_sum 1\n", "horizon_request_inference_time_seconds_sum 1.25\n",
+                           "horizon_request_prompt_tokens_bucket{le=\"5\"} 0\n",
+                           "horizon_request_prompt_tokens_bucket{le=\"10\"} 2\n", "horizon_request_prompt_tokens_count 2\n",
+                           "horizon_request_generation_tokens_sum 8\n", "horizon_request_max_tokens_sum 32\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  EXPECT_NE(ServerMetrics().render(EngineStats()).find("horizon_kv_cache_usage_perc 0\n"), std::string::npos);
+  EXPECT_EQ(text.find("vllm:"), std::string::npos) << "vLLM's names only with --metrics-compat vllm";
+  EXPECT_EQ(text.find("model_name"), std::string::npos) << "no label without a model name";
+}
+
+TEST(MetricsRenderTest, VllmNamesCarryTheSameFiguresLabelledByModel) {
+  ServerMetrics m(MetricsOptions{"my-model", true});
+  m.on_request_finished(finished_by_length(), 2.0);
+  m.observe_ttft(0.003);
+  EngineStats s;
+  s.running = 3;
+  s.waiting = 2;
+  s.kv_blocks_total = 10;
+  s.kv_blocks_used = 5;
+  s.prompt_tokens_total = 7;
+  s.generation_tokens_total = 4;
+  s.preemptions_total = 1;
+  const std::string text = m.render(s);
+  prometheus_families(text);  // each family once
+  for (const char* line :
+       {"horizon_requests_running{model_name=\"my-model\"} 3\n", "vllm:num_requests_running{model_name=\"my-model\"} 3\n",
+        "vllm:num_requests_waiting{model_name=\"my-model\"} 2\n", "vllm:num_requests_swapped{model_name=\"my-model\"} 0\n",
+        "vllm:kv_cache_usage_perc{model_name=\"my-model\"} 0.5\n", "vllm:gpu_cache_usage_perc{model_name=\"my-model\"} 0.5\n",
+        "vllm:cpu_cache_usage_perc{model_name=\"my-model\"} 0\n", "vllm:prompt_tokens_total{model_name=\"my-model\"} 7\n",
+        "vllm:generation_tokens_total{model_name=\"my-model\"} 4\n", "vllm:num_preemptions_total{model_name=\"my-model\"} 1\n",
+        "vllm:request_success_total{model_name=\"my-model\",finished_reason=\"length\"} 1\n",
+        "vllm:time_to_first_token_seconds_bucket{model_name=\"my-model\",le=\"0.005\"} 1\n",
+        "vllm:e2e_request_latency_seconds_sum{model_name=\"my-model\"} 2\n",
+        "vllm:request_queue_time_seconds_sum{model_name=\"my-model\"} 0.5\n",
+        "vllm:request_inference_time_seconds_sum{model_name=\"my-model\"} 1.25\n",
+        "vllm:request_max_num_generation_tokens_sum{model_name=\"my-model\"} 16\n",
+        "vllm:request_generation_tokens_count{model_name=\"my-model\"} 1\n",
+        "# TYPE vllm:time_per_output_token_seconds histogram\n", "# TYPE vllm:inter_token_latency_seconds histogram\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  // The JSON twin carries the label as well.
+  const json j = json::parse(m.render_json(s));
+  EXPECT_EQ(j["metrics"]["vllm:num_requests_running"]["series"][0]["labels"]["model_name"], "my-model");
 }
 
 TEST(MetricsRenderTest, LabelValuesAreEscaped) {

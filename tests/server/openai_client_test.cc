@@ -65,6 +65,10 @@ TEST(OpenAiClientTest, OfficialClientDrivesCompletionsAndChat) {
   EXPECT_EQ(r["n2"]["status"], 400);
   EXPECT_EQ(r["n2"]["param"], "n");
   EXPECT_EQ(r["n2"]["type"], "invalid_request_error");
+  EXPECT_EQ(r["wrong_model"]["status"], 404);
+  EXPECT_EQ(r["wrong_model"]["code"], "model_not_found");
+  EXPECT_EQ(r["wrong_model"]["param"], "model");
+  EXPECT_EQ(r["wrong_model"]["name"], "NotFoundError");
   EXPECT_EQ(r["bad_key"]["status"], 401);
 }
 

@@ -34,6 +34,17 @@ TEST(SnapshotTest, ValueOfKeepsIntegersIntegral) {
   EXPECT_TRUE(std::holds_alternative<double>(value_of(0.5f)));
 }
 
+TEST(SnapshotTest, LabelAllPutsAConstantLabelFirstOnEverySeries) {
+  Snapshot s;
+  s.add("a", "h", Kind::kGauge, {}, int64_t{1});
+  s.add("b", "h", Kind::kCounter, {{"tier", "ram"}}, int64_t{2});
+  s.family("empty", "h", Kind::kCounter);  // no series: stays empty
+  s.label_all("model_name", "m");
+  EXPECT_EQ(s.find("a")->series[0].labels, (Labels{{"model_name", "m"}}));
+  EXPECT_EQ(s.find("b")->series[0].labels, (Labels{{"model_name", "m"}, {"tier", "ram"}}));
+  EXPECT_TRUE(s.find("empty")->series.empty());
+}
+
 TEST(RegistryTest, CollectsEveryKindInRegistrationOrder) {
   Registry r;
   Counter& c = r.counter("x_total", "x help");

@@ -30,6 +30,8 @@ void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 // The k-quant halves of vec_dot/matmul (avx2/kquants.cc).
 void vec_dot_kquant(DType wtype, int64_t n, const void* w_row, const void* x_row, float* out);
+// Q4_K/Q6_K matmuls with fewer tokens than this run row at a time, more in 8-row groups.
+constexpr int64_t kGroupMinTokens = 4;
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 

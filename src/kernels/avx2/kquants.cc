@@ -1,11 +1,15 @@
 // AVX2 k-quant dot products (Q4_K, Q5_K, Q6_K against Q8_K activations) as kinds of the tiled
 // driver. A step is one 256-element super-block: integer products are summed exactly into 8 int32
-// lanes with maddubs/madd (each 32- or 16-element group weighted by its integer scale), then folded
-// into the f32 accumulator with d_w * d_x; the Q4_K/Q5_K mins enter through Q8_K's bsums.
+// lanes with maddubs/madd (each 32- or 16-element group weighted by its integer scale), reduced to
+// one exact int32 and folded into the f32 sum by the block-order rule (one fma per term, as the
+// scalar reference); the Q4_K/Q5_K mins enter through Q8_K's bsums. The matmuls of Q4_K and Q6_K
+// run the 8-row group kernel (matmul_kq_groups.h), which gives the same bits.
+#include <cmath>
 #include <cstddef>
 
 #include "base/check.h"
 #include "kernels/avx2/avx2_kernels.h"
+#include "kernels/avx2/matmul_kq_groups.h"
 #include "kernels/avx2/matmul_tile.h"
 
 namespace hz::kernels::avx2 {
@@ -70,6 +74,30 @@ inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
   return w;
 }
 
+// Exact int32 sum of the first `lanes` lanes.
+inline int32_t hsum_epi32(__m256i v, int lanes = 8) {
+  __m128i s = _mm256_castsi256_si128(v);
+  if (lanes == 8) s = _mm_add_epi32(s, _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The block-order rule (ref::vec_dot_q4_k_q8_k, and the 8-row group matmuls): the running sum
+// lives in lane 0 and takes one fma per term, in super-block order. d and dmin are the products
+// d_w * d_x (every lane equal).
+inline __m256 fold_block_order(__m256 d, int32_t isum, __m256 dmin, int32_t msum, __m256 acc) {
+  float a = _mm256_cvtss_f32(acc);
+  a = std::fma(_mm256_cvtss_f32(d), static_cast<float>(isum), a);
+  a = std::fma(-_mm256_cvtss_f32(dmin), static_cast<float>(msum), a);
+  return _mm256_castps128_ps256(_mm_set_ss(a));
+}
+inline __m256 fold_block_order(__m256 d, int32_t isum, __m256 acc) {
+  return _mm256_castps128_ps256(_mm_set_ss(std::fma(_mm256_cvtss_f32(d), static_cast<float>(isum), _mm256_cvtss_f32(acc))));
+}
+// The sum of a block-order accumulator.
+inline float lane0(__m256 acc) { return _mm256_cvtss_f32(acc); }
+
 template <bool kFifthBit>
 inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -94,13 +122,12 @@ inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
     const __m256i s_hi = _mm256_shuffle_epi8(w.scales, broadcast_i16_mask(2 * j + 1, 2 * j + 1));
     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
   }
-  acc = _mm256_fmadd_ps(_mm256_mul_ps(w.d, x.d), _mm256_cvtepi32_ps(sumi), acc);
   // Mins: sum over groups of min_g * (sum of the group's activations) = min_g * (bsums pair).
   const __m256i bsums = load256(x.bsums);
   const __m128i group_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
   const __m128i mins_dot = _mm_madd_epi16(w.mins, group_sums);  // 4 int32
-  const __m256 mins_f = _mm256_cvtepi32_ps(_mm256_inserti128_si256(_mm256_setzero_si256(), mins_dot, 0));
-  return _mm256_fnmadd_ps(_mm256_mul_ps(w.dmin, x.d), mins_f, acc);
+  return fold_block_order(_mm256_mul_ps(w.d, x.d), hsum_epi32(sumi), _mm256_mul_ps(w.dmin, x.d),
+                          hsum_epi32(_mm256_castsi128_si256(mins_dot), 4), acc);
 }
 
 struct Q4_KKind {
@@ -115,7 +142,7 @@ struct Q4_KKind {
   }
   static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
   static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<false>(w, x, acc); }
-  static float finish(__m256 acc) { return hsum(acc); }
+  static float finish(__m256 acc) { return lane0(acc); }
 };
 
 struct Q5_KKind {
@@ -131,7 +158,7 @@ struct Q5_KKind {
   }
   static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
   static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<true>(w, x, acc); }
-  static float finish(__m256 acc) { return hsum(acc); }
+  static float finish(__m256 acc) { return lane0(acc); }
 };
 
 // Q6_K: 16 groups of 16 with int8 scales; quants are u6 - 32, so the products are taken on the
@@ -185,9 +212,17 @@ struct Q6_KKind {
     }
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(x.bsums), w.scales16), 5);
     sumi = _mm256_sub_epi32(sumi, offset);
-    return _mm256_fmadd_ps(_mm256_mul_ps(w.d, x.d), _mm256_cvtepi32_ps(sumi), acc);
+    return fold_block_order(_mm256_mul_ps(w.d, x.d), hsum_epi32(sumi), acc);
   }
-  static float finish(__m256 acc) { return hsum(acc); }
+  static float finish(__m256 acc) { return lane0(acc); }
+};
+
+// 4 u8 x 4 s8 products per int32 lane with AVX2: maddubs to int16 pairs (at most 2 * 63 * 128, no
+// saturation for 6-bit weights), madd with ones to int32. Exact, so equal to vpdpbusd's sums.
+struct Avx2Dot {
+  static __m256i dot4(__m256i acc, __m256i v, __m256i x) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, x), _mm256_set1_epi16(1)));
+  }
 };
 
 }  // namespace
@@ -211,11 +246,22 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
   HZ_CHECK(n % kQK_K == 0);
   switch (wtype) {
     case DType::kQ4_K:
-      return matmul_kind<Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      // Few tokens (decode): row at a time, nothing decoded beyond what one dot needs. More: the
+      // 8-row group kernel, which decodes a super-block once for up to 32 tokens. Both follow the
+      // block-order rule, so the switch never changes a bit.
+      if (num_tokens < kGroupMinTokens) {
+        return matmul_kind<Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      }
+      return kq::matmul_groups<kq::Q4KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                                     y_stride);
     case DType::kQ5_K:
       return matmul_kind<Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
     case DType::kQ6_K:
-      return matmul_kind<Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      if (num_tokens < kGroupMinTokens) {
+        return matmul_kind<Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+      }
+      return kq::matmul_groups<kq::Q6KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                                     y_stride);
     default:
       HZ_CHECK_MSG(false, "matmul_kquant: not a k-quant");
   }

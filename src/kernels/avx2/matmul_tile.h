@@ -72,25 +72,35 @@ void vec_dot_kind(int64_t n, const void* w_row, const void* x_row, float* out) {
   dot_tile<K, 1, 1>(n, &w, &x, &out);
 }
 
-// Rows outer (a tile of weight rows stays in cache while every token passes over it), tokens inner.
+// Token blocks outer (a block of activation rows, about kTokenBlockBytes, stays in L2), then rows
+// (a tile of weight rows stays in L1 while the block's tokens pass over it), then tokens. Without the
+// token blocks, prefill re-read every activation row from L3 once per weight tile. The loop order
+// only decides which outputs are computed together, never the arithmetic of any one of them.
+constexpr uint64_t kTokenBlockBytes = 384 * 1024;
+
 template <class K>
 void matmul_kind(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(x);
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += K::kMaxRows) {
-    const int nr = static_cast<int>(row_end - r0 < K::kMaxRows ? row_end - r0 : K::kMaxRows);
-    const uint8_t* w_rows[K::kMaxRows];
-    for (int r = 0; r < nr; ++r) w_rows[r] = wb + (r0 + r) * w_row_bytes;
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += K::kMaxTokens) {
-      const int nt = static_cast<int>(num_tokens - t0 < K::kMaxTokens ? num_tokens - t0 : K::kMaxTokens);
-      const uint8_t* x_rows[K::kMaxTokens];
-      float* out[K::kMaxRows * K::kMaxTokens];
-      for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
-      for (int r = 0; r < nr; ++r) {
-        for (int t = 0; t < nt; ++t) out[r * nt + t] = y + (t0 + t) * y_stride + r0 + r;
+  int64_t block = x_row_bytes > 0 ? static_cast<int64_t>(kTokenBlockBytes / x_row_bytes) : num_tokens;
+  block = block < K::kMaxTokens ? K::kMaxTokens : block / K::kMaxTokens * K::kMaxTokens;
+  for (int64_t tb = 0; tb < num_tokens; tb += block) {
+    const int64_t tb_end = num_tokens - tb < block ? num_tokens : tb + block;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += K::kMaxRows) {
+      const int nr = static_cast<int>(row_end - r0 < K::kMaxRows ? row_end - r0 : K::kMaxRows);
+      const uint8_t* w_rows[K::kMaxRows];
+      for (int r = 0; r < nr; ++r) w_rows[r] = wb + (r0 + r) * w_row_bytes;
+      for (int64_t t0 = tb; t0 < tb_end; t0 += K::kMaxTokens) {
+        const int nt = static_cast<int>(tb_end - t0 < K::kMaxTokens ? tb_end - t0 : K::kMaxTokens);
+        const uint8_t* x_rows[K::kMaxTokens];
+        float* out[K::kMaxRows * K::kMaxTokens];
+        for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
+        for (int r = 0; r < nr; ++r) {
+          for (int t = 0; t < nt; ++t) out[r * nt + t] = y + (t0 + t) * y_stride + r0 + r;
+        }
+        dot_tile_dispatch<K>(nr, nt, n, w_rows, x_rows, out);
       }
-      dot_tile_dispatch<K>(nr, nt, n, w_rows, x_rows, out);
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "base/check.h"
+#include "kernels/avx2/matmul_kq_groups.h"
 #include "kernels/avx2/matmul_q_groups.h"
 #include "kernels/avx512/vnni_kernels.h"
 
@@ -74,10 +75,30 @@ struct Q8_0VnniKind {
   }
 };
 
+// The k-quant group kernels' dot: vpdpbusd (exact int32, the same sums as the AVX2 maddubs pair).
+struct VnniDot {
+  static __m256i dot4(__m256i acc, __m256i v, __m256i x) { return _mm256_dpbusd_epi32(acc, v, x); }
+};
+
 }  // namespace
 }  // namespace hz::kernels::avx2
 
 namespace hz::kernels::vnni {
+
+void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                   const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  HZ_CHECK(n % kQK_K == 0);
+  switch (wtype) {
+    case DType::kQ4_K:
+      return avx2::kq::matmul_groups<avx2::kq::Q4KKind, avx2::VnniDot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes,
+                                                                      num_tokens, y, y_stride);
+    case DType::kQ6_K:
+      return avx2::kq::matmul_groups<avx2::kq::Q6KKind, avx2::VnniDot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes,
+                                                                      num_tokens, y, y_stride);
+    default:
+      HZ_CHECK_MSG(false, "vnni::matmul_kquant: Q4_K or Q6_K only");
+  }
+}
 
 void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {

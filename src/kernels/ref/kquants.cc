@@ -1,6 +1,8 @@
 // Scalar k-quant kernels (Q4_K, Q5_K, Q6_K): dequantization and dot products against Q8_K
 // activations, in GGUF's bit layouts. Integer sums per super-block are exact; floats enter once
-// per super-block.
+// per super-block, as fmas in a fixed order (the rule the Q4_K/Q6_K group matmuls reproduce).
+#include <cmath>
+
 #include "base/check.h"
 #include "kernels/ref/ref_kernels.h"
 
@@ -88,9 +90,11 @@ float dot_scale_min(int64_t n, const Block* w, const BlockQ8_K* x, void (*unpack
       sum_scaled += sc * s;
       sum_mins += m * (x[i].bsums[2 * g] + x[i].bsums[2 * g + 1]);
     }
+    // The block-order rule the SIMD matmuls follow bit for bit: one fma per term, in this order.
     const float d = f16_to_f32(w[i].d) * x[i].d;
     const float dmin = f16_to_f32(w[i].dmin) * x[i].d;
-    sum += d * static_cast<float>(sum_scaled) - dmin * static_cast<float>(sum_mins);
+    sum = std::fma(d, static_cast<float>(sum_scaled), sum);
+    sum = std::fma(-dmin, static_cast<float>(sum_mins), sum);
   }
   return sum;
 }
@@ -125,7 +129,7 @@ float vec_dot_q6_k_q8_k(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
       for (int l = 0; l < 16; ++l) p += q[s * 16 + l] * x[i].qs[s * 16 + l];
       isum += w[i].scales[s] * p;
     }
-    sum += f16_to_f32(w[i].d) * x[i].d * static_cast<float>(isum);
+    sum = std::fma(f16_to_f32(w[i].d) * x[i].d, static_cast<float>(isum), sum);
   }
   return sum;
 }

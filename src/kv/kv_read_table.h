@@ -1,0 +1,155 @@
+// KvReadTable: what attention reads of one sequence's KV cache in one engine step — per block a
+// descriptor saying where its K and V planes are for the current layer and in which codec, in the
+// form the position rule (kv/kv_cache.h) gives each query. kv/ builds it: staged blocks read in a
+// compact form are encoded here, far blocks have their checksums verified here, so attention
+// (model/attention.h) reads tiles through tile() and never learns which tier or form a block is in.
+// KvReader builds the tables of one step's sequences, layer by layer.
+//
+// The host twin of the device attention table (device::DeviceKvBlock, device/kv_block_desc.h):
+// the same fields — K and V elements, K and V scales, codec — as pointers into this layer's planes
+// instead of byte offsets into a device arena. A device backend builds that table the same way.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kv/block_ref.h"
+#include "kv/kv_cache.h"
+
+namespace hz {
+
+// One block of one layer as a reader sees it. Planes as in kv/kv_layout.h: elements
+// [num_kv_heads][block_tokens][row elem bytes], then scales ([num_kv_heads][block_tokens][row scale
+// bytes]; fp8: [num_kv_heads] f32). The pointers are head 0, slot 0; scales are null for types
+// without them (f32, f16, bf16).
+struct KvBlockDesc {
+  const uint8_t* k_elems = nullptr;
+  const uint8_t* v_elems = nullptr;
+  const uint8_t* k_scales = nullptr;
+  const uint8_t* v_scales = nullptr;
+  kernels::KvCodec codec = kernels::KvCodec::kF16;
+};
+
+// The rows of one tile (consecutive positions inside one block) of one KV head.
+struct KvTile {
+  kernels::KvCodec codec = kernels::KvCodec::kF16;
+  const uint8_t* k = nullptr;   // first row's elements
+  const uint8_t* v = nullptr;
+  const uint8_t* ks = nullptr;  // first row's scales (fp8: the head's scale); null without scales
+  const uint8_t* vs = nullptr;
+  uint64_t bytes = 0;           // element bytes of the tile's rows (for prefetching)
+};
+
+class KvReadTable {
+ public:
+  KvReadTable() = default;
+  KvReadTable(const KvReadTable&) = delete;
+  KvReadTable& operator=(const KvReadTable&) = delete;
+  KvReadTable(KvReadTable&&) = default;
+  KvReadTable& operator=(KvReadTable&&) = default;
+
+  // A step of a sequence whose block table `blocks` covers its queries at positions [q_begin,
+  // q_end) (may be empty); keys before attn_first_key(q_begin, window) are not read (a sliding window; 0: none).
+  // `kv` and `blocks` must outlive the table's use in this step.
+  void reset(const KvCache& kv, const BlockRef* blocks, int64_t q_begin, int64_t q_end, int64_t window = 0);
+  // The descriptors of `layer`, after this step's K/V rows of the layer were written and sealed:
+  // encodes what must be read in a form the cache does not hold, verifies far blocks (once per
+  // far tier pass). `pool` spreads that work; null: on the calling thread.
+  void bind_layer(int32_t layer, ThreadPool* pool = nullptr);
+
+  int32_t head_dim() const { return head_dim_; }
+  int32_t block_tokens() const { return block_tokens_; }
+
+  // What a query at `query_pos` reads of block `block_idx` (bound layer).
+  const KvBlockDesc& block(int64_t query_pos, int64_t block_idx) const {
+    if (!staged_) return cold_[block_idx];
+    switch (kv_->read_form(query_pos, block_idx)) {
+      case KvRead::kExact:
+        return near_[2 * (block_idx - near_begin_)];
+      case KvRead::kHot:
+        return near_[2 * (block_idx - near_begin_) + 1];
+      case KvRead::kCold:
+        break;
+    }
+    return cold_[block_idx];
+  }
+  // The `n` rows of KV head `head` from position `t0` (one block) as a query at `query_pos` reads them.
+  KvTile tile(int32_t head, int64_t query_pos, int64_t t0, int32_t n) const {
+    const KvBlockDesc& d = block(query_pos, t0 / block_tokens_);
+    const Strides& s = strides_[static_cast<size_t>(d.codec)];
+    const uint64_t slot = static_cast<uint64_t>(t0 % block_tokens_);
+    const uint64_t eoff = static_cast<uint64_t>(head) * s.head_elems + slot * s.row_elems;
+    KvTile t;
+    t.codec = d.codec;
+    t.k = d.k_elems + eoff;
+    t.v = d.v_elems + eoff;
+    if (d.k_scales != nullptr) {
+      const uint64_t soff = static_cast<uint64_t>(head) * s.head_scales + slot * s.row_scales;
+      t.ks = d.k_scales + soff;
+      t.vs = d.v_scales + soff;
+    }
+    t.bytes = static_cast<uint64_t>(n) * s.row_elems;
+    return t;
+  }
+
+ private:
+  friend class KvReader;
+  // One unit of bind work: an encode of one block (both streams, every head) or a far block's check.
+  struct Job {
+    int64_t block_idx;
+    KvBlockDesc* desc;   // encode target (its planes point into enc_); null: a far check
+    kernels::KvCodec codec;
+  };
+  struct Strides {
+    uint64_t row_elems = 0, head_elems = 0, row_scales = 0, head_scales = 0;
+  };
+  // Fills the descriptors of `layer` and lists the encodes and checks in jobs_.
+  void plan_layer(int32_t layer);
+  KvBlockDesc stored(BlockRef b, int32_t layer, bool exact) const;
+  void add_encode(int64_t block_idx, KvBlockDesc* d, kernels::KvCodec c);
+  void run_job(const Job& j, float* tmp) const;
+
+  const KvCache* kv_ = nullptr;
+  const BlockRef* blocks_ = nullptr;
+  int32_t head_dim_ = 0, block_tokens_ = 0, layer_ = -1;
+  bool staged_ = false;
+  int64_t first_block_ = 0;   // blocks before it are not read (window)
+  int64_t cold_end_ = 0;      // blocks [first_block_, cold_end_) are read cold by some query
+  int64_t near_begin_ = 0;    // blocks [near_begin_, near_end_) are read exactly or hot by some query
+  int64_t near_end_ = 0;
+  int64_t exact_begin_ = 0;   // blocks holding a query
+  int64_t q_begin_ = 0, q_end_ = 0;
+  std::array<Strides, 6> strides_{};   // per codec
+  std::vector<KvBlockDesc> cold_;      // [blocks]: the cold form (unstaged caches: the only form)
+  std::vector<KvBlockDesc> near_;      // [near blocks][exact, hot]
+  std::vector<Job> jobs_;
+  std::vector<uint8_t> enc_;           // encoded planes: [encodes][K, V] planes of the arena's plane size at most
+  uint64_t enc_plane_bytes_ = 0;
+  int32_t num_encodes_ = 0;
+};
+
+// The read tables of one step's sequences. Owns the far tier's pass (one per layer: each far
+// block checked once, pages unmapped after the layer) so the reader of the tables need not.
+class KvReader {
+ public:
+  // One table per sequence; `tables()` stay valid until the next begin_step().
+  void begin_step(const KvCache& kv, size_t num_seqs);
+  KvReadTable& table(size_t i) { return tables_[i]; }
+  const KvReadTable& table(size_t i) const { return tables_[i]; }
+  // Binds every table to `layer` (their encodes and checks spread over `pool` together).
+  void bind_layer(int32_t layer, ThreadPool* pool);
+  // After the layer's attention: releases what was read of the far tier for it.
+  void end_layer(int32_t layer);
+
+ private:
+  const KvCache* kv_ = nullptr;
+  std::vector<KvReadTable> tables_;
+  size_t num_tables_ = 0;
+  bool far_pass_ = false;
+  std::vector<std::pair<KvReadTable*, const KvReadTable::Job*>> jobs_;
+  std::vector<std::vector<float>> tmp_;  // per thread: one head's rows as f32
+};
+
+}  // namespace hz
