@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 
 #include "base/byte_size.h"
@@ -46,6 +47,20 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--kv-disk-level", opts.kv_disk_level, "zstd level or lz4 acceleration (default 1)");
   app.add_option("--kv-disk-policy", opts.kv_disk_policy,
                  "Which block leaves a KV tier first (RAM -> disk, disk -> dropped): lru or lfu-decay (access count with exponential decay plus recency)");
+  app.add_option("--kv-remote", opts.kv_remote,
+                 "Remote tier of the prefix cache shared by replicas: redis://[user:pass@]host:port[/db] or unix://path "
+                 "(implies --enable-prefix-caching; needs --kv-remote-secret)");
+  app.add_option("--kv-remote-secret", opts.kv_remote_secret,
+                 "Secret shared by the replicas (16+ characters) that keys block names and record MACs; default: the "
+                 "HORIZON_KV_REMOTE_SECRET environment variable (preferred: a flag shows in the process list)");
+  app.add_option("--kv-remote-timeout", opts.kv_remote_timeout_ms, "Timeout of every Redis call, in ms (default 100)");
+  app.add_option("--kv-remote-deadline", opts.kv_remote_deadline_ms,
+                 "The most one request's admission spends fetching its prefix from Redis, in ms (default 250)");
+  app.add_option("--kv-remote-codec", opts.kv_remote_codec,
+                 "Compression of records in Redis: none (default, fastest) or zstd (a few % smaller, which keeps a "
+                 "record under the allocator size class it would just exceed: ~20% less Redis memory)");
+  app.add_option("--kv-remote-ttl", opts.kv_remote_ttl_s,
+                 "Seconds a record lives in Redis (default 0: until Redis's maxmemory policy evicts it)");
   app.add_flag("--quiet", quiet, "No progress output (loading, long work) and no start-up summary");
   // Flags of GPU servers, accepted so their command lines run here (one warning each).
   app.add_option("--flash-attn", flash_attn, "Accepted for llama-server command lines (-fa); attention is always fused here");
@@ -164,6 +179,9 @@ Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
     }
     if (o.kv_disk_policy != "lru" && o.kv_disk_policy != "lfu-decay")
       return invalid_argument("--kv-disk-policy '{}' is not one of lru, lfu-decay", o.kv_disk_policy);
+  }
+  if (!opts.kv_remote.empty() && o.kv_remote_secret.empty()) {
+    if (const char* env = std::getenv("HORIZON_KV_REMOTE_SECRET")) o.kv_remote_secret = env;
   }
   // ---- RoPE scaling flags (context extension) ----
   RopeOverrides& ro = o.model_overrides.rope;

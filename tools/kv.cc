@@ -1,4 +1,4 @@
-// `horizon kv ls|stats|clear --kv-disk-dir DIR`: inspect and manage a KV disk tier store without
+// `horizon kv ls|stats|clear --kv-disk-dir DIR` and `horizon kv stats --kv-remote URL`: inspect and manage a KV disk tier store without
 // an engine. Read-only except clear; never repairs (the engine does that when it opens the store).
 #include <fcntl.h>
 #include <sys/file.h>
@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <unordered_set>
@@ -13,7 +14,9 @@
 #include <fmt/format.h>
 
 #include "base/mapped_file.h"
+#include "base/byte_size.h"
 #include "kvstore/kv_store.h"
+#include "kvstore/redis_store.h"
 #include "kv/kv_layout.h"
 #include "tools/cli.h"
 
@@ -22,6 +25,7 @@ namespace {
 
 struct KvFlags {
   std::string dir;
+  std::string remote;
   int64_t limit = 50;
   bool verify = false;
 };
@@ -121,6 +125,32 @@ int stats(const KvFlags& f) {
   return 0;
 }
 
+// The remote tier: Redis's memory and the tier's records per fingerprint (no secret needed: names
+// carry the fingerprint in clear; contents are not read).
+int remote_stats(const KvFlags& f) {
+  auto addr = kvstore::parse_redis_url(f.remote);
+  if (!addr.ok()) return fail(addr.status().message());
+  auto s = kvstore::summarize_remote(*addr, std::chrono::milliseconds(2000));
+  if (!s.ok()) return fail(s.status().message());
+  std::printf("redis        %s\n", addr->display().c_str());
+  std::printf("memory       %s used of maxmemory %s (policy %s)%s\n", format_bytes(s->used_memory).c_str(),
+              s->maxmemory == 0 ? "unlimited" : format_bytes(s->maxmemory).c_str(), s->policy.c_str(),
+              s->maxmemory == 0 || s->policy.find("lru") == std::string::npos
+                  ? "  (set maxmemory and allkeys-lru so Redis evicts old prefixes)"
+                  : "");
+  uint64_t records = 0;
+  for (const auto& g : s->groups) records += g.records;
+  std::printf("keys         %llu in the database, %llu KV records\n", static_cast<unsigned long long>(s->keys_total),
+              static_cast<unsigned long long>(records));
+  for (const auto& g : s->groups) {
+    std::printf("fingerprint  %s: %llu records, %s of values (%llu bytes each), %llu bytes of Redis memory each\n",
+                g.fingerprint.c_str(), static_cast<unsigned long long>(g.records), format_bytes(g.value_bytes).c_str(),
+                static_cast<unsigned long long>(g.records ? g.value_bytes / g.records : 0),
+                static_cast<unsigned long long>(g.sampled ? g.sampled_memory / g.sampled : 0));
+  }
+  return 0;
+}
+
 int clear(const KvFlags& f) {
   const std::string lock = f.dir + "/lock";
   int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
@@ -142,14 +172,16 @@ int clear(const KvFlags& f) {
   return 0;
 }
 
-Subcommand kKv("kv", "Inspect and manage a KV disk tier store (--kv-disk-dir)", [](CLI::App& app) {
+Subcommand kKv("kv", "Inspect and manage a KV disk tier store (--kv-disk-dir) or a remote tier (stats --kv-remote)", [](CLI::App& app) {
   app.require_subcommand(1);
   auto f = std::make_shared<KvFlags>();
   auto which = std::make_shared<int>(0);
   CLI::App* l = app.add_subcommand("ls", "List the blocks of a store");
   CLI::App* s = app.add_subcommand("stats", "Totals of a store (--verify checks every record's checksum)");
   CLI::App* c = app.add_subcommand("clear", "Remove a store's files");
-  for (CLI::App* sub : {l, s, c}) sub->add_option("--kv-disk-dir", f->dir, "The store's folder")->required();
+  for (CLI::App* sub : {l, c}) sub->add_option("--kv-disk-dir", f->dir, "The store's folder")->required();
+  s->add_option("--kv-disk-dir", f->dir, "The store's folder");
+  s->add_option("--kv-remote", f->remote, "Instead: a remote tier's Redis, redis://[user:pass@]host:port[/db] or unix://path");
   l->add_option("--limit", f->limit, "Blocks listed at most (0 = all)");
   s->add_flag("--verify", f->verify, "Read every record and check it");
   l->callback([which] { *which = 1; });
@@ -158,7 +190,9 @@ Subcommand kKv("kv", "Inspect and manage a KV disk tier store (--kv-disk-dir)", 
   return [f, which]() -> int {
     switch (*which) {
       case 1: return ls(*f);
-      case 2: return stats(*f);
+      case 2:
+        if (f->dir.empty() == f->remote.empty()) return fail("kv stats: give one of --kv-disk-dir DIR, --kv-remote URL");
+        return f->remote.empty() ? stats(*f) : remote_stats(*f);
       case 3: return clear(*f);
     }
     return fail("give one of ls, stats, clear");

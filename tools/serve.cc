@@ -33,6 +33,7 @@ std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std
   std::string tiers = fmt::format("RAM {}", format_bytes(kv.total_bytes()));
   if (st.kv_disk_enabled) tiers += fmt::format(", disk prefix store {} ({})", o.kv_disk_dir, format_bytes(o.kv_disk_budget_bytes));
   if (st.kv_far_enabled) tiers += ", far blocks of long contexts on disk";
+  if (st.kv_remote_enabled) tiers += ", remote prefixes shared through Redis";
   std::string tmpl;
   if (!f.chat_template_origin.empty()) {
     tmpl = f.chat_template_origin;

@@ -34,6 +34,9 @@ Result<std::unique_ptr<KvManager>> KvManager::open(const KvOptions& o, const KvP
   if (plan.prefix_store) HZ_RETURN_IF_ERROR(k->open_store(o, plan, m));
   if (plan.far_tier) k->open_far(o);
   if (plan.prefix_caching) HZ_RETURN_IF_ERROR(k->open_prefix_cache(o, plan, m));
+  if (plan.remote_tier) {
+    HZ_ASSIGN_OR_RETURN(k->remote_tier_, RemoteTier::open(o, plan, m.fingerprint_inputs, *k->cache_, *k->owned_prefix_));
+  }
   return k;
 }
 
@@ -159,6 +162,7 @@ bool KvManager::admit(KvSeq& s, int32_t first_chunk) {
   if (fresh) {
     max_blocks = static_cast<int32_t>((static_cast<int64_t>(s.tokens.size()) - 1) / block_tokens_);
     if (disk_tier_) disk_tier_->promote_prefix(s.tokens.data(), max_blocks);
+    if (remote_tier_) remote_tier_->promote_prefix(s.tokens.data(), max_blocks);
     m = prefix_->match(s.tokens.data(), max_blocks);
   }
   // The longest attachable prefix that leaves room for the first chunk: a prompt longer than the
@@ -260,6 +264,7 @@ void KvManager::register_finished(KvSeq& s) {
 }
 
 void KvManager::free(KvSeq& s) {
+  if (remote_tier_) remote_tier_->offer(s);  // write-behind of its finished blocks
   for (BlockRef b : s.block_table) {
     if (b.is_far()) {
       storage_->release_far_slot(b.idx);

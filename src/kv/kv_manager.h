@@ -20,6 +20,7 @@
 #include "kv/kv_seq.h"
 #include "kv/kv_storage.h"
 #include "kv/prefix_cache.h"
+#include "kv/remote_tier.h"
 #include "kvstore/fingerprint.h"
 #include "kvstore/hotness_policy.h"
 #include "kvstore/kv_store.h"
@@ -88,6 +89,7 @@ class KvManager {
   PrefixCache* prefix_cache() { return prefix_; }
   FarTier* far() { return far_.get(); }
   DiskTier* disk_tier() { return disk_tier_.get(); }
+  RemoteTier* remote_tier() { return remote_tier_.get(); }
   kvstore::KvStore* store() { return store_.get(); }
   const kvstore::Fingerprint& fingerprint() const { return fingerprint_; }
 
@@ -111,6 +113,7 @@ class KvManager {
   std::unique_ptr<PrefixCache> owned_prefix_;
   std::unique_ptr<kvstore::HotnessPolicy> ram_policy_;  // RAM eviction order unless LRU
   std::unique_ptr<DiskTier> disk_tier_;
+  std::unique_ptr<RemoteTier> remote_tier_;  // Redis shared by replicas (--kv-remote)
   kvstore::Fingerprint fingerprint_;
 
   BlockPool& pool_;

@@ -19,6 +19,22 @@ Status check_fields(const KvOptions& o, const KvDemand& d) {
   return Status();
 }
 
+Status check_remote(const KvOptions& o) {
+  if (o.remote_url.empty()) return Status();
+  if (o.remote_secret.empty())
+    return invalid_argument("--kv-remote needs a secret shared by the replicas (--kv-remote-secret or the "
+                            "HORIZON_KV_REMOTE_SECRET environment variable): it keys block names and record MACs");
+  if (o.remote_secret.size() < 16)
+    return invalid_argument("--kv-remote-secret has {} characters; use at least 16 (e.g. openssl rand -hex 32)",
+                            o.remote_secret.size());
+  if (o.remote_timeout_ms < 1) return invalid_argument("--kv-remote-timeout must be at least 1 ms");
+  if (o.remote_deadline_ms < 1) return invalid_argument("--kv-remote-deadline must be at least 1 ms");
+  if (o.remote_ttl_s < 0) return invalid_argument("--kv-remote-ttl must be 0 (none) or more seconds");
+  if (o.remote_codec != "none" && o.remote_codec != "zstd" && o.remote_codec != "lz4")
+    return invalid_argument("--kv-remote-codec '{}' is not one of none, zstd, lz4", o.remote_codec);
+  return Status();
+}
+
 KvPrecision resolve_precision(const KvOptions& o) {
   KvPrecision p;
   p.hot = o.hot_type;
@@ -61,7 +77,12 @@ Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
   p.hot_blocks = hot_window ? static_cast<int32_t>((p.precision.hot_window - 1 + block_tokens - 1) / block_tokens) : 0;
   // The disk's prefix store is a tier of the prefix cache: it implies it, but not with a hot window.
   p.prefix_store = !disk_dir.empty() && !hot_window;
-  p.prefix_caching = prefix_caching || p.prefix_store;
+  HZ_RETURN_IF_ERROR(check_remote(*this));
+  p.remote_tier = !remote_url.empty() && !hot_window;
+  p.prefix_caching = prefix_caching || p.prefix_store || p.remote_tier;
+  if (!remote_url.empty() && hot_window)
+    p.warnings.push_back("--kv-remote with --kv-hot-window: the remote tier is off (blocks would come back from Redis in "
+                         "their cold form only, and a new sequence reads its prefix's newest blocks hot)");
   if (!disk_dir.empty() && hot_window)
     p.warnings.push_back("--kv-disk-dir with --kv-hot-window: the prefix store is off (blocks would come back from disk "
                          "in their cold form only); long contexts still keep their far blocks on disk");

@@ -31,12 +31,23 @@ struct KvOptions {
   int32_t disk_level = 1;                  // zstd level / lz4 acceleration
   std::string disk_policy = "lru";         // lru, lfu-decay: RAM eviction and disk drop order
   std::optional<KvType> disk_type;         // none: the arena's type (promoted blocks are bit-identical)
+  // Remote tier (kv/remote_tier.h): a Redis shared by replicas; on when remote_url is set.
+  std::string remote_url;                  // redis://[user:pass@]host:port[/db] or unix://path
+  std::string remote_secret;               // shared by the replicas; keys names and MACs (required)
+  int32_t remote_timeout_ms = 100;         // every Redis call
+  int32_t remote_deadline_ms = 250;        // the most one admission spends fetching
+  uint64_t remote_queue_bytes = uint64_t{256} << 20;  // write-behind queue bound
+  int32_t remote_ttl_s = 0;                // 0: no TTL (Redis's maxmemory policy evicts)
+  std::string remote_codec = "none";       // none, zstd (less Redis memory per record), lz4
+  std::string backend = "cpu";             // whose KV bytes these are (part of the remote fingerprint)
 
   // Checks every field (errors name the flag) and composes the features for `demand`:
   //  - a disk dir implies prefix caching and a prefix store, except with a hot window: blocks come
   //    back from disk in their cold form only while a new sequence reads its prefix's newest blocks
   //    hot, so the store is off (a warning); the far tier works with any types;
   //  - prefix caching with a hot window retains staging copies for hot attach, out of the budget;
+  //  - a remote URL implies prefix caching and the remote tier, which needs a secret; with a hot
+  //    window it is off, like the disk prefix store and for the same reason (a warning);
   //  - the far tier needs a pool that holds one running sequence's RAM part, else it is off (a warning).
   Result<KvPlan> validate(const KvDemand& demand) const;
 };
@@ -58,6 +69,7 @@ struct KvPlan {
   bool prefix_caching = false;      // requested, or implied by the prefix store
   bool prefix_store = false;        // disk store of cached prefixes
   bool far_tier = false;            // running sequences' far blocks on disk
+  bool remote_tier = false;         // Redis shared by replicas, below RAM and disk
   int32_t hot_blocks = 0;           // blocks a query reads hot besides its own
   uint64_t block_bytes = 0;         // one arena block (the planner's figure)
   uint64_t budget_bytes = 0;        // pool + retained staging

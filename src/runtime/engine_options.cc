@@ -16,6 +16,12 @@ KvOptions kv_options(const EngineOptions& o) {
   k.disk_level = o.kv_disk_level;
   k.disk_policy = o.kv_disk_policy;
   k.disk_type = o.kv_disk_dtype;
+  k.remote_url = o.kv_remote;
+  k.remote_secret = o.kv_remote_secret;
+  k.remote_timeout_ms = o.kv_remote_timeout_ms;
+  k.remote_deadline_ms = o.kv_remote_deadline_ms;
+  k.remote_ttl_s = o.kv_remote_ttl_s;
+  k.remote_codec = o.kv_remote_codec;
   return k;
 }
 

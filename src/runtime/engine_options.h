@@ -33,6 +33,13 @@ struct EngineOptions {
   int32_t kv_disk_level = 1;           // zstd level / lz4 acceleration
   std::string kv_disk_policy = "lru";  // lru, lfu-decay
   std::optional<KvType> kv_disk_dtype; // none: the arena's type (promoted blocks are bit-identical)
+  // Remote tier (kv/remote_tier.h): a Redis shared by replicas; on when kv_remote is set.
+  std::string kv_remote;               // redis://[user:pass@]host:port[/db] or unix://path
+  std::string kv_remote_secret;        // required with kv_remote
+  int32_t kv_remote_timeout_ms = 100;
+  int32_t kv_remote_deadline_ms = 250;
+  int32_t kv_remote_ttl_s = 0;
+  std::string kv_remote_codec = "none";
   // Scheduler.
   int32_t max_num_seqs = 8;
   int32_t max_num_batched_tokens = 512;

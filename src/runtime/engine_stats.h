@@ -11,7 +11,7 @@
 namespace hz {
 
 // When a row is reported: always, or only while that KV tier is enabled.
-enum class StatsSection { kAlways, kDiskTier, kFarTier };
+enum class StatsSection { kAlways, kDiskTier, kFarTier, kRemoteTier };
 
 // The table. F declares a field and reports it; V reports a value computed from fields (`s`).
 //   F(field, type, kind, section, "metric name", "label name", "label value", "help"[, source])
@@ -117,6 +117,35 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier };
     "Sequences recomputed after a far KV checksum failure.", src.far_recomputes)                                       \
   F(kv_far_degraded, bool, kGauge, kFarTier, "horizon_kv_far_degraded", "", "",                                        \
     "1 after an I/O error stopped the far tier.", src.far.degraded)                                                    \
+  /* The remote tier: a Redis shared by replicas (kv/remote_tier.h), with --kv-remote. */                              \
+  F(kv_remote_hits, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_hits_total", "", "",                           \
+    "Remote tier records fetched, verified and used.", src.remote.hits)                                                \
+  F(kv_remote_misses, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_misses_total", "", "",                       \
+    "Remote tier lookups that found no record (where a cached chain ends).", src.remote.misses)                        \
+  F(kv_remote_promotions, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_promotions_total", "", "",               \
+    "KV blocks promoted from Redis into RAM.", src.remote_tier.promotions)                                             \
+  F(kv_remote_writes, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_writes_total", "", "",                       \
+    "Remote tier records written (write-behind).", src.remote.writes)                                                  \
+  F(kv_remote_dropped_writes, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_dropped_writes_total", "", "",       \
+    "Remote writes not made: queue full, Redis down or refusing.", src.remote.dropped_writes)                          \
+  F(kv_remote_read_bytes, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_read_bytes_total", "", "",               \
+    "Bytes received from Redis.", src.remote.read_bytes)                                                               \
+  F(kv_remote_write_bytes, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_write_bytes_total", "", "",             \
+    "Bytes sent to Redis.", src.remote.write_bytes)                                                                    \
+  F(kv_remote_fetches, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_fetches_total", "", "",                     \
+    "Admissions that asked Redis for a prefix.", src.remote.fetches)                                                   \
+  F(kv_remote_fetch_seconds, double, kCounter, kRemoteTier, "horizon_kv_remote_fetch_seconds_total", "", "",           \
+    "Time admissions spent fetching from Redis (latency = this / fetches).", src.remote.fetch_seconds)                 \
+  F(kv_remote_errors, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_errors_total", "", "",                       \
+    "Failed or timed-out Redis calls.", src.remote.errors)                                                             \
+  F(kv_remote_corrupt, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_corrupt_total", "", "",                     \
+    "Remote records refused (MAC, checksum, fingerprint, tokens or size) and recomputed.", src.remote.corrupt)         \
+  F(kv_remote_reconnects, uint64_t, kCounter, kRemoteTier, "horizon_kv_remote_reconnects_total", "", "",               \
+    "Outages of the remote tier that ended.", src.remote.reconnects)                                                   \
+  F(kv_remote_queue_bytes, uint64_t, kGauge, kRemoteTier, "horizon_kv_remote_queue_bytes", "", "",                     \
+    "Bytes waiting in the remote write-behind queue.", src.remote.queued_bytes)                                        \
+  F(kv_remote_degraded, bool, kGauge, kRemoteTier, "horizon_kv_remote_degraded", "", "",                               \
+    "1 while Redis is unreachable or failing (requests recompute).", src.remote.degraded)                              \
   F(draining, bool, kGauge, kAlways, "horizon_draining", "", "", "1 while the server drains for shutdown.")
 // clang-format on
 
@@ -132,12 +161,14 @@ struct EngineStats {
   uint64_t requests_finished_total = 0;  // the server counts these by finish reason itself
   bool kv_disk_enabled = false;          // the kDiskTier rows are reported
   bool kv_far_enabled = false;           // the kFarTier rows are reported
+  bool kv_remote_enabled = false;        // the kRemoteTier rows are reported
   // Engine loop liveness: time of the last completed step or idle tick.
   std::chrono::steady_clock::time_point last_progress{};
 
   bool reports(StatsSection section) const {
     return section == StatsSection::kAlways || (section == StatsSection::kDiskTier && kv_disk_enabled) ||
-           (section == StatsSection::kFarTier && kv_far_enabled);
+           (section == StatsSection::kFarTier && kv_far_enabled) ||
+           (section == StatsSection::kRemoteTier && kv_remote_enabled);
   }
   // Appends every row whose section is reported, in table order.
   void collect(stats::Snapshot& out) const;

@@ -500,6 +500,8 @@ struct StatsSources {
   DiskTierStats disk_tier;
   FarTierStats far;             // zero without a far tier
   uint64_t far_recomputes;
+  kvstore::RemoteStats remote;  // the remote tier's store (zero without one)
+  RemoteTierStats remote_tier;
 };
 
 }  // namespace
@@ -513,12 +515,15 @@ void LocalEngine::publish_stats() {
                          disk_tier_ ? kv_store_->slot_bytes() : 0,
                          disk_tier_ ? disk_tier_->stats() : DiskTierStats{},
                          far_ ? far_->stats() : FarTierStats{},
-                         far_recomputes_};
+                         far_recomputes_,
+                         kvm_->remote_tier() ? kvm_->remote_tier()->store().stats() : kvstore::RemoteStats{},
+                         kvm_->remote_tier() ? kvm_->remote_tier()->stats() : RemoteTierStats{}};
   std::lock_guard<std::mutex> lk(mu_);
   num_queued_ = static_cast<int32_t>(inbox_.size()) + sched_->num_waiting();
   stats_.waiting = num_queued_;
   stats_.kv_disk_enabled = disk_tier_ != nullptr;
   stats_.kv_far_enabled = far_ != nullptr;
+  stats_.kv_remote_enabled = kvm_->remote_tier() != nullptr;
   // Every row of the table that names a source, in one go.
 #define HZ_STATS_FILL(field, type, kind, section, name, label_name, label_value, help, ...) \
   __VA_OPT__(if (stats_.reports(StatsSection::section)) stats_.field = static_cast<type>(__VA_ARGS__);)

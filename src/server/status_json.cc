@@ -50,6 +50,18 @@ std::string status_json(const EngineStats& s, const ServerMetrics& metrics, cons
         {"spills", s.kv_far_spills},
         {"read_bytes", s.kv_far_read_bytes},
         {"write_bytes", s.kv_far_write_bytes}}},
+      {"remote",
+       {{"enabled", s.kv_remote_enabled},
+        {"degraded", s.kv_remote_degraded},
+        {"hits", s.kv_remote_hits},
+        {"misses", s.kv_remote_misses},
+        {"promotions", s.kv_remote_promotions},
+        {"writes", s.kv_remote_writes},
+        {"dropped_writes", s.kv_remote_dropped_writes},
+        {"errors", s.kv_remote_errors},
+        {"corrupt", s.kv_remote_corrupt},
+        {"read_bytes", s.kv_remote_read_bytes},
+        {"write_bytes", s.kv_remote_write_bytes}}},
   };
   json j = {
       {"object", "horizon.status"},
