@@ -150,9 +150,10 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
   return std::nullopt;
 }
 
-AnthropicWriter::AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format)
-    : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens), format_(format) {
-  if (format_ != ToolCallFormat::kNone) gate_.emplace(format_);
+AnthropicWriter::AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format,
+                                 bool parallel)
+    : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens), format_(format), parallel_(parallel) {
+  if (format_ != ToolCallFormat::kNone) gate_.emplace(format_, parallel_);
 }
 
 std::string AnthropicWriter::event(const char* name, const ojson& data) const {
@@ -226,7 +227,7 @@ std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
 }
 
 std::string AnthropicWriter::body(const std::string& text, const GenerationEvent& e) const {
-  ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_tool_calls(text, format_) : ParsedReply{text, {}};
+  ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_reply(text, format_, parallel_) : ParsedReply{text, {}};
   ojson content = ojson::array();
   if (!reply.content.empty()) content.push_back({{"type", "text"}, {"text", reply.content}});
   for (size_t i = 0; i < reply.tool_calls.size(); ++i) content.push_back(tool_use_block(call_id(id_, i), reply.tool_calls[i]));

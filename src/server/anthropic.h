@@ -11,6 +11,7 @@
 #include "chat/tool_call_parser.h"
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
+#include "server/reply_writer.h"
 #include "server/tool_calling.h"
 
 namespace hz {
@@ -19,14 +20,14 @@ namespace hz {
 std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::string* chat_body);
 
 // Writes one reply. `format`: the tool-call format of the request (kNone: no tools).
-class AnthropicWriter {
+class AnthropicWriter : public ReplyWriter {
  public:
-  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format);
+  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format, bool parallel);
 
-  std::string stream_start();
-  std::string stream_tokens(const GenerationEvent& e);
-  std::string stream_finish(const GenerationEvent& e);
-  std::string body(const std::string& text, const GenerationEvent& finished) const;
+  std::string stream_start() override;
+  std::string stream_tokens(const GenerationEvent& e) override;
+  std::string stream_finish(const GenerationEvent& e) override;
+  std::string body(const std::string& text, const GenerationEvent& finished) const override;
 
  private:
   std::string event(const char* name, const nlohmann::ordered_json& data) const;
@@ -37,6 +38,7 @@ class AnthropicWriter {
   std::string model_;
   int32_t prompt_tokens_ = 0;
   ToolCallFormat format_;
+  bool parallel_;  // false: only the first tool call is returned
   std::optional<ToolStreamGate> gate_;
   int block_index_ = -1;  // the content block being streamed
   bool block_open_ = false;

@@ -10,6 +10,7 @@
 
 #include "server/auth.h"
 #include "server/anthropic.h"
+#include "server/responses_api.h"
 #include "server/chat_prompt.h"
 #include "server/embeddings.h"
 #include "chat/tool_call_parser.h"
@@ -189,18 +190,38 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     if (auto e = anthropic_to_chat_body(req.body, &chat_body)) return error_reply(*e);
     auto result = generation(ApiKind::kChat, chat_body);
     if (auto* plan = std::get_if<GenerationPlan>(&result)) {
-      plan->response.anthropic = true;
+      plan->response.shape = ReplyShape::kAnthropic;
       plan->response.id = "msg_" + plan->response.id.substr(plan->response.id.find('-') + 1);
       plan->response.prompt_tokens = static_cast<int32_t>(plan->prompt.size());
     }
     return result;
+  }
+  if (path == "/v1/responses") {  // OpenAI's Responses API, through the chat pipeline
+    if (!post) return method_not_allowed("POST");
+    std::string chat_body, echo;
+    if (auto e = responses_to_chat_body(req.body, &chat_body, &echo)) return error_reply(*e);
+    auto result = generation(ApiKind::kChat, chat_body);
+    if (auto* plan = std::get_if<GenerationPlan>(&result)) {
+      plan->response.shape = ReplyShape::kResponses;
+      plan->response.id = "resp_" + plan->response.id.substr(plan->response.id.find('-') + 1);
+      plan->response.prompt_tokens = static_cast<int32_t>(plan->prompt.size());
+      plan->response.echo = std::move(echo);
+    }
+    return result;
+  }
+  if (path.substr(0, 14) == "/v1/responses/") {
+    ApiError e;
+    e.http_status = 404;
+    e.type = "invalid_request_error";
+    e.message = "this server keeps no responses: they cannot be retrieved, listed or deleted";
+    return error_reply(e);
   }
   if (auto page = web_file_reply(req.method, path, req.if_none_match)) return std::move(*page);
   ApiError e;
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/embeddings, /v1/messages, /v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
+                          "/v1/embeddings, /v1/messages, /v1/responses, /v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
                           std::string(path.substr(0, 200)));
   return error_reply(e);
 }
@@ -395,6 +416,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
       }
     }
     plan.response.tool_format = tool_setup.format;
+    plan.response.parallel_tool_calls = r.tools.parallel;
     auto chat = render_chat_prompt(chat_model_, r.messages, r.tools, tool_setup);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
     if (auto reply = too_long(chat->text)) return *reply;

@@ -90,8 +90,16 @@ std::optional<ApiError> finish_error(const GenerationEvent& e) {
 }
 
 CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(ctx)) {
-  if (ctx_.kind == ApiKind::kChat && ctx_.tool_format != ToolCallFormat::kNone) tool_gate_.emplace(ctx_.tool_format);
-  if (ctx_.anthropic) anthropic_ = std::make_unique<AnthropicWriter>(ctx_.id, ctx_.model, ctx_.prompt_tokens, ctx_.tool_format);
+  if (ctx_.kind == ApiKind::kChat && ctx_.tool_format != ToolCallFormat::kNone) {
+    tool_gate_.emplace(ctx_.tool_format, ctx_.parallel_tool_calls);
+  }
+  if (ctx_.shape == ReplyShape::kAnthropic) {
+    writer_ = std::make_unique<AnthropicWriter>(ctx_.id, ctx_.model, ctx_.prompt_tokens, ctx_.tool_format,
+                                                ctx_.parallel_tool_calls);
+  } else if (ctx_.shape == ReplyShape::kResponses) {
+    writer_ = std::make_unique<ResponsesWriter>(ctx_.id, ctx_.model, ctx_.created, ctx_.echo, ctx_.tool_format,
+                                                ctx_.parallel_tool_calls);
+  }
 }
 
 const char* CompletionAssembler::finish_reason(const GenerationEvent& e, bool has_calls) const {
@@ -144,7 +152,7 @@ std::string CompletionAssembler::chunk(const std::string& text, const Generation
 }
 
 std::string CompletionAssembler::stream_start() {
-  if (anthropic_) return anthropic_->stream_start();
+  if (writer_) return writer_->stream_start();
   if (ctx_.kind != ApiKind::kChat) return "";
   json choice = {{"index", 0},
                  {"delta", {{"role", "assistant"}, {"content", ""}}},
@@ -160,9 +168,9 @@ std::string CompletionAssembler::stream_start() {
 }
 
 std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
-  if (anthropic_) {
+  if (writer_) {
     text_ += e.text;
-    return anthropic_->stream_tokens(e);
+    return writer_->stream_tokens(e);
   }
   if (tool_gate_) {
     // Content streams as it comes; text that may be a tool call waits for the end.
@@ -187,7 +195,7 @@ std::string CompletionAssembler::usage_json(const GenerationEvent& e) const {
 }
 
 std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
-  if (anthropic_) return anthropic_->stream_finish(e);
+  if (writer_) return writer_->stream_finish(e);
   std::string out;
   if (auto err = finish_error(e)) {
     // Headers are gone already; OpenAI-compatible servers report mid-stream failures as an error event.
@@ -232,14 +240,14 @@ void CompletionAssembler::add_tokens(const GenerationEvent& e) {
 }
 
 std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
-  if (anthropic_) return anthropic_->body(text_, e);
+  if (writer_) return writer_->body(text_, e);
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(e.finish_reason)}};
   json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
   if (ctx_.kind == ApiKind::kChat) {
     j["object"] = "chat.completion";
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
     if (ctx_.tool_format != ToolCallFormat::kNone) {
-      ParsedReply reply = parse_tool_calls(text_, ctx_.tool_format);
+      ParsedReply reply = parse_reply(text_, ctx_.tool_format, ctx_.parallel_tool_calls);
       choice["message"]["content"] = reply.content;
       if (!reply.tool_calls.empty()) {
         if (reply.content.empty()) choice["message"]["content"] = nullptr;  // as OpenAI sends a pure call

@@ -12,9 +12,13 @@
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "server/anthropic.h"
+#include "server/reply_writer.h"
+#include "server/responses_api.h"
 #include "server/tool_calling.h"
 
 namespace hz {
+
+enum class ReplyShape { kOpenAi, kAnthropic, kResponses };
 
 struct ResponseContext {
   ApiKind kind = ApiKind::kCompletion;
@@ -28,9 +32,13 @@ struct ResponseContext {
   // Chat with tools: the format the reply's calls are parsed from (kNone: tools off). Call ids
   // derive from the response id.
   ToolCallFormat tool_format = ToolCallFormat::kNone;
-  // POST /v1/messages: the reply in Anthropic's shapes (anthropic.h); prompt_tokens for its start.
-  bool anthropic = false;
+  bool parallel_tool_calls = true;  // false: a reply's calls are cut to the first
+  // The reply's shapes: OpenAI's chat/completions, Anthropic's Messages (anthropic.h) or OpenAI's
+  // Responses (responses_api.h); prompt_tokens for their first event, `echo` (a JSON object) the
+  // request fields a Responses object repeats.
+  ReplyShape shape = ReplyShape::kOpenAi;
   int32_t prompt_tokens = 0;
+  std::string echo;
 };
 
 // OpenAI's finish_reason for an engine finish. kTimeout maps to "length" (the output was cut, as by
@@ -68,7 +76,7 @@ class CompletionAssembler {
 
   ResponseContext ctx_;
   std::optional<ToolStreamGate> tool_gate_;  // streamed chat with tools
-  std::unique_ptr<AnthropicWriter> anthropic_;
+  std::unique_ptr<ReplyWriter> writer_;  // Anthropic's or the Responses API's shapes
   std::string text_;        // everything generated so far (non-streamed: the whole answer)
   int64_t text_offset_ = 0; // completions logprobs: where the next token's text starts
   // Non-streamed logprobs, per token.

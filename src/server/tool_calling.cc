@@ -356,8 +356,14 @@ std::string ToolStreamGate::feed(std::string_view text) {
   return out;
 }
 
+ParsedReply parse_reply(std::string_view text, ToolCallFormat format, bool parallel) {
+  ParsedReply r = parse_tool_calls(text, format);
+  if (!parallel && r.tool_calls.size() > 1) r.tool_calls.resize(1);
+  return r;
+}
+
 ParsedReply ToolStreamGate::finish() {
-  ParsedReply r = parse_tool_calls(all_, format_);
+  ParsedReply r = parse_reply(all_, format_, parallel_);
   if (r.tool_calls.empty()) {
     if (format_ == ToolCallFormat::kGeneric && sent_ == 0) return r;  // {"response": ...} or raw text
     r.content = all_.substr(sent_);  // no call: the reply is content, as sent so far plus the rest

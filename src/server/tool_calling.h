@@ -60,6 +60,10 @@ Result<ToolSetup> plan_tool_calls(const ToolRequest& request, ToolCallFormat nat
 nlohmann::ordered_json template_messages(const std::vector<ChatMessage>& messages, ToolCallFormat native,
                                          const std::string& system_text, bool system_in_user);
 
+// A reply parsed into content and calls. With `parallel` false (parallel_tool_calls: false) only
+// the first call is kept, as OpenAI returns at most one then.
+ParsedReply parse_reply(std::string_view text, ToolCallFormat format, bool parallel);
+
 // The id of a reply's index-th call: "call_" + 24 characters for most formats; Mistral's
 // templates insist on 9 alphanumeric characters.
 std::string tool_call_id(std::string_view seed_hex, size_t index, ToolCallFormat format);
@@ -69,7 +73,7 @@ std::string tool_call_id(std::string_view seed_hex, size_t index, ToolCallFormat
 // where the whole reply is parsed exactly as a non-streamed one.
 class ToolStreamGate {
  public:
-  explicit ToolStreamGate(ToolCallFormat format) : format_(format) {}
+  explicit ToolStreamGate(ToolCallFormat format, bool parallel = true) : format_(format), parallel_(parallel) {}
   // Content that may be sent now ("" when nothing).
   std::string feed(std::string_view text);
   // At the end: the parsed reply; `content` is what has not been sent yet.
@@ -77,6 +81,7 @@ class ToolStreamGate {
 
  private:
   ToolCallFormat format_;
+  bool parallel_;            // false: only the first call is returned
   std::string all_;          // the whole reply so far
   size_t sent_ = 0;          // bytes of all_ sent as content
   bool capturing_ = false;   // a call has started: hold everything

@@ -334,6 +334,45 @@ TEST(CompletionAssemblerTest, FinalBodiesAndFinishReasons) {
   EXPECT_EQ(finish_error(finished(FinishReason::kError, 1, 1))->http_status, 500);
 }
 
+// parallel_tool_calls: false keeps the first call of a reply that holds two, in every shape.
+TEST(CompletionAssemblerTest, ParallelToolCallsFalseKeepsTheFirstCall) {
+  const std::string reply =
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
+  auto calls_in_body = [&](bool parallel, bool anthropic) {
+    ResponseContext ctx{ApiKind::kChat, "chatcmpl-1", 1, "m", false, false, false, 0};
+    ctx.tool_format = ToolCallFormat::kHermes;
+    ctx.parallel_tool_calls = parallel;
+    ctx.shape = anthropic ? ReplyShape::kAnthropic : ReplyShape::kOpenAi;
+    CompletionAssembler a(ctx);
+    a.add_tokens(tokens(reply, 9));
+    json j = json::parse(a.final_body(finished(FinishReason::kStop, 2, 9)));
+    if (anthropic) return j["content"];
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+    return j["choices"][0]["message"]["tool_calls"];
+  };
+  EXPECT_EQ(calls_in_body(true, false).size(), 2u);
+  json one = calls_in_body(false, false);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0]["function"]["name"], "f");
+  EXPECT_EQ(calls_in_body(true, true).size(), 2u);
+  json blocks = calls_in_body(false, true);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0]["name"], "f");
+
+  // Streamed: one call's deltas (index 0 only).
+  ResponseContext ctx{ApiKind::kChat, "chatcmpl-1", 1, "m", true, false, false, 0};
+  ctx.tool_format = ToolCallFormat::kHermes;
+  ctx.parallel_tool_calls = false;
+  CompletionAssembler s(ctx);
+  s.stream_start();
+  std::string out = s.stream_tokens(tokens(reply, 9));
+  out += s.stream_finish(finished(FinishReason::kStop, 2, 9));
+  EXPECT_NE(out.find("\"name\":\"f\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"name\":\"g\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"index\":1"), std::string::npos) << out;
+}
+
 TEST(CompletionAssemblerTest, TopLogprobsKeepProbabilityOrder) {
   ResponseContext ctx{ApiKind::kCompletion, "cmpl-1", 1, "m", false, false, true, 3};
   CompletionAssembler a(ctx);

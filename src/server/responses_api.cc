@@ -1,0 +1,365 @@
+#include "server/responses_api.h"
+
+#include <fmt/format.h>
+
+#include "server/openai_response.h"
+
+namespace hz {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
+// Fields a client may send. Those without an effect here are accepted and ignored (the server
+// keeps nothing, so `store` changes nothing); `previous_response_id` and the rest get a 400.
+constexpr const char* kKnown[] = {"model",       "input",  "instructions", "max_output_tokens", "temperature",
+                                  "top_p",       "stream", "tools",        "tool_choice",       "parallel_tool_calls",
+                                  "text",        "user",   "metadata",     "store",             "service_tier",
+                                  "truncation",  "stream_options"};
+
+// The text of a message's content: a string, or a list of text parts.
+std::optional<ApiError> content_text(const ojson& content, const std::string& field, std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (!content.is_array()) return bad_request(fmt::format("'{}' must be a string or a list of parts", field), field);
+  for (size_t i = 0; i < content.size(); ++i) {
+    const ojson& p = content[i];
+    const std::string type = p.is_object() ? p.value("type", "") : "";
+    const std::string pf = fmt::format("{}[{}]", field, i);
+    if ((type != "input_text" && type != "output_text" && type != "text") || !p.contains("text") || !p["text"].is_string()) {
+      return bad_request(fmt::format("'{}' must be a text part (input_text or output_text); this server reads text only",
+                                     pf),
+                         pf);
+    }
+    *out += p["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// One input item appended to the chat messages.
+std::optional<ApiError> add_item(const ojson& item, const std::string& field, ojson* messages) {
+  if (!item.is_object()) return bad_request(fmt::format("'{}' must be an object", field), field);
+  const std::string type = item.value("type", item.contains("role") ? "message" : "");
+  if (type == "message") {
+    const std::string role = item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>() : "";
+    if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
+      return bad_request(fmt::format("'{}.role' must be user, assistant, system or developer", field), field + ".role");
+    }
+    if (!item.contains("content")) return bad_request(fmt::format("'{}.content' is required", field), field + ".content");
+    std::string text;
+    if (auto e = content_text(item["content"], field + ".content", &text)) return e;
+    messages->push_back({{"role", role == "developer" ? "system" : role}, {"content", text}});
+    return std::nullopt;
+  }
+  if (type == "function_call") {
+    for (const char* k : {"call_id", "name", "arguments"}) {
+      if (!item.contains(k) || !item[k].is_string()) {
+        return bad_request(fmt::format("'{}.{}' must be a string", field, k), fmt::format("{}.{}", field, k));
+      }
+    }
+    ojson call = {{"id", item["call_id"]},
+                  {"type", "function"},
+                  {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}};
+    // Calls of one turn join one assistant message, after any text it has.
+    if (!messages->empty() && messages->back()["role"] == "assistant") {
+      ojson& last = messages->back();
+      if (!last.contains("tool_calls")) last["tool_calls"] = ojson::array();
+      last["tool_calls"].push_back(std::move(call));
+    } else {
+      messages->push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array({call})}});
+    }
+    return std::nullopt;
+  }
+  if (type == "function_call_output") {
+    if (!item.contains("call_id") || !item["call_id"].is_string()) {
+      return bad_request(fmt::format("'{}.call_id' must be a string", field), field + ".call_id");
+    }
+    std::string output;
+    if (!item.contains("output")) return bad_request(fmt::format("'{}.output' is required", field), field + ".output");
+    if (auto e = content_text(item["output"], field + ".output", &output)) return e;
+    messages->push_back({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", output}});
+    return std::nullopt;
+  }
+  return bad_request(fmt::format("'{}.type' must be message, function_call or function_call_output (got '{}')", field,
+                                 type.substr(0, 64)),
+                     field + ".type");
+}
+
+std::optional<ApiError> convert_tools(const ojson& j, ojson* out) {
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    if (!j["tools"].is_array()) return bad_request("'tools' must be an array", "tools");
+    ojson tools = ojson::array();
+    for (size_t i = 0; i < j["tools"].size(); ++i) {
+      const ojson& t = j["tools"][i];
+      const std::string field = fmt::format("tools[{}]", i);
+      if (!t.is_object() || t.value("type", "") != "function") {
+        return bad_request(fmt::format("'{}.type' must be function (this server runs no built-in tools)", field),
+                           field + ".type");
+      }
+      ojson fn = ojson::object();
+      for (const auto& [key, value] : t.items()) {
+        if (key == "type") continue;
+        if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
+          return bad_request(fmt::format("unrecognized argument '{}.{}'", field, key.substr(0, 64)), field + "." + key.substr(0, 64));
+        }
+        fn[key] = value;
+      }
+      tools.push_back({{"type", "function"}, {"function", fn}});
+    }
+    (*out)["tools"] = std::move(tools);
+  }
+  if (j.contains("tool_choice") && !j["tool_choice"].is_null()) {
+    const ojson& c = j["tool_choice"];
+    if (c.is_string()) {
+      (*out)["tool_choice"] = c;
+    } else if (c.is_object() && c.value("type", "") == "function" && c.contains("name")) {
+      (*out)["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
+    } else {
+      return bad_request("'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\": ...}",
+                         "tool_choice");
+    }
+  }
+  return std::nullopt;
+}
+
+// text.format -> response_format.
+std::optional<ApiError> convert_text_format(const ojson& j, ojson* out) {
+  if (!j.contains("text") || j["text"].is_null()) return std::nullopt;
+  const ojson& text = j["text"];
+  if (!text.is_object()) return bad_request("'text' must be an object", "text");
+  for (const auto& [key, value] : text.items()) {
+    if (key != "format" && key != "verbosity") {
+      return bad_request(fmt::format("unrecognized argument 'text.{}'", key.substr(0, 64)), "text." + key.substr(0, 64));
+    }
+  }
+  if (!text.contains("format") || text["format"].is_null()) return std::nullopt;
+  const ojson& f = text["format"];
+  const std::string type = f.is_object() ? f.value("type", "") : "";
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    (*out)["response_format"] = {{"type", "json_object"}};
+    return std::nullopt;
+  }
+  if (type == "json_schema") {
+    ojson schema = ojson::object();
+    for (const auto& [key, value] : f.items()) {
+      if (key != "type") schema[key] = value;
+    }
+    (*out)["response_format"] = {{"type", "json_schema"}, {"json_schema", schema}};
+    return std::nullopt;
+  }
+  return bad_request("'text.format.type' must be text, json_object or json_schema", "text.format.type");
+}
+
+}  // namespace
+
+std::optional<ApiError> responses_to_chat_body(std::string_view body, std::string* chat_body, std::string* echo) {
+  ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad_request("the request body must be a JSON object");
+  if (j.contains("previous_response_id") && !j["previous_response_id"].is_null()) {
+    return bad_request("'previous_response_id' is not supported: this server keeps no responses; send the whole "
+                       "conversation in 'input'",
+                       "previous_response_id");
+  }
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const char* k : kKnown) known = known || key == k;
+    if (!known) return bad_request(fmt::format("unrecognized request argument supplied: '{}'", key.substr(0, 64)), key.substr(0, 64));
+  }
+  if (j.contains("truncation") && !j["truncation"].is_null() && j["truncation"] != "disabled") {
+    return bad_request("'truncation' must be disabled (the server never drops input)", "truncation");
+  }
+  ojson out = ojson::object();
+  for (const char* k : {"model", "temperature", "top_p", "stream", "parallel_tool_calls"}) {
+    if (j.contains(k)) out[k] = j[k];
+  }
+  if (j.contains("max_output_tokens")) out["max_tokens"] = j["max_output_tokens"];
+  ojson messages = ojson::array();
+  if (j.contains("instructions") && !j["instructions"].is_null()) {
+    if (!j["instructions"].is_string()) return bad_request("'instructions' must be a string", "instructions");
+    messages.push_back({{"role", "system"}, {"content", j["instructions"]}});
+  }
+  auto input = j.find("input");
+  if (input == j.end() || input->is_null()) return bad_request("'input' is required", "input");
+  if (input->is_string()) {
+    messages.push_back({{"role", "user"}, {"content", *input}});
+  } else if (input->is_array()) {
+    for (size_t i = 0; i < input->size(); ++i) {
+      if (auto e = add_item((*input)[i], fmt::format("input[{}]", i), &messages)) return e;
+    }
+  } else {
+    return bad_request("'input' must be a string or a list of items", "input");
+  }
+  out["messages"] = std::move(messages);
+  if (auto e = convert_tools(j, &out)) return e;
+  if (auto e = convert_text_format(j, &out)) return e;
+
+  ojson e = ojson::object();
+  e["instructions"] = j.value("instructions", ojson());
+  e["max_output_tokens"] = j.value("max_output_tokens", ojson());
+  e["metadata"] = j.value("metadata", ojson::object());
+  e["parallel_tool_calls"] = j.value("parallel_tool_calls", ojson(true));
+  e["temperature"] = j.value("temperature", ojson(1.0));
+  e["text"] = j.value("text", ojson{{"format", {{"type", "text"}}}});
+  e["tool_choice"] = j.value("tool_choice", ojson("auto"));
+  e["tools"] = j.value("tools", ojson::array());
+  e["top_p"] = j.value("top_p", ojson(1.0));
+  e["truncation"] = "disabled";
+  *chat_body = dump(out);
+  *echo = dump(e);
+  return std::nullopt;
+}
+
+ResponsesWriter::ResponsesWriter(std::string id, std::string model, int64_t created, const std::string& echo,
+                                 ToolCallFormat format, bool parallel)
+    : id_(std::move(id)), model_(std::move(model)), created_(created), format_(format), parallel_(parallel) {
+  echo_ = ojson::parse(echo, nullptr, /*allow_exceptions=*/false);
+  if (!echo_.is_object()) echo_ = ojson::object();
+  if (format_ != ToolCallFormat::kNone) gate_.emplace(format_, parallel_);
+}
+
+std::string ResponsesWriter::message_id() const { return "msg_" + id_.substr(std::min<size_t>(5, id_.size())); }
+
+ResponsesWriter::ojson ResponsesWriter::response(const char* status, const ojson& output,
+                                                 const GenerationEvent* finished) const {
+  ojson r = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"status", status},
+             {"error", nullptr}, {"incomplete_details", nullptr}};
+  for (const auto& [key, value] : echo_.items()) r[key] = value;
+  r["model"] = model_;
+  r["output"] = output;
+  r["usage"] = nullptr;
+  if (finished != nullptr) {
+    if (std::string_view(status) == "incomplete") r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    r["usage"] = {{"input_tokens", finished->prompt_tokens},
+                  {"input_tokens_details", {{"cached_tokens", finished->cached_tokens}}},
+                  {"output_tokens", finished->completion_tokens},
+                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"total_tokens", finished->prompt_tokens + finished->completion_tokens}};
+  }
+  return r;
+}
+
+ResponsesWriter::ojson ResponsesWriter::output_items(const ParsedReply& reply) const {
+  ojson items = ojson::array();
+  if (!reply.content.empty() || reply.tool_calls.empty()) {
+    items.push_back({{"type", "message"},
+                     {"id", message_id()},
+                     {"status", "completed"},
+                     {"role", "assistant"},
+                     {"content", ojson::array({{{"type", "output_text"}, {"text", reply.content}, {"annotations", ojson::array()}}})}});
+  }
+  const std::string seed = id_.substr(std::min<size_t>(5, id_.size()));
+  for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
+    items.push_back({{"type", "function_call"},
+                     {"id", fmt::format("fc_{}{:02}", seed.substr(0, 22), i)},
+                     {"call_id", tool_call_id(seed, i, format_)},
+                     {"name", reply.tool_calls[i].name},
+                     {"arguments", reply.tool_calls[i].arguments},
+                     {"status", "completed"}});
+  }
+  return items;
+}
+
+std::string ResponsesWriter::body(const std::string& text, const GenerationEvent& e) const {
+  const ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_reply(text, format_, parallel_) : ParsedReply{text, {}};
+  const bool complete = e.finish_reason == FinishReason::kStop;
+  return dump(response(complete ? "completed" : "incomplete", output_items(reply), &e));
+}
+
+std::string ResponsesWriter::event(const char* type, ojson data) {
+  ojson j = {{"type", type}, {"sequence_number", sequence_++}};
+  for (auto& [key, value] : data.items()) j[key] = std::move(value);
+  return fmt::format("event: {}\ndata: {}\n\n", type, dump(j));
+}
+
+std::string ResponsesWriter::stream_start() {
+  std::string out = event("response.created", {{"response", response("in_progress", ojson::array(), nullptr)}});
+  out += event("response.in_progress", {{"response", response("in_progress", ojson::array(), nullptr)}});
+  return out;
+}
+
+std::string ResponsesWriter::open_message() {
+  if (message_open_) return "";
+  message_open_ = true;
+  const ojson item = {{"type", "message"}, {"id", message_id()}, {"status", "in_progress"}, {"role", "assistant"},
+                      {"content", ojson::array()}};
+  std::string out = event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
+  out += event("response.content_part.added",
+               {{"item_id", message_id()}, {"output_index", output_.size()}, {"content_index", 0},
+                {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}});
+  return out;
+}
+
+std::string ResponsesWriter::close_message() {
+  if (!message_open_) return "";
+  message_open_ = false;
+  const ojson part = {{"type", "output_text"}, {"text", streamed_}, {"annotations", ojson::array()}};
+  const ojson where = {{"item_id", message_id()}, {"output_index", output_.size()}, {"content_index", 0}};
+  ojson done = where;
+  done["text"] = streamed_;
+  std::string out = event("response.output_text.done", done);
+  ojson part_done = where;
+  part_done["part"] = part;
+  out += event("response.content_part.done", part_done);
+  const ojson item = {{"type", "message"}, {"id", message_id()}, {"status", "completed"}, {"role", "assistant"},
+                      {"content", ojson::array({part})}};
+  out += event("response.output_item.done", {{"output_index", output_.size()}, {"item", item}});
+  output_.push_back(item);
+  return out;
+}
+
+std::string ResponsesWriter::stream_tokens(const GenerationEvent& e) {
+  const std::string text = gate_ ? gate_->feed(e.text) : e.text;
+  if (text.empty()) return "";
+  std::string out = open_message();
+  streamed_ += text;
+  out += event("response.output_text.delta",
+               {{"item_id", message_id()}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", text}});
+  return out;
+}
+
+std::string ResponsesWriter::stream_finish(const GenerationEvent& e) {
+  if (auto err = finish_error(e)) {
+    std::string out = event("error", {{"code", err->code.empty() ? err->type : err->code}, {"message", err->message},
+                                       {"param", nullptr}});
+    ojson failed = response("failed", output_, &e);
+    failed["error"] = {{"code", "server_error"}, {"message", err->message}};
+    return out + event("response.failed", {{"response", failed}});
+  }
+  std::string out;
+  ParsedReply reply{"", {}};
+  if (gate_) reply = gate_->finish();
+  if (!reply.content.empty()) {
+    out += open_message();
+    streamed_ += reply.content;
+    out += event("response.output_text.delta", {{"item_id", message_id()}, {"output_index", output_.size()},
+                                                {"content_index", 0}, {"delta", reply.content}});
+  }
+  if (reply.tool_calls.empty()) out += open_message();  // a reply with no text still has its message
+  out += close_message();
+  ParsedReply calls_only{"", std::move(reply.tool_calls)};
+  ojson calls = output_items(calls_only);
+  for (ojson& item : calls) {
+    if (item["type"] != "function_call") continue;
+    const size_t index = output_.size();
+    ojson added = item;
+    added["arguments"] = "";
+    added["status"] = "in_progress";
+    out += event("response.output_item.added", {{"output_index", index}, {"item", added}});
+    out += event("response.function_call_arguments.delta",
+                 {{"item_id", item["id"]}, {"output_index", index}, {"delta", item["arguments"]}});
+    out += event("response.function_call_arguments.done",
+                 {{"item_id", item["id"]}, {"output_index", index}, {"arguments", item["arguments"]}});
+    out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
+    output_.push_back(item);
+  }
+  const bool complete = e.finish_reason == FinishReason::kStop;
+  out += event(complete ? "response.completed" : "response.incomplete",
+               {{"response", response(complete ? "completed" : "incomplete", output_, &e)}});
+  return out;
+}
+
+}  // namespace hz
