@@ -1,15 +1,18 @@
-// libFuzzer target for the OpenAI request parser/validator: any bytes as a /v1/completions or
-// /v1/chat/completions body (first byte picks which) must give a parsed request or a 400 naming a
-// field, never a crash; accepted requests then go through chat rendering and response assembly.
+// libFuzzer target for the request parsers/validators: any bytes as a /v1/completions,
+// /v1/chat/completions, /v1/messages or /v1/responses body (the first byte picks which) must give a
+// parsed request or a 400 naming a field, never a crash; accepted requests then go through chat
+// rendering and response assembly in their API's shapes.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "base/check.h"
+#include "server/anthropic.h"
 #include "server/auth.h"
 #include "server/chat_prompt.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/responses_api.h"
 #include "server/text_hygiene.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,6 +22,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   hz::ParseOptions options;
   options.normalize_newlines = (data[0] & 2) != 0;
   std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+
+  // Anthropic's and the Responses API's bodies are translated to chat bodies first.
+  ReplyShape shape = ReplyShape::kOpenAi;
+  std::string translated, echo;
+  if ((data[0] & 4) != 0) {
+    kind = ApiKind::kChat;
+    shape = (data[0] & 8) != 0 ? ReplyShape::kResponses : ReplyShape::kAnthropic;
+    auto e = shape == ReplyShape::kResponses ? responses_to_chat_body(body, &translated, &echo)
+                                             : anthropic_to_chat_body(body, &translated);
+    if (e) {
+      HZ_CHECK(e->http_status == 400 && !e->message.empty());
+      return 0;
+    }
+    body = translated;
+  }
 
   ParsedRequest request;
   auto error = parse_request(kind, body, options, &request);
@@ -48,6 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Echo the accepted texts back through the response assembler as if generated.
   ResponseContext ctx{kind, "id", 0, request.model, request.stream, request.include_usage, request.sampling.logprobs,
                       request.sampling.top_logprobs};
+  ctx.shape = shape;
+  ctx.echo = echo;
   CompletionAssembler assembler(ctx);
   GenerationEvent tokens;
   tokens.token_ids = {1};

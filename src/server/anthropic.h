@@ -22,7 +22,7 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
 // Writes one reply. `format`: the tool-call format of the request (kNone: no tools).
 class AnthropicWriter : public ReplyWriter {
  public:
-  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format, bool parallel);
+  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format, bool parallel = true);
 
   std::string stream_start() override;
   std::string stream_tokens(const GenerationEvent& e) override;
