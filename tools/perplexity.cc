@@ -68,6 +68,7 @@ int run_perplexity(const PplOptions& o) {
   po.kv.hot = eo.kv_dtype;
   po.kv.hot_window = static_cast<uint64_t>(eo.kv_hot_window);
   po.kv.cold = eo.kv_cold_dtype;
+  po.kv.rotated = kv_rotation_on(eo.kv_rotation, po.kv);
   po.prefill_chunk = eo.prefill_chunk;
   po.bos_id = (*tok)->bos_id();
   po.keep_logprobs = !o.kl_base.empty();
