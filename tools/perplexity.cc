@@ -1,7 +1,9 @@
 // horizon perplexity: perplexity of a model over a text file in windows of --ctx (llama.cpp's
 // method), with any KV configuration; saves a base run's distributions and reports the KL
 // divergence of a run against it (mean, median, 99th percentile, top-token change rate).
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <memory>
 #include <cstdio>
@@ -23,7 +25,110 @@ struct PplOptions {
   std::string text_file;
   std::string kl_base;
   bool kl = false;
+  bool kv_sweep = false;
+  std::string sweep_windows = "16,32,64";
 };
+
+// One row of the --kv-sweep table.
+struct SweepConfig {
+  std::string name;
+  KvPrecision p;
+};
+
+// The KV choices --kv-sweep measures: every compact type alone, with and without rotation, and
+// int4 / int8 cold under f16 hot windows of the given sizes.
+std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows) {
+  std::vector<SweepConfig> out;
+  auto add = [&](KvType hot, int32_t window, KvType cold, bool rotated) {
+    KvPrecision p{hot, static_cast<uint64_t>(window), window > 0 ? cold : hot, rotated};
+    out.push_back({kv_precision_name(p), p});
+  };
+  add(KvType::kF16, 0, KvType::kF16, false);
+  for (KvType t : {KvType::kFp8, KvType::kInt8, KvType::kInt4}) {
+    add(t, 0, t, false);
+    add(t, 0, t, true);
+  }
+  for (int32_t w : windows) {
+    add(KvType::kF16, w, KvType::kInt4, false);
+    add(KvType::kF16, w, KvType::kInt4, true);
+    add(KvType::kF16, w, KvType::kInt8, true);
+  }
+  return out;
+}
+
+Result<std::vector<int32_t>> parse_windows(const std::string& text) {
+  std::vector<int32_t> out;
+  size_t at = 0;
+  while (at <= text.size() && !text.empty()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || end == nullptr || *end != '\0' || v < 1 || v > (1 << 24))
+      return invalid_argument("--kv-sweep-windows '{}': '{}' is not a window size in tokens (e.g. 16,32,64)", text, item);
+    out.push_back(static_cast<int32_t>(v));
+    at = comma + 1;
+  }
+  return out;
+}
+
+// --kv-sweep: an exact (f32 KV) base run, then every configuration of sweep_configs against it, as
+// one table a user can pick from: size (bits per value with scales, bytes per token) against loss
+// (KL divergence, top-1 agreement, perplexity change).
+int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vector<int32_t>& tokens, PerplexityOptions po) {
+  auto windows = parse_windows(o.sweep_windows);
+  if (!windows.ok()) return fail(windows.status().message());
+  const std::vector<SweepConfig> configs = sweep_configs(*windows);
+  const ModelConfig& c = m.config();
+  KvGeometry g;
+  g.num_layers = static_cast<uint64_t>(c.num_layers);
+  g.num_heads = static_cast<uint64_t>(c.num_kv_heads);
+  g.head_dim = static_cast<uint64_t>(c.head_dim);
+  const double values_per_token = 2.0 * static_cast<double>(g.num_layers * g.num_heads * g.head_dim);
+  po.keep_logprobs = true;
+  ProgressBar bar("kv sweep", configs.size() + 1, ProgressBar::Unit::kCount, o.engine.quiet);
+  auto run = [&](const KvPrecision& p, size_t idx, const std::string& name) -> Result<PerplexityResult> {
+    po.kv = p;
+    po.on_window = [&](int64_t done, int64_t total, double, double, int64_t) {
+      bar.update(idx, fmt::format("{}: window {}/{}", name, done, total));
+    };
+    return compute_perplexity(m, pool, tokens, po);
+  };
+  auto base = run(KvPrecision{KvType::kF32, 0, KvType::kF32}, 0, "f32 base");
+  if (!base.ok()) return fail(base.status().message());
+  struct Row {
+    const SweepConfig* cfg;
+    PerplexityResult r;
+    KlStats k;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    auto r = run(configs[i].p, i + 1, configs[i].name);
+    if (!r.ok()) return fail(r.status().message());
+    KlStats k = kl_divergence(base->logprobs, r->logprobs, r->vocab);
+    r->logprobs.clear();
+    r->logprobs.shrink_to_fit();
+    rows.push_back({&configs[i], std::move(*r), k});
+  }
+  bar.finish();
+  std::printf("model %s | ctx %d | block %d | %d windows, %lld scored tokens | base: f32 KV, ppl %.4f\n", c.name.c_str(),
+              po.ctx, po.block_tokens, base->num_windows, static_cast<long long>(base->num_scored), base->ppl);
+  std::printf("%-30s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
+              "p99 KLD", "top-1 %", "ppl", "dppl %");
+  for (const Row& row : rows) {
+    const KvPrecision& p = row.cfg->p;
+    const KvType cold = p.hot_window > 0 ? p.cold : p.hot;
+    const double cold_bpt = kv_bytes_per_token(g, cold, static_cast<uint64_t>(po.block_tokens));
+    const double ctx_bpt = static_cast<double>(kv_bytes_for_tokens(g, p, static_cast<uint64_t>(po.block_tokens),
+                                                                   static_cast<uint64_t>(po.ctx))) / po.ctx;
+    std::printf("%-30s %9.2f %10.1f %10.1f %11.3e %11.3e %8.2f %9.4f %+8.2f\n", row.cfg->name.c_str(),
+                cold_bpt * 8 / values_per_token, cold_bpt, ctx_bpt, row.k.mean, row.k.p99,
+                100.0 * (1.0 - row.k.top_token_change_rate), row.r.ppl, 100.0 * (row.r.ppl / base->ppl - 1.0));
+  }
+  std::printf("bits/val: bits per stored K/V value of the cold (or only) type, scales included; B/tok@ctx: bytes per "
+              "token of a --ctx sequence in whole blocks, hot part included\n");
+  return 0;
+}
 
 int run_perplexity(const PplOptions& o) {
   auto opts = o.engine.resolve();
@@ -32,6 +137,8 @@ int run_perplexity(const PplOptions& o) {
   if (eo.block_size < 16 || eo.block_size > 256 || eo.block_size % 16 != 0)
     return fail(fmt::format("--block-size {} must be a multiple of 16 between 16 and 256", eo.block_size));
   if (eo.prefill_chunk < 1) return fail("--prefill-chunk must be at least 1");
+  if (o.kv_sweep && (o.kl || !o.kl_base.empty()))
+    return fail("--kv-sweep makes its own exact base run: drop --kl-divergence-base / --kl-divergence");
   if (o.kl && o.kl_base.empty()) return fail("--kl-divergence needs --kl-divergence-base FILE (a saved base run)");
   auto model = [&] {
     LibraryProgress progress(o.engine.quiet);
@@ -68,10 +175,12 @@ int run_perplexity(const PplOptions& o) {
   po.kv.hot = eo.kv_dtype;
   po.kv.hot_window = static_cast<uint64_t>(eo.kv_hot_window);
   po.kv.cold = eo.kv_cold_dtype;
+  po.kv.rotated = kv_rotation_on(eo.kv_rotation, po.kv);
   po.prefill_chunk = eo.prefill_chunk;
   po.bos_id = (*tok)->bos_id();
   po.keep_logprobs = !o.kl_base.empty();
   ThreadPool pool(eo.threads);
+  if (o.kv_sweep) return run_kv_sweep(o, m, pool, tokens, po);
   auto t0 = std::chrono::steady_clock::now();
   // The running value as llama-perplexity shows it: perplexity so far and its standard error.
   std::unique_ptr<ProgressBar> bar;
@@ -111,6 +220,12 @@ Subcommand kPerplexity("perplexity", "Perplexity and KL divergence of a model (a
                          app.add_option("--kl-divergence-base", o->kl_base,
                                         "Base distributions: written by a plain run, read with --kl-divergence");
                          app.add_flag("--kl-divergence", o->kl, "Compare this run's distributions with the base");
+                         app.add_flag("--kv-sweep", o->kv_sweep,
+                                      "Measure every KV choice (types, rotation, hot windows) against exact KV and print "
+                                      "one table: bits per value, bytes per token, mean and p99 KL divergence, top-1 "
+                                      "agreement, perplexity change");
+                         app.add_option("--kv-sweep-windows", o->sweep_windows,
+                                        "Hot-window sizes the sweep tries, comma-separated (default 16,32,64)");
                          return [o] { return run_perplexity(*o); };
                        });
 

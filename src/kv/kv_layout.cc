@@ -45,8 +45,11 @@ uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t
 }
 
 std::string kv_precision_name(const KvPrecision& p) {
-  if (p.hot_window == 0 || p.hot == p.cold) return kv_type_name(p.hot);
-  return fmt::format("{} (hot {}) + {}", kv_type_name(p.hot), p.hot_window, kv_type_name(p.cold));
+  // The name is part of the KV fingerprint (disk and remote tiers, prefix-cache identity): rotated
+  // KV must never be served to an engine that does not rotate, and the other way round.
+  const char* rot = p.rotated ? " rotated" : "";
+  if (p.hot_window == 0 || p.hot == p.cold) return fmt::format("{}{}", kv_type_name(p.hot), rot);
+  return fmt::format("{} (hot {}) + {}{}", kv_type_name(p.hot), p.hot_window, kv_type_name(p.cold), rot);
 }
 
 }  // namespace hz

@@ -47,13 +47,16 @@ double kv_bytes_per_token(const KvGeometry& g, KvType t, uint64_t block_tokens);
 uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvType t, uint64_t block_tokens, uint64_t num_tokens);
 
 // Mixed precision by distance: the newest `hot_window` tokens at `hot`, older ones at `cold`
-// (hot_window 0: everything at `hot`). Each part is counted in whole blocks.
+// (hot_window 0: everything at `hot`). Each part is counted in whole blocks. `rotated`: K and V
+// rows are stored rotated by a fixed randomized Hadamard transform per layer, stream and head
+// (kv/kv_rotation.h), in every block; the model rotates queries alike and attention outputs back.
 struct KvPrecision {
   KvType hot = KvType::kF16;
   uint64_t hot_window = 0;
   KvType cold = KvType::kF16;
+  bool rotated = false;
 };
 uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t num_tokens);
-std::string kv_precision_name(const KvPrecision& p);  // "f16" or "f16 (hot 4096) + int4"
+std::string kv_precision_name(const KvPrecision& p);  // "f16", "f16 (hot 4096) + int4", "int4 rotated"
 
 }  // namespace hz

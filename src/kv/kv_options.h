@@ -16,11 +16,20 @@ namespace hz {
 struct KvDemand;
 struct KvPlan;
 
+// --kv-rotation: whether K/V rows are stored Hadamard-rotated (KvPrecision::rotated). kAuto turns
+// it on where it was measured to lower the KL divergence (kv_rotation_on).
+enum class KvRotationMode { kAuto, kOn, kOff };
+Result<KvRotationMode> parse_kv_rotation(const std::string& name, const char* flag);
+// Whether `mode` rotates a cache of precision `p`. kAuto: on when an integer type (int8, int4) is
+// stored, where it was measured to help; off for exact types (f32, f16, bf16) and fp8.
+bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p);
+
 struct KvOptions {
   int32_t block_tokens = 16;               // positions per block (16..256, a multiple of 16)
   KvType hot_type = KvType::kF16;          // the newest hot_window tokens, or every token
   int32_t hot_window = 0;                  // 0: one type for every position
   KvType cold_type = KvType::kInt8;        // blocks older than the hot window
+  KvRotationMode rotation = KvRotationMode::kAuto;  // Hadamard-rotated K/V rows (kv/kv_rotation.h)
   uint64_t budget_bytes = 0;               // 0: room for the demand's sequences, capped at 25% of RAM
   bool prefix_caching = false;
   // Disk: on when disk_dir is set. It holds a prefix store (a tier of the prefix cache) and the far

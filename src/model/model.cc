@@ -96,6 +96,11 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   // Biases, per-head q/k norms, RoPE, and the K/V write into the cache, token by token.
   const KvCacheConfig& kc = kv.config();
   const bool exact_f16 = kv.exact_codec() == kernels::KvCodec::kF16;
+  // A rotated cache (kv/kv_rotation.h) holds R K and R V: queries get the keys' R (scores are
+  // unchanged, R is orthogonal) and attention outputs, sums of rotated values, get R^T below.
+  const bool rotated = kv.precision().rotated;
+  const int32_t group = c.num_heads / c.num_kv_heads;
+  if (rotated && kv_rotation_.empty()) kv_rotation_ = KvRotation(c.num_layers, c.num_kv_heads, c.head_dim);
   int64_t t = 0;
   for (const auto& s : batch) {
     for (int32_t i = 0; i < s.num_tokens; ++i, ++t) {
@@ -114,6 +119,14 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
       const int64_t pos = s.start_pos + i;
       rope_.apply(q, c.num_heads, pos);
       rope_.apply(k, c.num_kv_heads, pos);
+      if (rotated) {
+        for (int32_t h = 0; h < c.num_heads; ++h)
+          kernels::hadamard_rows(q + h * c.head_dim, 1, c.head_dim, kv_rotation_.signs(layer, 0, h / group), 0);
+        for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+          kernels::hadamard_rows(k + h * c.head_dim, 1, c.head_dim, kv_rotation_.signs(layer, 0, h), 0);
+          kernels::hadamard_rows(v + h * c.head_dim, 1, c.head_dim, kv_rotation_.signs(layer, 1, h), 0);
+        }
+      }
       const BlockRef block = s.block_table[pos / kc.block_tokens];
       const int32_t slot = static_cast<int32_t>(pos % kc.block_tokens);
       for (int32_t h = 0; h < c.num_kv_heads; ++h) {
@@ -156,6 +169,14 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   job.num_tokens = total;
   attn_runner_.run(job, pool);
   kv_reader_.end_layer(layer);
+  if (rotated) {
+    for (int64_t i = 0; i < total; ++i) {
+      for (int32_t h = 0; h < c.num_heads; ++h) {
+        kernels::hadamard_rows(&attn_[(i * c.num_heads + h) * c.head_dim], 1, c.head_dim,
+                               kv_rotation_.signs(layer, 1, h / group), 1);
+      }
+    }
+  }
 
   matmul(L.wo, attn_.data(), total, xn_.data(), pool);
   for (int64_t i = 0; i < total; ++i) kernels::add(&x_[i * c.hidden], &xn_[i * c.hidden], c.hidden);

@@ -20,6 +20,7 @@
 #include "format/gguf.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_read_table.h"
+#include "kv/kv_rotation.h"
 #include "model/attention_runner.h"
 #include "model/ffn.h"
 #include "model/model_config.h"
@@ -85,6 +86,7 @@ class Model {
   std::vector<uint8_t> act_packed_;     // the same regrouped for packed weights (kernels::pack_activations)
   AttentionRunner attn_runner_;
   std::vector<AttnQueryRow> attn_rows_;     // per token of the step
+  KvRotation kv_rotation_;                 // signs of a rotated KV cache (built on first use)
   KvReader kv_reader_;                      // per sequence of the step: what attention reads
 };
 

@@ -24,6 +24,7 @@ struct EngineOptions {
   KvType kv_dtype = KvType::kF16;  // the hot type: the newest kv_hot_window tokens, or all of them
   int32_t kv_hot_window = 0;       // 0: one type for every position
   KvType kv_cold_dtype = KvType::kInt8;  // blocks older than the hot window
+  KvRotationMode kv_rotation = KvRotationMode::kAuto;  // Hadamard-rotated K/V (kv/kv_rotation.h)
   bool enable_prefix_caching = false;
   uint64_t kv_budget_bytes = 0;    // 0: room for max_num_seqs full-length sequences, capped at 25% of RAM
   // Disk tier (kv/disk_tier.h): on when kv_disk_dir is set; implies prefix caching.

@@ -158,3 +158,52 @@ TEST(KvOptionsTest, FarTierNeedsAPoolThatHoldsOneRunningSequence) {
 
 }  // namespace
 }  // namespace hz
+
+namespace hz {
+namespace {
+
+TEST(KvOptionsTest, RotationAutoIsOnForIntegerTypesOnly) {
+  auto rotated = [](KvType hot, int32_t window, KvType cold, KvRotationMode mode) {
+    KvOptions o;
+    o.hot_type = hot;
+    o.hot_window = window;
+    o.cold_type = cold;
+    o.rotation = mode;
+    auto p = o.validate(demand());
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    return p.ok() && p->precision.rotated;
+  };
+  const auto kAuto = KvRotationMode::kAuto;
+  EXPECT_FALSE(rotated(KvType::kF16, 0, KvType::kF16, kAuto));
+  EXPECT_FALSE(rotated(KvType::kFp8, 0, KvType::kFp8, kAuto));
+  EXPECT_TRUE(rotated(KvType::kInt8, 0, KvType::kInt8, kAuto));
+  EXPECT_TRUE(rotated(KvType::kInt4, 0, KvType::kInt4, kAuto));
+  EXPECT_TRUE(rotated(KvType::kF16, 32, KvType::kInt4, kAuto));
+  EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kFp8, kAuto));
+  // A window dropped (matching types) leaves the hot type alone to decide.
+  EXPECT_FALSE(rotated(KvType::kF16, 0, KvType::kInt4, kAuto));
+  EXPECT_FALSE(rotated(KvType::kInt4, 0, KvType::kInt4, KvRotationMode::kOff));
+  EXPECT_TRUE(rotated(KvType::kF16, 0, KvType::kF16, KvRotationMode::kOn));
+}
+
+TEST(KvOptionsTest, RotationIsPartOfThePrecisionNameThatKeysStoredKv) {
+  // The name feeds the disk and remote fingerprints and the prefix-cache identity.
+  KvPrecision p{KvType::kInt4, 0, KvType::kInt4};
+  EXPECT_EQ(kv_precision_name(p), "int4");  // unchanged without rotation: existing stores stay valid
+  p.rotated = true;
+  EXPECT_EQ(kv_precision_name(p), "int4 rotated");
+  KvPrecision w{KvType::kF16, 64, KvType::kInt8, true};
+  EXPECT_EQ(kv_precision_name(w), "f16 (hot 64) + int8 rotated");
+}
+
+TEST(KvOptionsTest, RotationFlagParsesAndNamesItselfInErrors) {
+  EXPECT_EQ(*parse_kv_rotation("on", "--kv-rotation"), KvRotationMode::kOn);
+  EXPECT_EQ(*parse_kv_rotation("off", "--kv-rotation"), KvRotationMode::kOff);
+  EXPECT_EQ(*parse_kv_rotation("auto", "--kv-rotation"), KvRotationMode::kAuto);
+  auto bad = parse_kv_rotation("yes", "--kv-rotation");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--kv-rotation 'yes'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hz

@@ -111,6 +111,37 @@ TEST_F(KvFidelityTest, MeanKlDivergenceAgainstF32BaseWithinMeasuredBounds) {
   EXPECT_LT(got[3].mean, got[2].mean);  // a hot window helps int4
 }
 
+// Hadamard rotation of K and V (kv/kv_rotation.h), measured the same way:
+//   type             ppl     mean KLD   p99       top-1 changed   (rotation off: see above)
+//   f32 rotated      -       <1e-6                                (rounding of the rotation only)
+//   int8 rotated     3.5980  1.56e-4    1.8e-3    0.47%
+//   fp8 rotated      3.6252  7.42e-3    9.5e-2    3.93%           (worse: fp8 is not rotated by default)
+//   int4 rotated     3.8112  6.12e-2    0.82      10.0%
+//   int4+hot32 rot.  3.6111  3.78e-3    5.5e-2    3.04%           (off: 1.18e-2)
+TEST_F(KvFidelityTest, RotationLowersTheDivergenceOfIntegerTypes) {
+  KvPrecision f32{KvType::kF32, 0, KvType::kF32};
+  f32.rotated = true;
+  PerplexityResult exact = run(f32);
+  EXPECT_LT(kl_divergence(base_->logprobs, exact.logprobs, base_->vocab).mean, 1e-6);  // orthogonal: scores kept
+  struct Case {
+    const char* name;
+    KvPrecision p;
+    double bound;
+  };
+  const Case cases[] = {{"int8", {KvType::kInt8, 0, KvType::kInt8}, 2.4e-4},
+                        {"int4", {KvType::kInt4, 0, KvType::kInt4}, 0.092},
+                        {"int4+hot32", {KvType::kF16, 32, KvType::kInt4}, 5.7e-3}};
+  for (const Case& c : cases) {
+    KvPrecision plain = c.p, rotated = c.p;
+    rotated.rotated = true;
+    const KlStats off = kl_divergence(base_->logprobs, run(plain).logprobs, base_->vocab);
+    const KlStats on = kl_divergence(base_->logprobs, run(rotated).logprobs, base_->vocab);
+    std::printf("%-11s KLD mean rotation off %.6f on %.6f\n", c.name, off.mean, on.mean);
+    EXPECT_LE(on.mean, c.bound) << c.name;
+    EXPECT_LT(on.mean, 0.75 * off.mean) << c.name;
+  }
+}
+
 TEST_F(KvFidelityTest, KlBaseFileRoundTripsAndRejectsGarbage) {
   std::string path = ::testing::TempDir() + "/kl_base.bin";
   KlBase b{256, base_->vocab, *tokens_, base_->logprobs};

@@ -30,6 +30,23 @@ TEST(PerplexityCliTest, BaseThenKlDivergence) {
   EXPECT_NE(out.find("top token changed"), std::string::npos) << out;
 }
 
+TEST(PerplexityCliTest, KvSweepPrintsOneRowPerChoiceAgainstExactKv) {
+  std::string out, err;
+  ASSERT_EQ(0, test::run_command(bin() + " perplexity -m " + model() + " -f " + corpus() +
+                                     " --ctx 128 -t 2 --kv-sweep --kv-sweep-windows 32",
+                                 &out, &err))
+      << err;
+  for (const char* col : {"bits/val", "cold B/tok", "mean KLD", "p99 KLD", "top-1 %", "dppl %"})
+    EXPECT_NE(out.find(col), std::string::npos) << col << "\n" << out;
+  // One row per choice, with and without rotation, and the window asked for.
+  for (const char* row : {"\nf16 ", "\nfp8 ", "\nint8 rotated ", "\nint4 ", "\nint4 rotated ", "\nf16 (hot 32) + int4 rotated "})
+    EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
+  EXPECT_EQ(out.find("(hot 16)"), std::string::npos) << out;
+  // int4 at 6 bits per value (4 + one f16 scale per 8 values at head dim 8), int8 at 10.
+  EXPECT_NE(out.find("int4                                6.00"), std::string::npos) << out;
+  EXPECT_NE(out.find("int8                               10.00"), std::string::npos) << out;
+}
+
 TEST(PerplexityCliTest, ErrorsNameTheFlag) {
   struct Case {
     std::string args, needle;
@@ -41,6 +58,9 @@ TEST(PerplexityCliTest, ErrorsNameTheFlag) {
       {"--kl-divergence --kl-divergence-base " + corpus(), "bad magic"},
       {"", "-f FILE"},
       {"-f " + corpus() + " --ctx 2", "--ctx"},
+      {"-f " + corpus() + " --kv-rotation maybe", "--kv-rotation"},
+      {"-f " + corpus() + " --kv-sweep --kv-sweep-windows 16,x", "--kv-sweep-windows"},
+      {"--kv-sweep --kl-divergence-base " + corpus(), "--kv-sweep"},
   };
   for (const Case& c : cases) {
     std::string out, err;
