@@ -374,6 +374,7 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   sp->add_option("--fail-rate", xf->o.fail_rate, "oracle: share of drafted tokens made wrong")->capture_default_str();
   sp->add_option("--rounds", xf->o.rounds, "Paired rounds (plain and speculative back to back, order alternating)")
       ->capture_default_str();
+  sp->add_option("--reps", xf->o.reps, "Runs per engine in a round, alternating (their times are summed)")->capture_default_str();
   sp->add_option("--seed", xf->o.seed, "Seed of the prompt and of the oracle's failures")->capture_default_str();
   sp->callback([which] { *which = 4; });
 

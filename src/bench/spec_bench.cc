@@ -73,7 +73,7 @@ class WaitSink : public GenerationSink {
 
 struct RunResult {
   std::vector<int32_t> ids;
-  double tps = 0;
+  double seconds = 0;  // first to last token
 };
 
 Result<RunResult> generate(LocalEngine& e, const std::vector<int32_t>& prompt, int32_t n) {
@@ -89,7 +89,7 @@ Result<RunResult> generate(LocalEngine& e, const std::vector<int32_t>& prompt, i
   if (fin.finish_reason == FinishReason::kError) return fin.error;
   RunResult out;
   out.ids = std::move(ids);
-  if (fin.decode_seconds > 0) out.tps = (fin.completion_tokens - 1) / fin.decode_seconds;
+  out.seconds = fin.decode_seconds;
   return out;
 }
 
@@ -98,6 +98,7 @@ Result<RunResult> generate(LocalEngine& e, const std::vector<int32_t>& prompt, i
 Result<SpecBenchReport> run_spec_bench(const SpecBenchOptions& o, const SpecProgressFn& progress) {
   if (o.drafter != "ngram" && o.drafter != "oracle") return invalid_argument("--drafter '{}' is not one of ngram, oracle", o.drafter);
   if (o.rounds < 1) return invalid_argument("--rounds must be at least 1");
+  if (o.reps < 1) return invalid_argument("--reps must be at least 1");
   if (o.gen_tokens < 2) return invalid_argument("-n must be at least 2");
   if (!(o.fail_rate >= 0 && o.fail_rate <= 1)) return invalid_argument("--fail-rate must be in [0, 1]");
   EngineOptions base = o.engine;
@@ -143,21 +144,21 @@ Result<SpecBenchReport> run_spec_bench(const SpecBenchOptions& o, const SpecProg
     if (progress) progress(fmt::format("round {}/{}", r + 1, o.rounds));
     SpecBenchRound round;
     const EngineStats before = spec->stats();
-    // Alternate which engine goes first, so a drift in the machine's speed does not favour one.
-    RunResult p, s;
-    for (int k = 0; k < 2; ++k) {
-      if ((k == 0) == (r % 2 == 0)) {
-        HZ_ASSIGN_OR_RETURN(p, generate(*plain, prompt, o.gen_tokens));
-      } else {
-        HZ_ASSIGN_OR_RETURN(s, generate(*spec, prompt, o.gen_tokens));
-      }
+    // `reps` pairs back to back, alternating which engine goes first, so a drift in the machine's
+    // speed does not favour one; the round's rates are tokens over time summed over its runs.
+    double plain_s = 0, spec_s = 0, plain_n = 0, spec_n = 0;
+    for (int32_t k = 0; k < 2 * o.reps; ++k) {
+      const bool run_plain = (k % 2 == 0) == ((r + k / 2) % 2 == 0);
+      HZ_ASSIGN_OR_RETURN(RunResult x, generate(run_plain ? *plain : *spec, prompt, o.gen_tokens));
+      rep.identical = rep.identical && x.ids == truth.ids;
+      (run_plain ? plain_s : spec_s) += x.seconds;
+      (run_plain ? plain_n : spec_n) += static_cast<double>(x.ids.size() - 1);
     }
     spec->wait_idle(std::chrono::seconds(10));  // counters are published after the step
     const EngineStats after = spec->stats();
-    rep.identical = rep.identical && p.ids == truth.ids && s.ids == truth.ids;
-    round.plain_tps = p.tps;
-    round.spec_tps = s.tps;
-    round.ratio = p.tps > 0 ? s.tps / p.tps : 0;
+    round.plain_tps = plain_s > 0 ? plain_n / plain_s : 0;
+    round.spec_tps = spec_s > 0 ? spec_n / spec_s : 0;
+    round.ratio = round.plain_tps > 0 ? round.spec_tps / round.plain_tps : 0;
     round.drafted = after.spec_draft_tokens_total - before.spec_draft_tokens_total;
     round.accepted = after.spec_accepted_tokens_total - before.spec_accepted_tokens_total;
     drafted += round.drafted;

@@ -25,11 +25,12 @@ struct SpecBenchOptions {
   int32_t gen_tokens = 128;
   double fail_rate = 0.2;         // oracle: share of drafted tokens made wrong
   int32_t rounds = 5;
+  int32_t reps = 3;               // runs per engine in a round (short runs are noisy)
   uint64_t seed = 1;
 };
 
 struct SpecBenchRound {
-  double plain_tps = 0, spec_tps = 0;  // decode tokens/s (first to last token)
+  double plain_tps = 0, spec_tps = 0;  // decode tokens/s (first to last token), over the round's runs
   double ratio = 0;
   uint64_t drafted = 0, accepted = 0;
 };

@@ -465,8 +465,11 @@ void LocalEngine::adapt_draft(Request& r, int32_t drafted, int32_t kept) {
 
 void LocalEngine::propose_drafts() {
   if (drafter_ == nullptr) return;
+  const bool paused = spec_cost_.pause > 0;
+  if (paused) --spec_cost_.pause;
   for (const auto& s : sched_->running()) {
     s->draft.clear();
+    if (paused) continue;
     if (s->num_pending() != 1) continue;
     auto it = requests_.find(s->id);
     if (it == requests_.end() || !it->second->speculate) continue;
@@ -506,6 +509,7 @@ void LocalEngine::step() {
   std::vector<bool> samples;
   std::vector<size_t> first_row;  // per slice: its first logits row
   size_t num_rows = 0;
+  bool decode_only = true, any_draft = false;  // for the cost of speculation
   batch.reserve(slices.size());
   step_tokens_.resize(slices.size());
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -528,9 +532,12 @@ void LocalEngine::step() {
     x.block_table = s.seq->block_table.data();
     batch.push_back(x);
     samples.push_back(s.samples());
+    decode_only = decode_only && s.samples() && s.num_tokens - s.num_draft == 1;
+    any_draft = any_draft || s.num_draft > 0;
     first_row.push_back(num_rows);
     num_rows += x.all_logits ? static_cast<size_t>(x.num_tokens) : 1;
   }
+  const auto forward_start = std::chrono::steady_clock::now();
   model_->forward(batch, *kv_, *pool_, &logits_);
   // A far block that failed its checksum was read this step: those sequences are recomputed (and
   // left out of the commit and the sampling); everything else stands.
@@ -567,7 +574,18 @@ void LocalEngine::step() {
     if (sl.num_draft > 0 && opts_.spec_adaptive && !finished) adapt_draft(*requests_.at(seq.id), sl.num_draft, kept);
     sl.num_tokens -= sl.num_draft - kept;  // the rejected positions roll back at commit
   }
-  if (std::find(redo.begin(), redo.end(), true) != redo.end()) {
+  const bool any_redo = std::find(redo.begin(), redo.end(), true) != redo.end();
+  if (drafter_ != nullptr && opts_.spec_adaptive && decode_only && !any_redo && new_tokens > 0) {
+    const double per_token =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count() / new_tokens;
+    SpecCost& c = spec_cost_;
+    double& avg = any_draft ? c.spec : c.plain;
+    int32_t& num = any_draft ? c.num_spec : c.num_plain;
+    avg = num == 0 ? per_token : 0.8 * avg + 0.2 * per_token;
+    ++num;
+    if (any_draft && c.num_spec >= 3 && c.num_plain >= 3 && c.spec > c.plain) c.pause = kSpecPauseSteps;
+  }
+  if (any_redo) {
     std::vector<ScheduledSlice> kept;
     for (size_t i = 0; i < slices.size(); ++i) {
       if (!redo[i]) kept.push_back(slices[i]);

@@ -103,6 +103,17 @@ class LocalEngine : public Engine {
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
   std::vector<float> logits_;
   std::shared_ptr<Drafter> drafter_;                // null: speculative decoding off
+  // Speculation pays only where a step of 1 + d tokens costs less than the tokens it keeps (decode
+  // bound by memory bandwidth; not a tiny model bound by compute). With spec_adaptive the engine
+  // keeps the seconds per emitted token of decode-only steps with and without drafts (moving
+  // averages) and, while drafting costs more per token, drafts nothing for kSpecPauseSteps steps.
+  struct SpecCost {
+    double plain = 0, spec = 0;  // seconds per emitted token
+    int32_t num_plain = 0, num_spec = 0;
+    int32_t pause = 0;           // steps left without drafts
+  };
+  static constexpr int32_t kSpecPauseSteps = 64;
+  SpecCost spec_cost_;
   std::vector<std::vector<int32_t>> step_tokens_;  // per slice of a step: next token + draft
   std::vector<float> hidden_;  // embeddings: final hidden states of one input
   std::function<void(FarTier*)> step_hook_;

@@ -75,7 +75,11 @@ int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std:
 
 int32_t Sampler::sample_draft(float* logits, int32_t vocab, int32_t draft, const float* q, TokenLogprob* chosen,
                               std::vector<TokenLogprob>* top) {
-  if (p_.temperature <= 0.0f || draft < 0 || draft >= vocab) return sample(logits, vocab, chosen, top);
+  // A certain drafter (q one-hot at the draft): keeping the draft with probability p(draft), else
+  // drawing from p without it, renormalised, is the same as drawing t ~ p and keeping the draft
+  // when t == draft. Drawing as sample() does also consumes the generator alike, so a seeded
+  // request gives the same tokens with and without speculation.
+  if (p_.temperature <= 0.0f || draft < 0 || draft >= vocab || q == nullptr) return sample(logits, vocab, chosen, top);
   apply_penalties(logits, vocab);
   const double log_z = log_normaliser(logits, vocab, chosen != nullptr || top != nullptr);
   size_t keep = 0;
@@ -84,13 +88,13 @@ int32_t Sampler::sample_draft(float* logits, int32_t vocab, int32_t draft, const
   residual_.assign(vocab, 0.0);
   for (size_t i = 0; i < keep; ++i) residual_[cand_[i].second] = probs_[i] / total;
   const double p_draft = residual_[draft];
-  const double q_draft = q != nullptr ? static_cast<double>(q[draft]) : 1.0;
+  const double q_draft = static_cast<double>(q[draft]);
   int32_t result = draft;
   // Accept with probability min(1, p / q): u * q < p (a draft the drafter gave q = 0 is never drawn).
   if (!(uniform() * q_draft < p_draft)) {
     double sum = 0;
     for (int32_t i = 0; i < vocab; ++i) {
-      const double qi = q != nullptr ? static_cast<double>(q[i]) : (i == draft ? 1.0 : 0.0);
+      const double qi = static_cast<double>(q[i]);
       residual_[i] = std::max(0.0, residual_[i] - qi);
       sum += residual_[i];
     }

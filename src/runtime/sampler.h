@@ -28,8 +28,9 @@ class Sampler {
   // target distribution (penalties, temperature, top-k/p, min-p applied) and q the drafter's,
   // `draft` is kept with probability min(1, p(draft) / q(draft)), else a token is drawn from
   // max(0, p - q), renormalised. `q` has `vocab` entries; null means the drafter was certain (q is
-  // one-hot at `draft`, as for prompt lookup). Greedy (temperature 0): the argmax, as sample().
-  // The caller compares the result with `draft`.
+  // one-hot at `draft`, as for prompt lookup: then the result is exactly sample()'s, same generator
+  // draws included). Greedy (temperature 0): the argmax, as sample(). The caller compares the
+  // result with `draft`.
   int32_t sample_draft(float* logits, int32_t vocab, int32_t draft, const float* q = nullptr, TokenLogprob* chosen = nullptr,
                        std::vector<TokenLogprob>* top = nullptr);
 
