@@ -235,6 +235,33 @@ TEST(SpeculativeEngineTest, SampledOutputKeepsTheTargetDistribution) {
   EXPECT_LT(st.spec_accepted_tokens_total, st.spec_draft_tokens_total);
 }
 
+TEST(SpeculativeEngineTest, PenaltiesAndLogitBiasSeeTheAcceptedTokens) {
+  // The sampler's state (penalties count the output so far) advances token by token through a
+  // verified run, so each row is sampled as plain decoding would have.
+  auto plain = make_engine(SpecMode::kOff);
+  auto spec = make_engine(SpecMode::kNgram, [](EngineOptions& o) { o.spec_ngram_min = 1; });
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(spec, nullptr);
+  const auto ps = prompts(*plain);
+  for (const auto& p : ps) {
+    auto a = std::make_shared<CollectSink>();
+    auto b = std::make_shared<CollectSink>();
+    GenerationRequest ra = request(p, 40, a);
+    ra.sampling.repetition_penalty = 1.2f;
+    ra.sampling.presence_penalty = 0.3f;
+    ra.sampling.frequency_penalty = 0.2f;
+    ra.sampling.logit_bias = {{p.back(), 2.0f}};
+    GenerationRequest rb = ra;
+    rb.sink = b;
+    ASSERT_TRUE(plain->submit(std::move(ra)).ok());
+    ASSERT_TRUE(spec->submit(std::move(rb)).ok());
+    ASSERT_TRUE(a->wait());
+    ASSERT_TRUE(b->wait());
+    EXPECT_EQ(b->ids, a->ids);
+  }
+  EXPECT_GT(settled_stats(*spec).spec_accepted_tokens_total, 0u);
+}
+
 class AllowAll : public LogitMask {
  public:
   void apply(float*, int32_t) override {}
