@@ -14,6 +14,7 @@
 #include "bench/engine_bench.h"
 #include "bench/peer_bench.h"
 #include "bench/serve_bench.h"
+#include "bench/spec_bench.h"
 #include "bench/svg_plot.h"
 #include "tools/cli.h"
 #include "tools/engine_flags.h"
@@ -280,6 +281,31 @@ int run_bench_serve(const ServeBenchFlags& f) {
   return 0;
 }
 
+struct SpecBenchFlags {
+  EngineFlags engine;
+  bench::SpecBenchOptions o;
+  std::string prompt_file;
+};
+
+int run_bench_spec(const SpecBenchFlags& f) {
+  auto eo = f.engine.resolve();
+  if (!eo.ok()) return fail(eo.status().message());
+  bench::SpecBenchOptions o = f.o;
+  o.engine = *eo;
+  if (!f.prompt_file.empty()) {
+    if (!o.prompt.empty()) return fail("give the prompt with -p or -f, not both");
+    std::ifstream in(f.prompt_file, std::ios::binary);
+    if (!in) return fail(f.prompt_file + ": cannot read the prompt file");
+    o.prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto rep = bench::run_spec_bench(o, [&](const std::string& line) {
+    if (!f.engine.quiet) std::fprintf(stderr, "%s\n", line.c_str());
+  });
+  if (!rep.ok()) return fail(rep.status().message());
+  std::fputs(rep->to_text().c_str(), stdout);
+  return rep->identical ? 0 : 1;
+}
+
 Subcommand kBench("bench", "Measure speed: the engine in-process, or a running server", [](CLI::App& app) {
   app.require_subcommand(1);
   auto ef = std::make_shared<EngineBenchFlags>();
@@ -333,7 +359,27 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   pf->add_to(*peer, /*with_model=*/true);
   peer->callback([which] { *which = 3; });
 
-  return [ef, sf, pf, which] {
+  auto xf = std::make_shared<SpecBenchFlags>();
+  CLI::App* sp = app.add_subcommand(
+      "spec", "Speculative decoding against plain decoding: paired rounds of one greedy request, identical output checked");
+  xf->engine.add_to(*sp, /*server=*/false);
+  sp->add_option("--drafter", xf->o.drafter,
+                 "ngram (prompt lookup, as --spec ngram) or oracle (the true continuation with --fail-rate of its tokens "
+                 "wrong: the cost of verification alone)")
+      ->capture_default_str();
+  sp->add_option("-p,--prompt", xf->o.prompt, "Prompt text (default: --prompt-tokens pseudo-random tokens)");
+  sp->add_option("-f,--file", xf->prompt_file, "Read the prompt from a file");
+  sp->add_option("--prompt-tokens", xf->o.prompt_tokens, "Length of the pseudo-random prompt")->capture_default_str();
+  sp->add_option("-n,--n-gen", xf->o.gen_tokens, "Tokens to generate per run")->capture_default_str();
+  sp->add_option("--fail-rate", xf->o.fail_rate, "oracle: share of drafted tokens made wrong")->capture_default_str();
+  sp->add_option("--rounds", xf->o.rounds, "Paired rounds (plain and speculative back to back, order alternating)")
+      ->capture_default_str();
+  sp->add_option("--reps", xf->o.reps, "Runs per engine in a round, alternating (their times are summed)")->capture_default_str();
+  sp->add_option("--seed", xf->o.seed, "Seed of the prompt and of the oracle's failures")->capture_default_str();
+  sp->callback([which] { *which = 4; });
+
+  return [ef, sf, pf, xf, which] {
+    if (*which == 4) return run_bench_spec(*xf);
     if (*which == 3) return run_bench_peer(*pf);
     if (*which == 1 && !ef->peer.empty()) {
       PeerFlags f = *pf;

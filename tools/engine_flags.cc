@@ -64,6 +64,13 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "record under the allocator size class it would just exceed: ~20% less Redis memory)");
   app.add_option("--kv-remote-ttl", opts.kv_remote_ttl_s,
                  "Seconds a record lives in Redis (default 0: until Redis's maxmemory policy evicts it)");
+  app.add_option("--spec", spec,
+                 "Speculative decoding: off, or ngram (prompt lookup: drafts are continuations of earlier text in the "
+                 "context, verified in one batched step; same output, faster on repetitive text; off for requests "
+                 "with a grammar)");
+  app.add_option("--spec-draft", opts.spec_draft_tokens, "Tokens drafted per step at most with --spec (default 4)");
+  app.add_option("--spec-ngram-max", opts.spec_ngram_max, "--spec ngram: longest suffix looked up in the context (default 3)");
+  app.add_option("--spec-ngram-min", opts.spec_ngram_min, "--spec ngram: shortest suffix looked up (default 2)");
   app.add_flag("--quiet", quiet, "No progress output (loading, long work) and no start-up summary");
   // Flags of GPU servers, accepted so their command lines run here (one warning each).
   app.add_option("--flash-attn", flash_attn, "Accepted for llama-server command lines (-fa); attention is always fused here");
@@ -129,6 +136,13 @@ Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
   if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0)
     return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", o.block_size);
   HZ_RETURN_IF_ERROR(check_device_flag(device));
+  if (spec == "off" || spec == "none") {
+    o.spec = SpecMode::kOff;
+  } else if (spec == "ngram") {
+    o.spec = SpecMode::kNgram;
+  } else {
+    return invalid_argument("--spec '{}' is not one of off, ngram", spec);
+  }
   HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype, "--kv-cache-dtype"));
   if (!cache_type_k.empty() || !cache_type_v.empty()) {
     // llama.cpp's default for the one not given is f16.

@@ -22,6 +22,7 @@ struct EngineFlags {
   std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
   std::string kv_disk_budget = "64GiB";
   std::string kv_disk_dtype = "same";
+  std::string spec = "off";  // speculative decoding: off or ngram
   bool quiet = false;     // no progress bars or start-up summary
   int32_t total_ctx = 0;  // llama.cpp's -c: context of all sequences together (0 = unset)
 

@@ -139,6 +139,15 @@ int run_prompt(const RunOptions& o) {
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.1f tokens/s) | generated: %d tokens, %.1f tokens/s | stop: %s\n",
                num_prompt, prefill_s, prefill_s > 0 ? num_prompt / prefill_s : 0.0, fin.completion_tokens,
                decode_s > 0 ? decoded / decode_s : 0.0, finish_reason_name(fin.finish_reason));
+  if (eo.spec != SpecMode::kOff) {
+    e.wait_idle(std::chrono::seconds(5));  // the counters are published after the step
+    const EngineStats st = e.stats();
+    std::fprintf(stderr, "speculation: %llu tokens drafted, %llu accepted (%.1f%%), %llu engine steps\n",
+                 static_cast<unsigned long long>(st.spec_draft_tokens_total),
+                 static_cast<unsigned long long>(st.spec_accepted_tokens_total),
+                 st.spec_draft_tokens_total == 0 ? 0.0 : 100.0 * st.spec_accepted_tokens_total / st.spec_draft_tokens_total,
+                 static_cast<unsigned long long>(st.steps_total));
+  }
   if (!eo.kv_disk_dir.empty()) {
     e.wait_idle(std::chrono::seconds(5));  // the counters are published after the step
     EngineStats st = e.stats();

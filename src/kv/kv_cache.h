@@ -169,6 +169,7 @@ class KvCache : public KvStorage {
   // holds the block's exact copy (it was finalized, or moved to the far tier), which makes the
   // rewrite impossible.
   bool reopen_block(BlockRef block);
+  bool reopen_block(int32_t block) override { return reopen_block(BlockRef::pool(block)); }
   // Copy-on-write helper: copies block `src`'s arena and staging contents into `dst`.
   void copy_block(int32_t src, int32_t dst) override;
 

@@ -263,6 +263,23 @@ void KvManager::register_finished(KvSeq& s) {
   }
 }
 
+void KvManager::truncate(KvSeq& s) {
+  const auto keep = static_cast<size_t>((s.num_computed + block_tokens_ - 1) / block_tokens_);
+  while (s.block_table.size() > keep) {
+    const BlockRef b = s.block_table.back();
+    HZ_CHECK(b.is_pool());  // blocks past the computed positions are fresh, never far
+    pool_.unref(b.idx);
+    s.block_table.pop_back();
+  }
+  HZ_CHECK(s.block_hashes.size() <= keep);
+  if (s.num_computed % block_tokens_ != 0 && storage_ != nullptr) {
+    const BlockRef b = s.block_table.back();
+    // Speculative steps commit (finalize) only the positions before their draft, so the block
+    // holding the next position still has its exact rows.
+    HZ_CHECK_MSG(b.is_pool() && storage_->reopen_block(b.idx), "rollback of a finalized KV block");
+  }
+}
+
 void KvManager::free(KvSeq& s) {
   if (remote_tier_) remote_tier_->offer(s);  // write-behind of its finished blocks
   for (BlockRef b : s.block_table) {

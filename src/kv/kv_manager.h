@@ -79,6 +79,11 @@ class KvManager {
   bool can_spill() const { return storage_ != nullptr; }
   // Registers `s`'s newly finished blocks in the prefix cache (no-op without one).
   void register_finished(KvSeq& s);
+  // Rolls `s` back to its num_computed positions after a step wrote past them (rejected
+  // speculative tokens): blocks holding only later positions go back to the pool, and the block
+  // the next write lands in is reopened (its rows from num_computed on are rewritten). The state
+  // is then what plain decoding would have left. Those positions were never registered or spilled.
+  void truncate(KvSeq& s);
   // Drops every block reference of `s` (pool and far tier) and resets its KV state.
   void free(KvSeq& s);
 

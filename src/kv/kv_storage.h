@@ -24,6 +24,10 @@ class KvStorage {
   virtual std::optional<int32_t> spill(int32_t block) = 0;
   // Frees far slot `slot`.
   virtual void release_far_slot(int32_t slot) = 0;
+  // Pool block `block` is about to be written again from some slot on (positions written past a
+  // sequence's end were rolled back): whatever was derived from its old rows (an encoded form) is
+  // redone when it completes again. False when its rows can no longer be rewritten (finalized).
+  virtual bool reopen_block(int32_t block) = 0;
 };
 
 }  // namespace hz

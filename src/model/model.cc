@@ -237,7 +237,7 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
     ffn_layer(w_.layers[l], total, pool);
   }
   // Every layer has attended: blocks no later query reads exactly or hot get their compact form.
-  for (const auto& s : batch) kv.commit(s.block_table, s.start_pos + s.num_tokens);
+  for (const auto& s : batch) kv.commit(s.block_table, s.start_pos + s.num_tokens - s.num_draft);
 
   // Final norm for the rows that need logits, gathered contiguously, then the output head.
   int64_t row = 0;

@@ -39,6 +39,9 @@ struct SeqSlice {
   int64_t start_pos = 0;
   const BlockRef* block_table = nullptr;  // covers positions up to start_pos + num_tokens
   bool all_logits = false;                // logits for every token, else for the last one only
+  // The last num_draft tokens are speculative and may be rolled back after the step: the blocks
+  // only they would finalize keep their exact rows (KvCache::commit runs up to the others).
+  int32_t num_draft = 0;
 };
 
 class Model {

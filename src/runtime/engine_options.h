@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,10 @@
 #include "tensor/dtype.h"
 
 namespace hz {
+
+class Drafter;  // runtime/drafter.h
+
+enum class SpecMode { kOff, kNgram };
 
 struct EngineOptions {
   std::string model_path;
@@ -46,6 +51,18 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 512;
   int32_t prefill_chunk = 512;
   int32_t max_queue = 64;          // waiting requests beyond the running batch
+  // Speculative decoding (runtime/drafter.h): drafts verified in one forward pass; the output is
+  // the same (greedy: token for token; sampled: in distribution). Off for requests with a grammar.
+  SpecMode spec = SpecMode::kOff;
+  int32_t spec_draft_tokens = 4;   // tokens proposed per step at most
+  int32_t spec_ngram_max = 3;      // prompt lookup: longest suffix looked up
+  int32_t spec_ngram_min = 2;      // and the shortest
+  // Drafts shorten after rejections and pause after misses (a wrong draft costs compute on small
+  // models); off: always spec_draft_tokens when the drafter has them (benchmarks of the rule).
+  bool spec_adaptive = true;
+  // Benchmarks and tests: a drafter other than --spec's (e.g. an oracle); used for every request
+  // without a grammar. Set before the engine starts; used on its thread only.
+  std::shared_ptr<Drafter> drafter;
 };
 
 // The KV cache's settings among them (kv/kv_options.h).

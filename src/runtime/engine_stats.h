@@ -36,6 +36,12 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier, kRemoteTier };
   F(preemptions_total, uint64_t, kCounter, kAlways, "horizon_preemptions_total", "", "",                               \
     "Sequences preempted (recomputed later) when KV ran out.", src.sched.num_preemptions())                            \
   F(steps_total, uint64_t, kCounter, kAlways, "horizon_engine_steps_total", "", "", "Engine steps run.")               \
+  F(spec_draft_tokens_total, uint64_t, kCounter, kAlways, "horizon_spec_draft_tokens_total", "", "",                   \
+    "Speculative decoding: drafted tokens verified by the model.")                                                     \
+  F(spec_accepted_tokens_total, uint64_t, kCounter, kAlways, "horizon_spec_accepted_tokens_total", "", "",             \
+    "Speculative decoding: drafted tokens accepted (each saved one decoding step).")                                  \
+  V(kGauge, kAlways, "horizon_spec_acceptance_rate", "", "", "Accepted / drafted tokens since start (0 before any draft).", \
+    s.spec_draft_tokens_total == 0 ? 0.0 : static_cast<double>(s.spec_accepted_tokens_total) / s.spec_draft_tokens_total) \
   F(max_seqs_in_step, int32_t, kGauge, kAlways, "horizon_max_seqs_in_step", "", "",                                    \
     "Most sequences decoded together in one step so far.")                                                             \
   F(kv_blocks_total, int64_t, kGauge, kAlways, "horizon_kv_blocks_total", "", "", "KV cache blocks in the pool.")      \

@@ -13,6 +13,7 @@
 #include "model/model_shape.h"
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
+#include "runtime/drafter.h"
 #include "runtime/embedding.h"
 #include "runtime/startup_admission.h"
 #include "runtime/sampler.h"
@@ -31,6 +32,14 @@ struct LocalEngine::Request {
   int32_t prompt_tokens = 0;
   int32_t generated = 0;
   int32_t max_new_tokens = 0;  // after clamping to max_model_len
+  // Drafts are proposed for it (speculation is on and it has no grammar: a grammar's mask would
+  // reject most context continuations, and each verified row would pay the mask).
+  bool speculate = false;
+  // Adaptive drafting (EngineOptions::spec_adaptive): the current draft length, and steps left
+  // without drafting after drafts that were rejected outright (more after each such miss).
+  int32_t draft_len = 0;
+  int32_t pause_steps = 0;
+  int32_t misses = 0;
   // Timings for the request histograms (queue, prefill, decode).
   std::chrono::steady_clock::time_point arrival;  // submit()
   std::optional<std::chrono::steady_clock::time_point> first_scheduled, first_token;
@@ -50,6 +59,13 @@ Status check_engine_options(const EngineOptions& opts) {
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
   if (opts.max_model_len < 0) return invalid_argument("--max-model-len must be positive");
+  if (opts.spec != SpecMode::kOff || opts.drafter != nullptr) {
+    if (opts.spec_draft_tokens < 1 || opts.spec_draft_tokens > 64)
+      return invalid_argument("--spec-draft {} must be between 1 and 64", opts.spec_draft_tokens);
+    if (opts.spec_ngram_min < 1 || opts.spec_ngram_max < opts.spec_ngram_min || opts.spec_ngram_max > 64)
+      return invalid_argument("--spec-ngram-min {} and --spec-ngram-max {} must satisfy 1 <= min <= max <= 64",
+                              opts.spec_ngram_min, opts.spec_ngram_max);
+  }
   return Status();
 }
 
@@ -107,6 +123,14 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   sc.prefill_chunk = opts.prefill_chunk;
   sc.block_tokens = plan.block_tokens;
   e->sched_ = std::make_unique<Scheduler>(sc, *e->kvm_);
+  if (opts.drafter != nullptr) {
+    e->drafter_ = opts.drafter;
+  } else if (opts.spec == SpecMode::kNgram) {
+    NgramDrafterOptions no;
+    no.max_ngram = opts.spec_ngram_max;
+    no.min_ngram = opts.spec_ngram_min;
+    e->drafter_ = std::make_shared<NgramDrafter>(no);
+  }
   e->opts_.enable_prefix_caching = plan.prefix_caching;
   e->fill_model_info();
   e->stats_.max_queue = opts.max_queue;
@@ -331,6 +355,8 @@ void LocalEngine::drain_inbox() {
     r->stop = std::make_unique<StopMatcher>(g.sampling.stop);
     r->prompt_tokens = static_cast<int32_t>(g.prompt.size());
     r->max_new_tokens = std::min<int32_t>(g.sampling.max_tokens, opts_.max_model_len - r->prompt_tokens);
+    r->speculate = drafter_ != nullptr && g.sampling.logit_mask == nullptr;
+    r->draft_len = opts_.spec_draft_tokens;
     auto seq = std::make_unique<Sequence>();
     seq->id = id;
     seq->tokens = std::move(g.prompt);
@@ -386,7 +412,7 @@ void LocalEngine::finish(uint64_t id, FinishReason reason, Status error) {
   stats_.prompt_tokens_total += r->prompt_tokens;
 }
 
-std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row) {
+std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row, int32_t draft) {
   const int32_t vocab = info_.vocab_size;
   Request& r = *requests_.at(seq.id);
   GenerationEvent ev;
@@ -394,7 +420,9 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row) 
   TokenLogprob chosen;
   std::vector<TokenLogprob> top;
   const bool want_lp = r.params.logprobs || r.params.top_logprobs > 0;
-  int32_t tok = r.sampler->sample(row, vocab, want_lp ? &chosen : nullptr, want_lp ? &top : nullptr);
+  const int32_t tok = draft >= 0 ? r.sampler->sample_draft(row, vocab, draft, nullptr, want_lp ? &chosen : nullptr,
+                                                           want_lp ? &top : nullptr)
+                                  : r.sampler->sample(row, vocab, want_lp ? &chosen : nullptr, want_lp ? &top : nullptr);
   r.sampler->accept(tok);
   seq.tokens.push_back(tok);
   ++r.generated;
@@ -419,6 +447,43 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row) 
   return std::nullopt;
 }
 
+void LocalEngine::adapt_draft(Request& r, int32_t drafted, int32_t kept) {
+  // All kept: one more next time. Some: as many as were kept, plus one. None: one token, and a
+  // pause of as many steps as misses in a row (at most 8), so text without repeats costs little.
+  if (kept == drafted) {
+    r.draft_len = std::min(opts_.spec_draft_tokens, r.draft_len + 1);
+    r.misses = 0;
+  } else if (kept > 0) {
+    r.draft_len = kept + 1;
+    r.misses = 0;
+  } else {
+    r.draft_len = 1;
+    r.misses = std::min(r.misses + 1, 8);
+    r.pause_steps = r.misses;
+  }
+}
+
+void LocalEngine::propose_drafts() {
+  if (drafter_ == nullptr) return;
+  const bool paused = spec_cost_.pause > 0;
+  if (paused) --spec_cost_.pause;
+  for (const auto& s : sched_->running()) {
+    s->draft.clear();
+    if (paused) continue;
+    if (s->num_pending() != 1) continue;
+    auto it = requests_.find(s->id);
+    if (it == requests_.end() || !it->second->speculate) continue;
+    Request& r = *it->second;
+    if (r.pause_steps > 0) {
+      --r.pause_steps;
+      continue;
+    }
+    // Never past the request's last token: a draft of d tokens can emit d + 1.
+    const int32_t max_tokens = std::min(r.draft_len, r.max_new_tokens - r.generated - 1);
+    if (max_tokens > 0) drafter_->propose(s->tokens, max_tokens, &s->draft);
+  }
+}
+
 void LocalEngine::step() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<uint64_t> expired;
@@ -427,6 +492,7 @@ void LocalEngine::step() {
   }
   for (uint64_t id : expired) finish(id, FinishReason::kTimeout);
 
+  propose_drafts();
   std::vector<ScheduledSlice> slices = sched_->schedule();
   if (slices.empty()) {
     // Nothing could run although sequences are running: the lone one cannot grow (its far blocks
@@ -441,23 +507,85 @@ void LocalEngine::step() {
   }
   std::vector<SeqSlice> batch;
   std::vector<bool> samples;
+  std::vector<size_t> first_row;  // per slice: its first logits row
+  size_t num_rows = 0;
+  bool decode_only = true, any_draft = false;  // for the cost of speculation
   batch.reserve(slices.size());
-  for (const auto& s : slices) {
+  step_tokens_.resize(slices.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const ScheduledSlice& s = slices[i];
     if (auto it = requests_.find(s.seq->id); it != requests_.end() && !it->second->first_scheduled)
       it->second->first_scheduled = now;
     SeqSlice x;
     x.tokens = s.seq->tokens.data() + s.seq->num_computed;
+    if (s.num_draft > 0) {
+      // The next token, then its draft: one contiguous run, every position's logits.
+      std::vector<int32_t>& t = step_tokens_[i];
+      t.assign(x.tokens, x.tokens + (s.num_tokens - s.num_draft));
+      t.insert(t.end(), s.seq->draft.begin(), s.seq->draft.end());
+      x.tokens = t.data();
+      x.all_logits = true;
+      x.num_draft = s.num_draft;
+    }
     x.num_tokens = s.num_tokens;
     x.start_pos = s.seq->num_computed;
     x.block_table = s.seq->block_table.data();
     batch.push_back(x);
     samples.push_back(s.samples());
+    decode_only = decode_only && s.samples() && s.num_tokens - s.num_draft == 1;
+    any_draft = any_draft || s.num_draft > 0;
+    first_row.push_back(num_rows);
+    num_rows += x.all_logits ? static_cast<size_t>(x.num_tokens) : 1;
   }
+  const auto forward_start = std::chrono::steady_clock::now();
   model_->forward(batch, *kv_, *pool_, &logits_);
   // A far block that failed its checksum was read this step: those sequences are recomputed (and
   // left out of the commit and the sampling); everything else stands.
   const std::vector<bool> redo = redo_corrupt(slices);
-  if (std::find(redo.begin(), redo.end(), true) != redo.end()) {
+
+  // Sampling, and verification of drafts: row j of a speculative slice holds the logits after its
+  // j-th draft token, so the token sampled from row j is compared with draft token j; the first
+  // mismatch (or a finish) ends the run. Kept: the next token and the matching draft tokens.
+  const int32_t vocab = info_.vocab_size;
+  uint64_t new_tokens = 0, drafted = 0, accepted = 0;
+  std::vector<std::pair<uint64_t, FinishReason>> done;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    if (!samples[i] || redo[i]) continue;
+    ScheduledSlice& sl = slices[i];
+    Sequence& seq = *sl.seq;
+    const std::vector<int32_t> draft = std::move(seq.draft);
+    seq.draft.clear();
+    int32_t kept = 0;
+    bool finished = false;
+    for (int32_t j = 0;; ++j) {
+      const int32_t proposed = j < sl.num_draft ? draft[j] : -1;
+      std::optional<FinishReason> reason = sample_next(seq, &logits_[(first_row[i] + j) * static_cast<size_t>(vocab)], proposed);
+      ++new_tokens;
+      if (reason) {
+        done.emplace_back(seq.id, *reason);
+        finished = true;
+        break;
+      }
+      if (proposed < 0 || seq.tokens.back() != proposed) break;
+      ++kept;
+    }
+    drafted += static_cast<uint64_t>(sl.num_draft);
+    accepted += static_cast<uint64_t>(kept);
+    if (sl.num_draft > 0 && opts_.spec_adaptive && !finished) adapt_draft(*requests_.at(seq.id), sl.num_draft, kept);
+    sl.num_tokens -= sl.num_draft - kept;  // the rejected positions roll back at commit
+  }
+  const bool any_redo = std::find(redo.begin(), redo.end(), true) != redo.end();
+  if (drafter_ != nullptr && opts_.spec_adaptive && decode_only && !any_redo && new_tokens > 0) {
+    const double per_token =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count() / new_tokens;
+    SpecCost& c = spec_cost_;
+    double& avg = any_draft ? c.spec : c.plain;
+    int32_t& num = any_draft ? c.num_spec : c.num_plain;
+    avg = num == 0 ? per_token : 0.8 * avg + 0.2 * per_token;
+    ++num;
+    if (any_draft && c.num_spec >= 3 && c.num_plain >= 3 && c.spec > c.plain) c.pause = kSpecPauseSteps;
+  }
+  if (any_redo) {
     std::vector<ScheduledSlice> kept;
     for (size_t i = 0; i < slices.size(); ++i) {
       if (!redo[i]) kept.push_back(slices[i]);
@@ -467,20 +595,11 @@ void LocalEngine::step() {
     sched_->commit(slices);
   }
   if (step_hook_) step_hook_(far_);
-
-  const int32_t vocab = info_.vocab_size;
-  uint64_t new_tokens = 0;
-  std::vector<std::pair<uint64_t, FinishReason>> done;
-  for (size_t i = 0; i < slices.size(); ++i) {
-    if (!samples[i] || redo[i]) continue;
-    if (auto reason = sample_next(*slices[i].seq, &logits_[i * static_cast<size_t>(vocab)])) {
-      done.emplace_back(slices[i].seq->id, *reason);
-    }
-    ++new_tokens;
-  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     stats_.generation_tokens_total += new_tokens;
+    stats_.spec_draft_tokens_total += drafted;
+    stats_.spec_accepted_tokens_total += accepted;
     ++stats_.steps_total;
     stats_.max_seqs_in_step = std::max<int32_t>(stats_.max_seqs_in_step, static_cast<int32_t>(slices.size()));
   }

@@ -18,6 +18,7 @@
 #include "kv/prefix_cache.h"
 #include "kvstore/kv_store.h"
 #include "model/model.h"
+#include "runtime/drafter.h"
 #include "runtime/engine_api.h"
 #include "runtime/engine_options.h"
 #include "sched/scheduler.h"
@@ -67,7 +68,13 @@ class LocalEngine : public Engine {
   void run_embeddings();  // the queued embedding jobs, between steps
   void step();
   // Samples the next token of `seq` from its logits `row` and emits it; the reason it finished, if so.
-  std::optional<FinishReason> sample_next(Sequence& seq, float* row);
+  // With `draft` >= 0 (a drafted token for this position) it is verified (Sampler::sample_draft):
+  // the token appended equals `draft` when it is accepted.
+  std::optional<FinishReason> sample_next(Sequence& seq, float* row, int32_t draft = -1);
+  // Speculative decoding: fills the draft of every running sequence that decodes this step.
+  void propose_drafts();
+  // Adaptive drafting: the next draft length and pause of `r` after `kept` of `drafted` were kept.
+  void adapt_draft(Request& r, int32_t drafted, int32_t kept);
   void finish(uint64_t id, FinishReason reason, Status error = Status());
   void publish_stats();
   KvModelInfo kv_model_info(const KvPlan& plan) const;
@@ -95,6 +102,19 @@ class LocalEngine : public Engine {
   uint64_t persisted_inserts_ = 0;  // prefix cache inserts already written behind to disk
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests_;  // engine thread only
   std::vector<float> logits_;
+  std::shared_ptr<Drafter> drafter_;                // null: speculative decoding off
+  // Speculation pays only where a step of 1 + d tokens costs less than the tokens it keeps (decode
+  // bound by memory bandwidth; not a tiny model bound by compute). With spec_adaptive the engine
+  // keeps the seconds per emitted token of decode-only steps with and without drafts (moving
+  // averages) and, while drafting costs more per token, drafts nothing for kSpecPauseSteps steps.
+  struct SpecCost {
+    double plain = 0, spec = 0;  // seconds per emitted token
+    int32_t num_plain = 0, num_spec = 0;
+    int32_t pause = 0;           // steps left without drafts
+  };
+  static constexpr int32_t kSpecPauseSteps = 64;
+  SpecCost spec_cost_;
+  std::vector<std::vector<int32_t>> step_tokens_;  // per slice of a step: next token + draft
   std::vector<float> hidden_;  // embeddings: final hidden states of one input
   std::function<void(FarTier*)> step_hook_;
   uint64_t far_recomputes_ = 0;

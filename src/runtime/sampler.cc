@@ -48,18 +48,19 @@ void Sampler::apply_penalties(float* logits, int32_t vocab) {
   if (p_.logit_mask) p_.logit_mask->apply(logits, vocab);
 }
 
+double Sampler::log_normaliser(const float* logits, int32_t vocab, bool wanted) const {
+  if (!wanted) return 0;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+  double z = 0;
+  for (int32_t i = 0; i < vocab; ++i) z += std::exp(static_cast<double>(logits[i]) - max_logit);
+  return std::log(z) + max_logit;
+}
+
 int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std::vector<TokenLogprob>* top) {
   apply_penalties(logits, vocab);
   // Log-probabilities of the penalised (biased, masked) distribution (what OpenAI's logprobs report).
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < vocab; ++i) max_logit = std::max(max_logit, logits[i]);
-  double log_z = 0;
-  if (chosen != nullptr || top != nullptr) {
-    double z = 0;
-    for (int32_t i = 0; i < vocab; ++i) z += std::exp(static_cast<double>(logits[i]) - max_logit);
-    log_z = std::log(z) + max_logit;
-  }
-
+  const double log_z = log_normaliser(logits, vocab, chosen != nullptr || top != nullptr);
   int32_t result = 0;
   if (p_.temperature <= 0.0f) {
     for (int32_t i = 1; i < vocab; ++i) {
@@ -72,7 +73,52 @@ int32_t Sampler::sample(float* logits, int32_t vocab, TokenLogprob* chosen, std:
   return result;
 }
 
-int32_t Sampler::sample_random(const float* logits, int32_t vocab) {
+int32_t Sampler::sample_draft(float* logits, int32_t vocab, int32_t draft, const float* q, TokenLogprob* chosen,
+                              std::vector<TokenLogprob>* top) {
+  // A certain drafter (q one-hot at the draft): keeping the draft with probability p(draft), else
+  // drawing from p without it, renormalised, is the same as drawing t ~ p and keeping the draft
+  // when t == draft. Drawing as sample() does also consumes the generator alike, so a seeded
+  // request gives the same tokens with and without speculation.
+  if (p_.temperature <= 0.0f || draft < 0 || draft >= vocab || q == nullptr) return sample(logits, vocab, chosen, top);
+  apply_penalties(logits, vocab);
+  const double log_z = log_normaliser(logits, vocab, chosen != nullptr || top != nullptr);
+  size_t keep = 0;
+  const double total = candidates(logits, vocab, &keep);
+  // p over the whole vocabulary (0 outside the kept candidates).
+  residual_.assign(vocab, 0.0);
+  for (size_t i = 0; i < keep; ++i) residual_[cand_[i].second] = probs_[i] / total;
+  const double p_draft = residual_[draft];
+  const double q_draft = static_cast<double>(q[draft]);
+  int32_t result = draft;
+  // Accept with probability min(1, p / q): u * q < p (a draft the drafter gave q = 0 is never drawn).
+  if (!(uniform() * q_draft < p_draft)) {
+    double sum = 0;
+    for (int32_t i = 0; i < vocab; ++i) {
+      const double qi = static_cast<double>(q[i]);
+      residual_[i] = std::max(0.0, residual_[i] - qi);
+      sum += residual_[i];
+    }
+    if (sum > 0) {
+      double r = uniform() * sum;
+      result = -1;
+      for (int32_t i = 0; i < vocab && result < 0; ++i) {
+        if (residual_[i] <= 0) continue;
+        r -= residual_[i];
+        if (r < 0) result = i;
+      }
+      if (result < 0) {  // rounding: the last token with mass
+        for (int32_t i = vocab - 1; i >= 0 && result < 0; --i) {
+          if (residual_[i] > 0) result = i;
+        }
+      }
+    }
+    // sum == 0 means p <= q everywhere, i.e. p == q: the draft is then always accepted above.
+  }
+  report_logprobs(logits, vocab, log_z, result, chosen, top);
+  return result;
+}
+
+double Sampler::candidates(const float* logits, int32_t vocab, size_t* keep_out) {
   // Candidates sorted by logit (descending; ties by id), cut by top-k.
   cand_.clear();
   cand_.reserve(vocab);
@@ -82,7 +128,8 @@ int32_t Sampler::sample_random(const float* logits, int32_t vocab) {
   std::partial_sort(cand_.begin(), cand_.begin() + k, cand_.end(), cmp);
   cand_.resize(k);
   // Softmax with temperature over the survivors.
-  std::vector<double> probs(k);
+  std::vector<double>& probs = probs_;
+  probs.resize(k);
   double sum = 0;
   const double inv_t = 1.0 / p_.temperature;
   for (size_t i = 0; i < k; ++i) {
@@ -109,9 +156,16 @@ int32_t Sampler::sample_random(const float* logits, int32_t vocab) {
   }
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += probs[i];
+  *keep_out = keep;
+  return total;
+}
+
+int32_t Sampler::sample_random(const float* logits, int32_t vocab) {
+  size_t keep = 0;
+  const double total = candidates(logits, vocab, &keep);
   double r = uniform() * total;
   for (size_t i = 0; i < keep; ++i) {
-    r -= probs[i];
+    r -= probs_[i];
     if (r < 0) return cand_[i].second;
   }
   return cand_[keep - 1].second;

@@ -28,6 +28,7 @@ void Scheduler::restart(Sequence* seq) {
     std::unique_ptr<Sequence> s = std::move(*it);
     running_.erase(it);
     kv_.free(*s);
+    s->draft.clear();
     ++s->num_preemptions;
     ++num_preemptions_;
     waiting_.push_front(std::move(s));
@@ -71,6 +72,7 @@ bool Scheduler::grow(Sequence& s, int64_t num_tokens) {
 void Scheduler::preempt_last() {
   std::unique_ptr<Sequence> s = std::move(running_.back());
   running_.pop_back();
+  s->draft.clear();
   kv_.free(*s);  // recompute: its tokens (prompt + output so far) are prefilled again later
   ++s->num_preemptions;
   ++num_preemptions_;
@@ -92,13 +94,31 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
   admit_waiting();
   std::vector<ScheduledSlice> slices;
   int32_t budget = cfg_.max_num_batched_tokens;
-  // Decoding sequences first (one token each) so streams keep flowing, then prompt chunks.
+  // Draft tokens only use budget that every decoding sequence's own token leaves over.
+  int32_t num_decoding = 0;
+  for (const auto& s : running_) {
+    if (s->num_pending() == 1) ++num_decoding;
+  }
+  int32_t spare = std::max(0, budget - num_decoding);
+  // Decoding sequences first (one token each, plus their draft) so streams keep flowing, then
+  // prompt chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
       Sequence& s = *running_[i];
       const bool decoding = s.num_pending() == 1;
+      if (!decoding) s.draft.clear();  // only a decoding sequence's next token has a draft
       if (decoding != (pass == 0) || s.num_pending() <= 0) continue;
       int32_t n = static_cast<int32_t>(std::min<int64_t>({s.num_pending(), cfg_.prefill_chunk, budget}));
+      if (decoding && !s.draft.empty()) {
+        int32_t d = std::min({static_cast<int32_t>(s.draft.size()), spare, budget - 1});
+        // The draft is optional: it takes only blocks the pool has (never a spill or a preemption).
+        const int32_t copy = kv_.needs_copy(s) ? 1 : 0;
+        while (d > 0 && kv_.blocks_needed(s, s.num_computed + 1 + d) + copy > kv_.num_allocatable()) --d;
+        s.draft.resize(std::max(0, d));
+        if (d > 0 && !grow(s, s.num_computed + 1 + d)) s.draft.clear();
+        n += static_cast<int32_t>(s.draft.size());
+        spare -= static_cast<int32_t>(s.draft.size());
+      }
       // Make room: preempt the newest sequences (never this one) until its blocks fit.
       while (!grow(s, s.num_computed + n)) {
         if (running_.back().get() == &s) {
@@ -111,8 +131,11 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
                      slices.end());
         preempt_last();
       }
-      if (n == 0) break;
-      slices.push_back({&s, n});
+      if (n == 0) {
+        s.draft.clear();
+        break;
+      }
+      slices.push_back({&s, n, static_cast<int32_t>(s.draft.size())});
       budget -= n;
     }
   }
@@ -124,6 +147,11 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
 void Scheduler::commit(const std::vector<ScheduledSlice>& slices) {
   for (const auto& s : slices) {
     s.seq->num_computed += s.num_tokens;
+    HZ_CHECK(s.seq->num_computed <= static_cast<int64_t>(s.seq->tokens.size()));
+    if (s.num_draft > 0) {
+      s.seq->draft.clear();
+      kv_.truncate(*s.seq);
+    }
     kv_.register_finished(*s.seq);
   }
 }

@@ -25,8 +25,11 @@ struct SchedulerConfig {
 
 struct ScheduledSlice {
   Sequence* seq = nullptr;
-  int32_t num_tokens = 0;  // tokens [seq->num_computed, + num_tokens) run this step
-  bool samples() const { return seq->num_computed + num_tokens == static_cast<int64_t>(seq->tokens.size()); }
+  // Tokens [seq->num_computed, + num_tokens) run this step; the last num_draft of them are
+  // seq->draft (a decoding sequence's speculative tokens), the others come from seq->tokens.
+  int32_t num_tokens = 0;
+  int32_t num_draft = 0;
+  bool samples() const { return seq->num_computed + num_tokens - num_draft == static_cast<int64_t>(seq->tokens.size()); }
 };
 
 class Scheduler {
@@ -49,7 +52,9 @@ class Scheduler {
   // Plans one step: admits waiting sequences, allocates the blocks the step needs (preempting when
   // the pool runs dry). The slices stay valid until the next call.
   std::vector<ScheduledSlice> schedule();
-  // After the model ran: marks the scheduled tokens computed.
+  // After the model ran: marks the scheduled tokens computed. A speculative slice's num_tokens is
+  // by then what verification kept (the next token and the accepted draft tokens, already appended
+  // to seq->tokens): the positions past them are rolled back (KvManager::truncate).
   void commit(const std::vector<ScheduledSlice>& slices);
 
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }

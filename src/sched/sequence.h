@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kv/kv_seq.h"
 
@@ -12,6 +13,10 @@ namespace hz {
 struct Sequence : KvSeq {
   uint64_t id = 0;
   int32_t num_prompt_tokens = 0;
+  // Speculative decoding: tokens proposed to follow `tokens`, run with the next token in one step
+  // and verified after it. Never part of `tokens` until accepted; dropped by the scheduler when the
+  // step has no room for them (budget, blocks) and on preemption.
+  std::vector<int32_t> draft;
 
   // Tokens still to be run through the model before the next token can be sampled.
   int64_t num_pending() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

@@ -221,5 +221,125 @@ TEST(SchedulerHotAttachTest, SharesColdBlocksAndCopiesHotOnes) {
   pool.check_invariants();
 }
 
+// Speculative steps: a decoding sequence's draft runs with its next token; after verification the
+// engine keeps `accepted` draft tokens (appended to tokens) and the rest roll back.
+void verify(Scheduler& s, std::vector<ScheduledSlice>& slices, int32_t accepted) {
+  for (auto& x : slices) {
+    if (x.num_draft == 0) {
+      if (x.samples()) x.seq->tokens.push_back(7);
+      continue;
+    }
+    for (int32_t j = 0; j < accepted; ++j) x.seq->tokens.push_back(x.seq->draft[j]);
+    x.seq->tokens.push_back(8);  // the token sampled after them
+    x.num_tokens -= x.num_draft - accepted;
+  }
+  s.commit(slices);
+}
+
+TEST(SchedulerTest, DraftRunsWithTheNextTokenAndRejectedBlocksRollBack) {
+  BlockPool pool(16);
+  FakeKvStorage storage;
+  KvManager kv(pool, 16, &storage);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 64, .prefill_chunk = 64, .block_tokens = 16}, kv);
+  s.add(make_seq(1, 14));
+  step(s);  // prefill: 14 computed, 15 tokens
+  Sequence& q = *s.running()[0];
+  ASSERT_EQ(q.num_pending(), 1);
+  q.draft = {20, 21, 22, 23, 24};  // positions 15..19: into a second block
+  auto slices = s.schedule();
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].num_tokens, 6);
+  EXPECT_EQ(slices[0].num_draft, 5);
+  EXPECT_TRUE(slices[0].samples());
+  EXPECT_EQ(q.block_table, pool_refs({0, 1}));
+  // One draft token accepted: 16 positions computed; the second block held only rejected ones.
+  verify(s, slices, 1);
+  EXPECT_EQ(q.num_computed, 16);
+  EXPECT_EQ(q.tokens.size(), 17u);
+  EXPECT_TRUE(q.draft.empty());
+  EXPECT_EQ(q.block_table, pool_refs({0}));
+  EXPECT_EQ(pool.num_free(), 15);
+  EXPECT_TRUE(storage.reopened.empty());  // block 0 is full and all its rows stand
+  // Next step: a draft that is rejected outright inside one block; that block is reopened.
+  q.draft = {30, 31};
+  slices = s.schedule();
+  ASSERT_EQ(slices[0].num_tokens, 3);
+  EXPECT_EQ(q.block_table, pool_refs({0, 1}));
+  verify(s, slices, 0);
+  EXPECT_EQ(q.num_computed, 17);
+  EXPECT_EQ(q.block_table, pool_refs({0, 1}));
+  EXPECT_EQ(storage.reopened, std::vector<int32_t>{1});
+  // All accepted.
+  q.draft = {40, 41, 42};
+  slices = s.schedule();
+  verify(s, slices, 3);
+  EXPECT_EQ(q.num_computed, 21);
+  EXPECT_EQ(q.tokens.size(), 22u);
+  EXPECT_EQ(q.num_pending(), 1);
+}
+
+TEST(SchedulerTest, DraftsUseOnlySpareBudgetAndFreeBlocks) {
+  BlockPool pool(3);
+  FakeKvStorage storage;
+  KvManager kv(pool, 16, &storage);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 4, .prefill_chunk = 64, .block_tokens = 16}, kv);
+  s.add(make_seq(1, 8));
+  s.add(make_seq(2, 8));
+  step(s);
+  ASSERT_EQ(s.num_running(), 2);
+  while (s.running()[0]->num_pending() != 1 || s.running()[1]->num_pending() != 1) step(s);
+  Sequence& a = *s.running()[0];
+  Sequence& b = *s.running()[1];
+  a.draft = {1, 2, 3, 4, 5, 6};
+  b.draft = {1, 2, 3};
+  auto slices = s.schedule();
+  ASSERT_EQ(slices.size(), 2u);
+  // Budget 4: one token each, the 2 left go to the first draft.
+  EXPECT_EQ(slices[0].num_tokens, 3);
+  EXPECT_EQ(slices[0].num_draft, 2);
+  EXPECT_EQ(slices[1].num_tokens, 1);
+  EXPECT_EQ(slices[1].num_draft, 0);
+  EXPECT_TRUE(b.draft.empty());
+  verify(s, slices, 0);
+}
+
+TEST(SchedulerTest, DraftShrinksToTheFreeBlocksAndPreemptsNobody) {
+  BlockPool pool(3);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 64, .prefill_chunk = 64, .block_tokens = 16}, kv);
+  s.add(make_seq(1, 8));
+  s.add(make_seq(2, 8));
+  step(s);  // one block each, one free
+  Sequence& a = *s.running()[0];
+  a.draft.assign(40, 3);  // positions 9..48: four blocks, only two would be there
+  auto slices = s.schedule();
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(s.num_preemptions(), 0u);
+  EXPECT_EQ(slices[0].num_draft, 23);  // up to position 31: the free block
+  EXPECT_EQ(a.block_table.size(), 2u);
+  EXPECT_EQ(slices[1].num_tokens, 1);
+  verify(s, slices, 0);
+  EXPECT_EQ(a.block_table.size(), 1u);
+  EXPECT_EQ(pool.num_free(), 1);
+}
+
+TEST(SchedulerTest, PreemptedSequenceLosesItsDraft) {
+  BlockPool pool(2);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 64, .prefill_chunk = 64, .block_tokens = 16}, kv);
+  s.add(make_seq(1, 15));
+  s.add(make_seq(2, 15));
+  step(s);  // both prefilled, one block each
+  Sequence* second = s.running()[1].get();
+  second->draft = {1, 2};
+  // The first grows into a second block: the pool is dry, the newest is preempted.
+  s.running()[0]->tokens.push_back(7);
+  s.running()[0]->draft.clear();
+  auto slices = s.schedule();
+  ASSERT_EQ(s.num_waiting(), 1);
+  EXPECT_TRUE(s.waiting().front()->draft.empty());
+  EXPECT_EQ(s.waiting().front()->block_table.size(), 0u);
+}
+
 }  // namespace
 }  // namespace hz

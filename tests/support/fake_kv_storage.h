@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "kv/kv_storage.h"
 
@@ -25,6 +26,11 @@ struct FakeKvStorage : KvStorage {
   std::optional<int32_t> spill(int32_t b) override { return on_spill ? on_spill(b) : std::nullopt; }
   void release_far_slot(int32_t slot) override {
     if (on_release_far) on_release_far(slot);
+  }
+  std::vector<int32_t> reopened;  // blocks reopen_block() was called for, in order
+  bool reopen_block(int32_t b) override {
+    reopened.push_back(b);
+    return true;
   }
 };
 

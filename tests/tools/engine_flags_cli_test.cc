@@ -47,6 +47,21 @@ TEST(EngineFlagsCliTest, BadBlockSizeSameErrorForPlanAndRun) {
   }
 }
 
+TEST(EngineFlagsCliTest, SpeculationFlagsAreCheckedAndRunReportsAcceptance) {
+  std::string out, err;
+  EXPECT_NE(test::run_command(bin() + " run -p hi -m " + model() + " --spec eagle", &out, &err), 0);
+  EXPECT_NE(err.find("--spec 'eagle' is not one of off, ngram"), std::string::npos) << err;
+  EXPECT_NE(test::run_command(bin() + " run -p hi -m " + model() + " --spec ngram --spec-draft 0", &out, &err), 0);
+  EXPECT_NE(err.find("--spec-draft 0 must be between 1 and 64"), std::string::npos) << err;
+  const std::string p = " -p 'Tom had a red ball. Tom had a red ball. Tom had a red ball. Tom' -n 24 --temp 0 -t 1";
+  std::string plain, spec;
+  ASSERT_EQ(test::run_command(bin() + " run -m " + model() + p, &plain, &err), 0) << err;
+  ASSERT_EQ(test::run_command(bin() + " run -m " + model() + p + " --spec ngram", &spec, &err), 0) << err;
+  EXPECT_EQ(spec, plain);
+  EXPECT_NE(err.find("speculation: "), std::string::npos) << err;
+  EXPECT_NE(err.find(" tokens drafted, "), std::string::npos) << err;
+}
+
 TEST(EngineFlagsCliTest, DoctorChecksAServeCommandLineAsIs) {
   std::string out, err;
   int rc = test::run_command(bin() + " doctor -m " + model() +
