@@ -26,14 +26,35 @@ uint64_t StackSet::hash() const {
   return h;
 }
 
+uint64_t StackSet::hash_stack(const uint32_t* begin, const uint32_t* end) {
+  uint64_t h = 0xCBF29CE484222325ULL ^ static_cast<uint64_t>(end - begin);
+  for (const uint32_t* p = begin; p != end; ++p) h = (h ^ *p) * 0x100000001B3ULL;
+  return h ^ (h >> 29);
+}
+
+void StackSet::grow_index() {
+  slots_.assign(slots_.empty() ? 16 : slots_.size() * 2, 0);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = 0; i < ends_.size(); ++i) {
+    size_t k = hash_stack(stack_begin(i), stack_end(i)) & mask;
+    while (slots_[k] != 0) k = (k + 1) & mask;
+    slots_[k] = static_cast<uint32_t>(i + 1);
+  }
+}
+
 void StackSet::add(const uint32_t* begin, const uint32_t* end) {
   const size_t n = end - begin;
-  for (size_t i = 0; i < ends_.size(); ++i) {
+  if (slots_.size() < 2 * (ends_.size() + 1)) grow_index();
+  const size_t mask = slots_.size() - 1;
+  size_t k = hash_stack(begin, end) & mask;
+  for (; slots_[k] != 0; k = (k + 1) & mask) {
+    const size_t i = slots_[k] - 1;
     if (stack_size(i) == n && std::equal(begin, end, stack_begin(i))) return;
   }
   if (ends_.size() >= Grammar::kMaxStacks) return;
   data_.insert(data_.end(), begin, end);
   ends_.push_back(static_cast<uint32_t>(data_.size()));
+  slots_[k] = static_cast<uint32_t>(ends_.size());
 }
 
 Status Grammar::finish() {
@@ -178,20 +199,25 @@ void Grammar::initial(StackSet* out) const {
   }
 }
 
-void Grammar::advance_stack(const uint32_t* begin, const uint32_t* end, uint8_t b, StackSet* out,
-                            std::vector<uint32_t>* scratch) const {
-  if (begin == end) return;
+size_t Grammar::advance_stack(const uint32_t* begin, const uint32_t* end, uint8_t b, StackSet* out,
+                              std::vector<uint32_t>* scratch) const {
+  if (begin == end) return 0;
   const uint32_t p = end[-1];
-  if (!byte_sets_[elems_[p].arg].test(b)) return;
+  if (!byte_sets_[elems_[p].arg].test(b)) return 0;
   scratch->assign(begin, end - 1);
   if (elems_[p + 1].kind != Element::Kind::kEnd) scratch->push_back(p + 1);
   size_t steps = 0;
   expand_rec(*scratch, out, &steps);
+  return steps;
 }
 
-void Grammar::advance(const StackSet& in, uint8_t b, StackSet* out, std::vector<uint32_t>* scratch) const {
+size_t Grammar::advance(const StackSet& in, uint8_t b, StackSet* out, std::vector<uint32_t>* scratch) const {
   out->clear();
-  for (size_t i = 0; i < in.size(); ++i) advance_stack(in.stack_begin(i), in.stack_end(i), b, out, scratch);
+  size_t steps = 0;
+  for (size_t i = 0; i < in.size() && steps < kMaxAdvanceSteps; ++i) {
+    steps += advance_stack(in.stack_begin(i), in.stack_end(i), b, out, scratch);
+  }
+  return steps;
 }
 
 bool Grammar::accepts(std::string_view text) const {

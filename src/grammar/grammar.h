@@ -3,6 +3,7 @@
 // Immutable after parse(); every const method is safe to call from several threads at once.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -31,7 +32,8 @@ struct Element {
 
 // A matcher stack: element positions, the top (next byte to match) at the back. Every stack kept in
 // a StackSet has a kBytes element on top, or is empty (the grammar has been matched completely).
-// StackSet holds the stacks back to back (no per-stack allocation: it is rebuilt for every byte).
+// StackSet holds the stacks back to back (no per-stack allocation: it is rebuilt for every byte), with
+// an open-addressing index of their hashes so that adding a stack costs its length, not the set's size.
 class StackSet {
  public:
   size_t size() const { return ends_.size(); }
@@ -44,6 +46,7 @@ class StackSet {
   void clear() {
     data_.clear();
     ends_.clear();
+    std::fill(slots_.begin(), slots_.end(), 0);
   }
   // Adds a stack unless an equal one is present.
   void add(const uint32_t* begin, const uint32_t* end);
@@ -51,8 +54,12 @@ class StackSet {
   uint64_t hash() const;
 
  private:
+  static uint64_t hash_stack(const uint32_t* begin, const uint32_t* end);
+  void grow_index();
+
   std::vector<uint32_t> data_;
-  std::vector<uint32_t> ends_;  // end offset of each stack in data_
+  std::vector<uint32_t> ends_;   // end offset of each stack in data_
+  std::vector<uint32_t> slots_;  // power-of-two table of stack index + 1 (0 = free), at most half full
 };
 
 struct GrammarLimits {
@@ -70,17 +77,20 @@ class Grammar {
   // Limits that keep a hostile grammar from exhausting time or memory while matching.
   static constexpr size_t kMaxStackDepth = 1024;   // deeper nesting is not matched
   static constexpr size_t kMaxStacks = 512;        // alternatives followed at once
-  static constexpr size_t kMaxExpandSteps = 20000; // per byte
+  static constexpr size_t kMaxExpandSteps = 20000; // per stack and byte
+  static constexpr size_t kMaxAdvanceSteps = 100000; // per byte, all stacks together
 
   // The stacks at the start of the grammar (before any byte).
   void initial(StackSet* out) const;
   // Expands a stack whose top may be a rule reference into stacks with byte elements on top.
   void expand(std::vector<uint32_t>& stack, StackSet* out) const;
   // Advances every stack of `in` over byte `b` into `out` (cleared first). An empty `out` = rejected.
-  void advance(const StackSet& in, uint8_t b, StackSet* out, std::vector<uint32_t>* scratch) const;
-  // Same for one stack.
-  void advance_stack(const uint32_t* begin, const uint32_t* end, uint8_t b, StackSet* out,
-                     std::vector<uint32_t>* scratch) const;
+  // Returns the expansion steps taken: at most kMaxAdvanceSteps + kMaxExpandSteps, however ambiguous
+  // the grammar (stacks beyond the budget are dropped, as are those beyond kMaxStacks).
+  size_t advance(const StackSet& in, uint8_t b, StackSet* out, std::vector<uint32_t>* scratch) const;
+  // Same for one stack, adding to `out`; returns the expansion steps it took.
+  size_t advance_stack(const uint32_t* begin, const uint32_t* end, uint8_t b, StackSet* out,
+                       std::vector<uint32_t>* scratch) const;
   // True when `text` is a complete sentence of the grammar (tests, tools).
   bool accepts(std::string_view text) const;
 

@@ -92,6 +92,57 @@ TEST(GrammarTest, TailRecursionDoesNotGrowTheStack) {
   EXPECT_TRUE(g.accepts(std::string(10 * Grammar::kMaxStackDepth, 'a')));
 }
 
+TEST(GrammarTest, AmbiguityCostsABoundedAmountOfWorkPerByte) {
+  // 500 alternatives that all match "a": every byte re-expands each of ~500 stacks (~250,000 steps
+  // without the budget), and each expansion alone yields the whole next set.
+  std::string text = "root ::= x*\nx ::= \"a\"";
+  for (int i = 0; i < 499; ++i) text += " | \"a\"";
+  Grammar g = must_parse(text);
+  constexpr size_t kBound = 150000;
+  static_assert(Grammar::kMaxAdvanceSteps + Grammar::kMaxExpandSteps <= kBound);
+  StackSet cur, next;
+  std::vector<uint32_t> scratch;
+  g.initial(&cur);
+  for (int i = 0; i < 8; ++i) {
+    const size_t steps = g.advance(cur, 'a', &next, &scratch);
+    EXPECT_LE(steps, kBound);
+    EXPECT_LE(next.size(), Grammar::kMaxStacks);
+    ASSERT_FALSE(next.empty());
+    std::swap(cur, next);
+  }
+  EXPECT_TRUE(g.accepts(std::string(64, 'a')));
+  EXPECT_FALSE(g.accepts("aab"));
+}
+
+TEST(StackSetTest, KeepsEachDistinctStackOnce) {
+  StackSet s;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (uint32_t i = 0; i < 200; ++i) {
+      const uint32_t one[] = {i};
+      const uint32_t two[] = {7, i};  // shares its first element with {7}
+      s.add(one, one + 1);
+      s.add(two, two + 2);
+    }
+  }
+  EXPECT_EQ(s.size(), 400u);
+  EXPECT_FALSE(s.has_empty_stack());
+  s.add(nullptr, nullptr);
+  s.add(nullptr, nullptr);
+  EXPECT_EQ(s.size(), 401u);
+  EXPECT_TRUE(s.has_empty_stack());
+  for (uint32_t i = 0; i < 200; ++i) {
+    const uint32_t three[] = {1, 2, i};
+    s.add(three, three + 3);
+  }
+  EXPECT_EQ(s.size(), Grammar::kMaxStacks);
+  s.clear();
+  EXPECT_TRUE(s.empty());
+  const uint32_t one[] = {3};
+  s.add(one, one + 1);
+  EXPECT_EQ(s.size(), 1u);
+  EXPECT_EQ(*s.stack_begin(0), 3u);
+}
+
 TEST(GrammarTest, ErrorsNameTheProblem) {
   struct Bad {
     const char* text;
