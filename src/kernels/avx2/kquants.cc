@@ -35,8 +35,6 @@ inline Q8KX load_q8_k(const uint8_t* row, int64_t s) {
           _mm256_set1_ps(load_f32(b + offsetof(BlockQ8_K, d)))};
 }
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
 // Q4_K / Q5_K: 8 groups of 32 with a 6-bit scale and a 6-bit min each.
 struct ScaleMinW {
   const uint8_t* qs;  // 128 bytes of low nibbles
@@ -46,20 +44,7 @@ struct ScaleMinW {
   __m256 d, dmin;
 };
 
-// Unpacks the 12 packed bytes into 8 scales (bytes 0..7) and 8 mins (bytes 8..15); see
-// ref::k_scale_min for the layout.
-inline __m128i unpack_scale_min(const uint8_t* packed) {
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const uint32_t mins_hi = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
-  const uint32_t mins_lo = u[1] & kLow6;
-  const uint32_t scales_hi = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
-  const uint32_t scales_lo = u[0] & kLow6;
-  return _mm_setr_epi32(static_cast<int>(scales_lo), static_cast<int>(scales_hi), static_cast<int>(mins_lo),
-                        static_cast<int>(mins_hi));
-}
-
+// The scales and mins of a Q4_K / Q5_K super-block (unpack_scale_min in int_lanes.h).
 template <class Block>
 inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
   // scales 0..7, mins 0..7 as int16
@@ -72,15 +57,6 @@ inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
   w.d = _mm256_set1_ps(load_f16_scalar(b + offsetof(Block, d)));
   w.dmin = _mm256_set1_ps(load_f16_scalar(b + offsetof(Block, dmin)));
   return w;
-}
-
-// Exact int32 sum of the first `lanes` lanes.
-inline int32_t hsum_epi32(__m256i v, int lanes = 8) {
-  __m128i s = _mm256_castsi256_si128(v);
-  if (lanes == 8) s = _mm_add_epi32(s, _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
 }
 
 // The block-order rule (ref::vec_dot_q4_k_q8_k, and the 8-row group matmuls): the running sum

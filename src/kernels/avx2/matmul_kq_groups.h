@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/avx2/int_lanes.h"
 #include "kernels/kernels.h"
 #include "kernels/unaligned.h"
 
@@ -33,20 +34,6 @@ namespace kq {
 constexpr int kRows = 8;         // weight rows per group (one lane each)
 constexpr int kTokenChunk = 32;  // tokens per pass over a group's decoded super-block
 
-inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-
-// 4x4 transpose of 32-bit elements within each 128-bit lane: out[k] lane i = in[i] dword k.
-inline void transpose4(const __m256i in[4], __m256i out[4]) {
-  const __m256i t0 = _mm256_unpacklo_epi32(in[0], in[1]);
-  const __m256i t1 = _mm256_unpackhi_epi32(in[0], in[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(in[2], in[3]);
-  const __m256i t3 = _mm256_unpackhi_epi32(in[2], in[3]);
-  out[0] = _mm256_unpacklo_epi64(t0, t2);
-  out[1] = _mm256_unpackhi_epi64(t0, t2);
-  out[2] = _mm256_unpacklo_epi64(t1, t3);
-  out[3] = _mm256_unpackhi_epi64(t1, t3);
-}
 
 // 32 bytes at `off` of each of the 8 rows, transposed: v[k] lane r = dword k of row r.
 inline void transpose_rows32(const uint8_t* const* rows, int64_t off, __m256i v[8]) {
@@ -56,8 +43,8 @@ inline void transpose_rows32(const uint8_t* const* rows, int64_t off, __m256i v[
     lo[r] = _mm256_permute2x128_si256(x0, x1, 0x20);
     hi[r] = _mm256_permute2x128_si256(x0, x1, 0x31);
   }
-  transpose4(lo, v);
-  transpose4(hi, v + 4);
+  transpose4_epi32(lo, v);
+  transpose4_epi32(hi, v + 4);
 }
 
 // One f16 at `off` of each of the 8 rows, as f32 lanes.
@@ -88,20 +75,6 @@ inline void transpose8x16_bytes(const __m128i u[8], __m128i out[8]) {
     out[4 * h + 2] = _mm_unpacklo_epi32(c1, c3);
     out[4 * h + 3] = _mm_unpackhi_epi32(c1, c3);
   }
-}
-
-// Q4_K's 12 packed scale/min bytes -> scales 0..7 in bytes 0..7, mins 0..7 in bytes 8..15 (see
-// ref::k_scale_min for the layout).
-inline __m128i unpack_scale_min(const uint8_t* packed) {
-  const uint32_t u0 = static_cast<uint32_t>(load_i32(packed)), u1 = static_cast<uint32_t>(load_i32(packed + 4)),
-                 u2 = static_cast<uint32_t>(load_i32(packed + 8));
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const uint32_t mins_hi = ((u2 >> 4) & kLow4) | (((u1 >> 6) & kLow2) << 4);
-  const uint32_t mins_lo = u1 & kLow6;
-  const uint32_t scales_hi = (u2 & kLow4) | (((u0 >> 6) & kLow2) << 4);
-  const uint32_t scales_lo = u0 & kLow6;
-  return _mm_setr_epi32(static_cast<int>(scales_lo), static_cast<int>(scales_hi), static_cast<int>(mins_lo),
-                        static_cast<int>(mins_hi));
 }
 
 // ---- decoded super-blocks of 8 rows ----

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/avx2/int_lanes.h"
 #include "kernels/kernels.h"
 #include "kernels/unaligned.h"
 
@@ -29,21 +30,7 @@ namespace {
 constexpr int kGroup = 8;        // weight rows per group (one f32 lane each)
 constexpr int kTokenChunk = 32;  // tokens per pass over a group's weights (activations stay in L2)
 
-inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
-
-// 4x4 transpose of 32-bit elements within each 128-bit lane: out[k] lane i = in[i] dword k.
-inline void transpose4_epi32(const __m256i in[4], __m256i out[4]) {
-  const __m256i t0 = _mm256_unpacklo_epi32(in[0], in[1]);
-  const __m256i t1 = _mm256_unpackhi_epi32(in[0], in[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(in[2], in[3]);
-  const __m256i t3 = _mm256_unpackhi_epi32(in[2], in[3]);
-  out[0] = _mm256_unpacklo_epi64(t0, t2);
-  out[1] = _mm256_unpackhi_epi64(t0, t2);
-  out[2] = _mm256_unpacklo_epi64(t1, t3);
-  out[3] = _mm256_unpackhi_epi64(t1, t3);
-}
 
 // The f16 scales of block b of 8 rows, as f32 lanes.
 inline __m256 group_scales(const uint8_t* const* rows, int64_t offset) {
@@ -53,13 +40,6 @@ inline __m256 group_scales(const uint8_t* const* rows, int64_t offset) {
       static_cast<int16_t>(load_u16(rows[4] + offset)), static_cast<int16_t>(load_u16(rows[5] + offset)),
       static_cast<int16_t>(load_u16(rows[6] + offset)), static_cast<int16_t>(load_u16(rows[7] + offset)));
   return _mm256_cvtph_ps(h);
-}
-
-inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
 }
 
 // ---- block decoding into lanes (lane r of every vector = row r) ----
