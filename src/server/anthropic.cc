@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_text.h"
 #include "server/openai_response.h"
 
 namespace hz {
@@ -11,23 +12,12 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+// Anthropic content: a string or a list of text blocks (others are refused).
+constexpr std::string_view kTextBlockTypes[] = {"text"};
+constexpr TextPartsSpec kTextBlocks{"blocks", kTextBlockTypes, "a text block"};
 
-// Text of a content value: a string, or the text blocks of a list (others are refused by the caller).
 std::optional<ApiError> text_of(const ojson& content, const std::string& field, std::string* out) {
-  if (content.is_string()) {
-    *out = content.get<std::string>();
-    return std::nullopt;
-  }
-  if (!content.is_array()) return bad_request(fmt::format("'{}' must be a string or a list of blocks", field), field);
-  for (size_t i = 0; i < content.size(); ++i) {
-    const ojson& b = content[i];
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string()) {
-      return bad_request(fmt::format("'{}[{}]' must be a text block", field, i), fmt::format("{}[{}]", field, i));
-    }
-    *out += b["text"].get<std::string>();
-  }
-  return std::nullopt;
+  return append_content_text(content, field, kTextBlocks, out);
 }
 
 const char* stop_reason(const GenerationEvent& e, bool has_calls) {
@@ -146,7 +136,7 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
     else return bad_request("'tool_choice' must be {\"type\": auto | any | tool (with name) | none}", "tool_choice");
     if (c.value("disable_parallel_tool_use", false)) out["parallel_tool_calls"] = false;
   }
-  *chat_body = dump(out);
+  *chat_body = dump_json(out);
   return std::nullopt;
 }
 
@@ -157,7 +147,7 @@ AnthropicWriter::AnthropicWriter(std::string id, std::string model, int32_t prom
 }
 
 std::string AnthropicWriter::event(const char* name, const ojson& data) const {
-  return fmt::format("event: {}\ndata: {}\n\n", name, dump(data));
+  return sse_event(name, data);
 }
 
 std::string AnthropicWriter::open_text_block() {
@@ -213,7 +203,7 @@ std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
       out += event("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", block}});
       out += event("content_block_delta", {{"type", "content_block_delta"},
                                            {"index", index},
-                                           {"delta", {{"type", "input_json_delta"}, {"partial_json", dump(input)}}}});
+                                           {"delta", {{"type", "input_json_delta"}, {"partial_json", dump_json(input)}}}});
       out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
     }
     has_calls = !reply.tool_calls.empty();
@@ -239,7 +229,7 @@ std::string AnthropicWriter::body(const std::string& text, const GenerationEvent
                {"stop_reason", stop_reason(e, !reply.tool_calls.empty())},
                {"stop_sequence", nullptr},
                {"usage", {{"input_tokens", e.prompt_tokens}, {"output_tokens", e.completion_tokens}}}};
-  return dump(msg);
+  return dump_json(msg);
 }
 
 }  // namespace hz

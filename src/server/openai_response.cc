@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_text.h"
 #include "server/sse.h"
 
 namespace hz {
@@ -9,11 +10,6 @@ namespace {
 
 // Insertion order: completions top_logprobs objects list alternatives from the most probable down.
 using json = nlohmann::ordered_json;
-
-std::string dump(const json& j) {
-  // Model output may end in a partial UTF-8 sequence in odd cases; never let that throw.
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 json bytes_of(const std::string& s) {
   json b = json::array();
@@ -127,7 +123,7 @@ std::string CompletionAssembler::delta_chunk(const json& delta) const {
             {"model", ctx_.model},
             {"choices", json::array({choice})}};
   if (ctx_.include_usage) j["usage"] = nullptr;
-  return sse_data(dump(j));
+  return sse_data(dump_json(j));
 }
 
 std::string CompletionAssembler::chunk(const std::string& text, const GenerationEvent* src, const char* finish) const {
@@ -148,7 +144,7 @@ std::string CompletionAssembler::chunk(const std::string& text, const Generation
   }
   j["choices"] = json::array({choice});
   if (ctx_.include_usage) j["usage"] = nullptr;  // OpenAI: null on every chunk but the usage one
-  return sse_data(dump(j));
+  return sse_data(dump_json(j));
 }
 
 std::string CompletionAssembler::stream_start() {
@@ -164,7 +160,7 @@ std::string CompletionAssembler::stream_start() {
             {"model", ctx_.model},
             {"choices", json::array({choice})}};
   if (ctx_.include_usage) j["usage"] = nullptr;
-  return sse_data(dump(j));
+  return sse_data(dump_json(j));
 }
 
 std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
@@ -191,7 +187,7 @@ std::string CompletionAssembler::usage_json(const GenerationEvent& e) const {
                 {"completion_tokens", e.completion_tokens},
                 {"total_tokens", e.prompt_tokens + e.completion_tokens},
                 {"prompt_tokens_details", {{"cached_tokens", e.cached_tokens}}}};
-  return dump(usage);
+  return dump_json(usage);
 }
 
 std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
@@ -224,7 +220,7 @@ std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
                 {"model", ctx_.model},
                 {"choices", json::array()},
                 {"usage", json::parse(usage_json(e))}};
-      out += sse_data(dump(j));
+      out += sse_data(dump_json(j));
     }
   }
   out += kSseDone;
@@ -266,7 +262,7 @@ std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
   }
   j["choices"] = json::array({choice});
   j["usage"] = json::parse(usage_json(e));
-  return dump(j);
+  return dump_json(j);
 }
 
 }  // namespace hz

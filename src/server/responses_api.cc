@@ -2,14 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "server/json_text.h"
 #include "server/openai_response.h"
 
 namespace hz {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 // Fields a client may send. Those without an effect here are accepted and ignored (the server
 // keeps nothing, so `store` changes nothing); `previous_response_id` and the rest get a 400.
@@ -19,24 +18,12 @@ constexpr const char* kKnown[] = {"model",       "input",  "instructions", "max_
                                   "truncation",  "stream_options"};
 
 // The text of a message's content: a string, or a list of text parts.
+constexpr std::string_view kTextPartTypes[] = {"input_text", "output_text", "text"};
+constexpr TextPartsSpec kTextParts{"parts", kTextPartTypes,
+                                   "a text part (input_text or output_text); this server reads text only"};
+
 std::optional<ApiError> content_text(const ojson& content, const std::string& field, std::string* out) {
-  if (content.is_string()) {
-    *out = content.get<std::string>();
-    return std::nullopt;
-  }
-  if (!content.is_array()) return bad_request(fmt::format("'{}' must be a string or a list of parts", field), field);
-  for (size_t i = 0; i < content.size(); ++i) {
-    const ojson& p = content[i];
-    const std::string type = p.is_object() ? p.value("type", "") : "";
-    const std::string pf = fmt::format("{}[{}]", field, i);
-    if ((type != "input_text" && type != "output_text" && type != "text") || !p.contains("text") || !p["text"].is_string()) {
-      return bad_request(fmt::format("'{}' must be a text part (input_text or output_text); this server reads text only",
-                                     pf),
-                         pf);
-    }
-    *out += p["text"].get<std::string>();
-  }
-  return std::nullopt;
+  return append_content_text(content, field, kTextParts, out);
 }
 
 // One input item appended to the chat messages.
@@ -208,8 +195,8 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
   e["tools"] = j.value("tools", ojson::array());
   e["top_p"] = j.value("top_p", ojson(1.0));
   e["truncation"] = "disabled";
-  *chat_body = dump(out);
-  *echo = dump(e);
+  *chat_body = dump_json(out);
+  *echo = dump_json(e);
   return std::nullopt;
 }
 
@@ -266,13 +253,13 @@ ResponsesWriter::ojson ResponsesWriter::output_items(const ParsedReply& reply) c
 std::string ResponsesWriter::body(const std::string& text, const GenerationEvent& e) const {
   const ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_reply(text, format_, parallel_) : ParsedReply{text, {}};
   const bool complete = e.finish_reason == FinishReason::kStop;
-  return dump(response(complete ? "completed" : "incomplete", output_items(reply), &e));
+  return dump_json(response(complete ? "completed" : "incomplete", output_items(reply), &e));
 }
 
 std::string ResponsesWriter::event(const char* type, ojson data) {
   ojson j = {{"type", type}, {"sequence_number", sequence_++}};
   for (auto& [key, value] : data.items()) j[key] = std::move(value);
-  return fmt::format("event: {}\ndata: {}\n\n", type, dump(j));
+  return sse_event(type, j);
 }
 
 std::string ResponsesWriter::stream_start() {
