@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "base/thread_pool.h"
 #include "bench/conditions.h"
@@ -30,6 +31,7 @@ nlohmann::json result_json(const EngineBenchResult& r, FillMode fill) {
                       {"prompt_tokens", r.prompt_tokens},
                       {"gen_tokens", r.gen_tokens},
                       {"depth", r.depth},
+                      {"batch", r.batch},
                       {"samples_tokens_per_s", r.tokens_per_s}};
   j[r.prefill ? "prefill_tokens_per_s" : "decode_tokens_per_s"] = r.summary.to_json();
   if (!r.prefill && r.depth > 0) {
@@ -37,6 +39,75 @@ nlohmann::json result_json(const EngineBenchResult& r, FillMode fill) {
     j["fill_seconds"] = r.fill_seconds;
   }
   return j;
+}
+
+// The tg test at depth `d` for o.batch sequences in one KV cache: each is prefilled to d with its
+// own random tokens, then every timed step decodes one token of each in a single forward call
+// (one pass over the weights for the whole batch).
+Result<EngineBenchResult> batched_decode(Model& model, ThreadPool& pool, const EngineBenchOptions& o, int64_t d,
+                                         uint64_t& rng, const std::function<void(const std::string&)>& say) {
+  const ModelConfig& c = model.config();
+  EngineBenchResult r;
+  r.test = "tg" + std::to_string(o.gen_tokens) + "x" + std::to_string(o.batch) + (d > 0 ? "@d" + std::to_string(d) : "");
+  r.gen_tokens = o.gen_tokens;
+  r.depth = d;
+  r.batch = o.batch;
+  KvCacheConfig kc;
+  kc.num_layers = c.num_layers;
+  kc.num_kv_heads = c.num_kv_heads;
+  kc.head_dim = c.head_dim;
+  kc.block_tokens = o.block_size;
+  kc.precision = o.kv;
+  const int64_t per_seq = (d + o.gen_tokens + 1 + o.block_size - 1) / o.block_size;
+  if (per_seq * o.batch > INT32_MAX / 2) return invalid_argument("--seqs {} at depth {} needs too many KV blocks", o.batch, d);
+  kc.num_blocks = static_cast<int32_t>(per_seq * o.batch);
+  KvCache kv(kc);
+  std::vector<std::vector<BlockRef>> tables(static_cast<size_t>(o.batch));
+  std::vector<int64_t> lengths(static_cast<size_t>(o.batch), 0);
+  std::vector<float> logits;
+  auto slice = [&](int32_t b, const int32_t* tokens, int32_t n) {
+    auto& t = tables[static_cast<size_t>(b)];
+    while (static_cast<int32_t>(t.size()) < kv.blocks_for(lengths[b] + n)) t.push_back(BlockRef::pool(*kv.pool().allocate()));
+    SeqSlice s;
+    s.tokens = tokens;
+    s.num_tokens = n;
+    s.start_pos = lengths[b];
+    s.block_table = t.data();
+    lengths[b] += n;
+    return s;
+  };
+  auto fill = [&]() {
+    for (int32_t b = 0; b < o.batch; ++b) {
+      for (BlockRef ref : tables[b]) kv.release_block(ref);
+      tables[b].clear();
+      lengths[b] = 0;
+      const std::vector<int32_t> prompt = random_tokens(d, c.vocab, rng);
+      for (int64_t i = 0; i < d; i += o.prefill_chunk) {
+        const int32_t n = static_cast<int32_t>(std::min<int64_t>(o.prefill_chunk, d - i));
+        model.forward({slice(b, prompt.data() + i, n)}, kv, pool, &logits);
+      }
+    }
+  };
+  auto step = [&](const std::vector<int32_t>& tokens) {
+    std::vector<SeqSlice> batch;
+    for (int32_t b = 0; b < o.batch; ++b) batch.push_back(slice(b, &tokens[b], 1));
+    model.forward(batch, kv, pool, &logits);
+  };
+  for (int32_t i = 0; i < o.reps; ++i) {
+    say(r.test + " rep " + std::to_string(i + 1) + "/" + std::to_string(o.reps) +
+        (d > 0 ? ": prefilling " + std::to_string(o.batch) + " x " + std::to_string(d) + " positions" : ""));
+    auto t0 = Clock::now();
+    fill();
+    if (i == 0) r.fill_seconds = seconds_since(t0);
+    if (o.warmup) step(random_tokens(o.batch, c.vocab, rng));
+    std::vector<std::vector<int32_t>> tokens;
+    for (int32_t g = 0; g < o.gen_tokens; ++g) tokens.push_back(random_tokens(o.batch, c.vocab, rng));
+    auto t1 = Clock::now();
+    for (const auto& t : tokens) step(t);
+    r.tokens_per_s.push_back(static_cast<double>(o.gen_tokens) * o.batch / seconds_since(t1));
+  }
+  r.summary = summarize(r.tokens_per_s);
+  return r;
 }
 
 }  // namespace
@@ -61,6 +132,10 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
     if (d < 0) return invalid_argument("--depth: {} must be >= 0", d);
   }
   if (o.reps < 1) return invalid_argument("--reps: {} must be at least 1", o.reps);
+  if (o.batch < 1 || o.batch > 1024) return invalid_argument("--seqs: {} is not in 1..1024", o.batch);
+  if (o.batch > 1 && (o.kv_budget_bytes > 0 || !o.kv_disk_dir.empty())) {
+    return invalid_argument("--seqs: decode of several sequences runs with all their KV in RAM (no --kv-budget or --kv-disk-dir)");
+  }
   if (o.prefill_chunk < 1) return invalid_argument("--prefill-chunk: {} must be at least 1", o.prefill_chunk);
   if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0) {
     return invalid_argument("--block-size: {} is not a multiple of 16 in 16..256", o.block_size);
@@ -121,6 +196,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   cond["prompt_lengths"] = o.prompt_lengths;
   cond["gen_tokens"] = o.gen_tokens;
   cond["depths"] = o.depths;
+  cond["batch"] = o.batch;
 
   uint64_t rng = o.seed;
   auto say = [&](const std::string& s) {
@@ -149,7 +225,12 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
     rep.results.push_back(std::move(r));
   }
 
-  if (o.gen_tokens > 0) {
+  if (o.gen_tokens > 0 && o.batch > 1) {
+    for (int64_t d : o.depths) {
+      HZ_ASSIGN_OR_RETURN(EngineBenchResult r, batched_decode(*model, pool, o, d, rng, say));
+      rep.results.push_back(std::move(r));
+    }
+  } else if (o.gen_tokens > 0) {
     for (int64_t d : o.depths) {
       EngineBenchResult r;
       r.test = "tg" + std::to_string(o.gen_tokens) + (d > 0 ? "@d" + std::to_string(d) : "");

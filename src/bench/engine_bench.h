@@ -29,6 +29,9 @@ struct EngineBenchOptions {
   std::vector<int64_t> prompt_lengths = {512};  // pp tests; empty: none
   int32_t gen_tokens = 128;                     // tg tests; 0: none
   std::vector<int64_t> depths = {0};            // one tg test per depth
+  // Sequences decoded together in the tg tests: each step carries one new token of each (their
+  // depth is reached by prefill, one sequence after another). 1: the single-sequence tests.
+  int32_t batch = 1;
   int32_t reps = 3;
   FillMode fill = FillMode::kSynthetic;
   bool warmup = true;
@@ -40,10 +43,11 @@ struct EngineBenchOptions {
 };
 
 struct EngineBenchResult {
-  std::string test;  // "pp512", "tg128", "tg128@d8192"
+  std::string test;  // "pp512", "tg128", "tg128@d8192", "tg128x16@d512" (16 sequences)
   bool prefill = false;
   int64_t prompt_tokens = 0, gen_tokens = 0, depth = 0;
-  std::vector<double> tokens_per_s;  // one per repetition
+  int32_t batch = 1;                 // sequences decoded together
+  std::vector<double> tokens_per_s;  // one per repetition (all sequences together)
   Summary summary;
   double fill_seconds = 0;  // time to reach the depth (once per test)
 };

@@ -99,6 +99,27 @@ TEST(BenchEngineCliTest, PrefillFillAndTable) {
   EXPECT_NE(out.find("depth reached by prefill fill"), std::string::npos) << out;
 }
 
+// --seqs: the decode rows run several sequences through one forward call per step.
+TEST(BenchEngineCliTest, SeveralSequencesDecodeTogether) {
+  std::string out, err;
+  int rc = test::run_command(bin() + " bench engine -m " + stories() + " -p 0 -n 4 --depth 0,40 --seqs 3 --reps 2 -t 2 --json",
+                             &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  json j = json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["conditions"]["batch"], 3);
+  const json& r = j["results"];
+  ASSERT_EQ(r.size(), 2u) << r.dump(1);
+  EXPECT_EQ(r[0]["test"], "tg4x3");
+  EXPECT_EQ(r[1]["test"], "tg4x3@d40");
+  for (const auto& row : r) {
+    EXPECT_EQ(row["batch"], 3);
+    EXPECT_EQ(row["samples_tokens_per_s"].size(), 2u);
+    expect_summary(row["decode_tokens_per_s"], row["test"]);
+  }
+  EXPECT_GT(r[1]["fill_seconds"].get<double>(), 0);
+}
+
 TEST(BenchEngineCliTest, BadInputsGiveOneClearError) {
   struct Case {
     std::string args;
@@ -112,6 +133,8 @@ TEST(BenchEngineCliTest, BadInputsGiveOneClearError) {
       {"-m " + stories() + " --depth -1", "--depth"},
       {"-m " + stories() + " --kv-cache-dtype f13", "--kv-cache-dtype"},
       {"-m " + stories() + " -p 0 -n 0", "nothing to measure"},
+      {"-m " + stories() + " --seqs 0", "--seqs"},
+      {"-m " + stories() + " --seqs 2 --kv-budget 1MiB", "--seqs"},
   };
   for (const auto& c : cases) {
     std::string out, err;
