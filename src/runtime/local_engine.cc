@@ -505,12 +505,43 @@ void LocalEngine::step() {
     }
     return;
   }
-  std::vector<SeqSlice> batch;
-  std::vector<bool> samples;
-  std::vector<size_t> first_row;  // per slice: its first logits row
+  const StepBatch b = build_batch(slices, now);
+  const auto forward_start = std::chrono::steady_clock::now();
+  model_->forward(b.slices, *kv_, *pool_, &logits_);
+  // A far block that failed its checksum was read this step: those sequences are recomputed (and
+  // left out of the commit and the sampling); everything else stands.
+  const std::vector<bool> redo = redo_corrupt(slices);
+  std::vector<std::pair<uint64_t, FinishReason>> done;
+  const StepCounts n = sample_step(slices, b, redo, &done);
+  const bool any_redo = std::find(redo.begin(), redo.end(), true) != redo.end();
+  if (!any_redo) {
+    record_spec_cost(b, std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count(),
+                     n.new_tokens);
+    sched_->commit(slices);
+  } else {
+    std::vector<ScheduledSlice> kept;
+    for (size_t i = 0; i < slices.size(); ++i) {
+      if (!redo[i]) kept.push_back(slices[i]);
+    }
+    sched_->commit(kept);
+  }
+  if (step_hook_) step_hook_(far_);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.generation_tokens_total += n.new_tokens;
+    stats_.spec_draft_tokens_total += n.drafted;
+    stats_.spec_accepted_tokens_total += n.accepted;
+    ++stats_.steps_total;
+    stats_.max_seqs_in_step = std::max<int32_t>(stats_.max_seqs_in_step, static_cast<int32_t>(slices.size()));
+  }
+  for (const auto& [id, reason] : done) finish(id, reason);
+}
+
+LocalEngine::StepBatch LocalEngine::build_batch(const std::vector<ScheduledSlice>& slices,
+                                                std::chrono::steady_clock::time_point now) {
+  StepBatch b;
   size_t num_rows = 0;
-  bool decode_only = true, any_draft = false;  // for the cost of speculation
-  batch.reserve(slices.size());
+  b.slices.reserve(slices.size());
   step_tokens_.resize(slices.size());
   for (size_t i = 0; i < slices.size(); ++i) {
     const ScheduledSlice& s = slices[i];
@@ -530,27 +561,25 @@ void LocalEngine::step() {
     x.num_tokens = s.num_tokens;
     x.start_pos = s.seq->num_computed;
     x.block_table = s.seq->block_table.data();
-    batch.push_back(x);
-    samples.push_back(s.samples());
-    decode_only = decode_only && s.samples() && s.num_tokens - s.num_draft == 1;
-    any_draft = any_draft || s.num_draft > 0;
-    first_row.push_back(num_rows);
+    b.slices.push_back(x);
+    b.samples.push_back(s.samples());
+    b.decode_only = b.decode_only && s.samples() && s.num_tokens - s.num_draft == 1;
+    b.any_draft = b.any_draft || s.num_draft > 0;
+    b.first_row.push_back(num_rows);
     num_rows += x.all_logits ? static_cast<size_t>(x.num_tokens) : 1;
   }
-  const auto forward_start = std::chrono::steady_clock::now();
-  model_->forward(batch, *kv_, *pool_, &logits_);
-  // A far block that failed its checksum was read this step: those sequences are recomputed (and
-  // left out of the commit and the sampling); everything else stands.
-  const std::vector<bool> redo = redo_corrupt(slices);
+  return b;
+}
 
-  // Sampling, and verification of drafts: row j of a speculative slice holds the logits after its
-  // j-th draft token, so the token sampled from row j is compared with draft token j; the first
-  // mismatch (or a finish) ends the run. Kept: the next token and the matching draft tokens.
+LocalEngine::StepCounts LocalEngine::sample_step(std::vector<ScheduledSlice>& slices, const StepBatch& b,
+                                                 const std::vector<bool>& redo,
+                                                 std::vector<std::pair<uint64_t, FinishReason>>* done) {
+  // The token sampled from row j is compared with draft token j; the first mismatch (or a finish)
+  // ends the run. Kept: the next token and the matching draft tokens.
   const int32_t vocab = info_.vocab_size;
-  uint64_t new_tokens = 0, drafted = 0, accepted = 0;
-  std::vector<std::pair<uint64_t, FinishReason>> done;
+  StepCounts n;
   for (size_t i = 0; i < slices.size(); ++i) {
-    if (!samples[i] || redo[i]) continue;
+    if (!b.samples[i] || redo[i]) continue;
     ScheduledSlice& sl = slices[i];
     Sequence& seq = *sl.seq;
     const std::vector<int32_t> draft = std::move(seq.draft);
@@ -559,51 +588,34 @@ void LocalEngine::step() {
     bool finished = false;
     for (int32_t j = 0;; ++j) {
       const int32_t proposed = j < sl.num_draft ? draft[j] : -1;
-      std::optional<FinishReason> reason = sample_next(seq, &logits_[(first_row[i] + j) * static_cast<size_t>(vocab)], proposed);
-      ++new_tokens;
+      std::optional<FinishReason> reason =
+          sample_next(seq, &logits_[(b.first_row[i] + j) * static_cast<size_t>(vocab)], proposed);
+      ++n.new_tokens;
       if (reason) {
-        done.emplace_back(seq.id, *reason);
+        done->emplace_back(seq.id, *reason);
         finished = true;
         break;
       }
       if (proposed < 0 || seq.tokens.back() != proposed) break;
       ++kept;
     }
-    drafted += static_cast<uint64_t>(sl.num_draft);
-    accepted += static_cast<uint64_t>(kept);
+    n.drafted += static_cast<uint64_t>(sl.num_draft);
+    n.accepted += static_cast<uint64_t>(kept);
     if (sl.num_draft > 0 && opts_.spec_adaptive && !finished) adapt_draft(*requests_.at(seq.id), sl.num_draft, kept);
     sl.num_tokens -= sl.num_draft - kept;  // the rejected positions roll back at commit
   }
-  const bool any_redo = std::find(redo.begin(), redo.end(), true) != redo.end();
-  if (drafter_ != nullptr && opts_.spec_adaptive && decode_only && !any_redo && new_tokens > 0) {
-    const double per_token =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count() / new_tokens;
-    SpecCost& c = spec_cost_;
-    double& avg = any_draft ? c.spec : c.plain;
-    int32_t& num = any_draft ? c.num_spec : c.num_plain;
-    avg = num == 0 ? per_token : 0.8 * avg + 0.2 * per_token;
-    ++num;
-    if (any_draft && c.num_spec >= 3 && c.num_plain >= 3 && c.spec > c.plain) c.pause = kSpecPauseSteps;
-  }
-  if (any_redo) {
-    std::vector<ScheduledSlice> kept;
-    for (size_t i = 0; i < slices.size(); ++i) {
-      if (!redo[i]) kept.push_back(slices[i]);
-    }
-    sched_->commit(kept);
-  } else {
-    sched_->commit(slices);
-  }
-  if (step_hook_) step_hook_(far_);
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stats_.generation_tokens_total += new_tokens;
-    stats_.spec_draft_tokens_total += drafted;
-    stats_.spec_accepted_tokens_total += accepted;
-    ++stats_.steps_total;
-    stats_.max_seqs_in_step = std::max<int32_t>(stats_.max_seqs_in_step, static_cast<int32_t>(slices.size()));
-  }
-  for (const auto& [id, reason] : done) finish(id, reason);
+  return n;
+}
+
+void LocalEngine::record_spec_cost(const StepBatch& b, double seconds, uint64_t new_tokens) {
+  if (drafter_ == nullptr || !opts_.spec_adaptive || !b.decode_only || new_tokens == 0) return;
+  const double per_token = seconds / static_cast<double>(new_tokens);
+  SpecCost& c = spec_cost_;
+  double& avg = b.any_draft ? c.spec : c.plain;
+  int32_t& num = b.any_draft ? c.num_spec : c.num_plain;
+  avg = num == 0 ? per_token : 0.8 * avg + 0.2 * per_token;
+  ++num;
+  if (b.any_draft && c.num_spec >= 3 && c.num_plain >= 3 && c.spec > c.plain) c.pause = kSpecPauseSteps;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -67,6 +68,26 @@ class LocalEngine : public Engine {
   void drain_inbox();
   void run_embeddings();  // the queued embedding jobs, between steps
   void step();
+  // One step's forward batch, built from the scheduled slices (drafts appended to their slices).
+  struct StepBatch {
+    std::vector<SeqSlice> slices;
+    std::vector<bool> samples;       // per slice: whether it samples a token this step
+    std::vector<size_t> first_row;   // per slice: its first logits row
+    bool decode_only = true;         // every slice samples after one real token (speculation's cost)
+    bool any_draft = false;
+  };
+  StepBatch build_batch(const std::vector<ScheduledSlice>& slices, std::chrono::steady_clock::time_point now);
+  // Tokens emitted, drafted and accepted by one step's sampling.
+  struct StepCounts {
+    uint64_t new_tokens = 0, drafted = 0, accepted = 0;
+  };
+  // Samples every slice that samples (not those in `redo`) and verifies drafts: row j of a
+  // speculative slice holds the logits after its j-th draft token. Rejected draft positions are
+  // cut from the slices (they roll back at commit); finished sequences go to `done`.
+  StepCounts sample_step(std::vector<ScheduledSlice>& slices, const StepBatch& b, const std::vector<bool>& redo,
+                         std::vector<std::pair<uint64_t, FinishReason>>* done);
+  // Adaptive speculation: the seconds per emitted token of a decode-only step, with or without drafts.
+  void record_spec_cost(const StepBatch& b, double seconds, uint64_t new_tokens);
   // Samples the next token of `seq` from its logits `row` and emits it; the reason it finished, if so.
   // With `draft` >= 0 (a drafted token for this position) it is verified (Sampler::sample_draft):
   // the token appended equals `draft` when it is accepted.

@@ -228,7 +228,9 @@ TEST(SpeculativeEngineTest, SampledOutputKeepsTheTargetDistribution) {
     EXPECT_GT(want.size(), 3u);  // really sampled
     EXPECT_LT(chi_square_ratio(want, got), 1.0);
     // The check has power: another temperature is told apart.
-    if (at == 1) EXPECT_GT(chi_square_ratio(want, token_counts(*plain, p, n, at, 0.5f)), 1.0);
+    if (at == 1) {
+      EXPECT_GT(chi_square_ratio(want, token_counts(*plain, p, n, at, 0.5f)), 1.0);
+    }
   }
   const EngineStats st = settled_stats(*spec);
   EXPECT_GT(st.spec_accepted_tokens_total, 0u);
