@@ -111,8 +111,17 @@ int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vec
     rows.push_back({&configs[i], std::move(*r), k});
   }
   bar.finish();
-  std::printf("model %s | ctx %d | block %d | %d windows, %lld scored tokens | base: f32 KV, ppl %.4f\n", c.name.c_str(),
-              po.ctx, po.block_tokens, base->num_windows, static_cast<long long>(base->num_scored), base->ppl);
+  // How confident the model is (a random-weight model is near uniform unless its head is scaled).
+  double top1 = 0;
+  const size_t vocab = static_cast<size_t>(base->vocab);
+  const size_t scored = vocab > 0 ? base->logprobs.size() / vocab : 0;
+  for (size_t i = 0; i < scored; ++i) {
+    const float* row = base->logprobs.data() + i * vocab;
+    top1 += std::exp(static_cast<double>(*std::max_element(row, row + vocab)));
+  }
+  std::printf("model %s | ctx %d | block %d | %d windows, %lld scored tokens | base: f32 KV, ppl %.4f, mean top-1 p %.3f\n",
+              c.name.c_str(), po.ctx, po.block_tokens, base->num_windows, static_cast<long long>(base->num_scored),
+              base->ppl, scored > 0 ? top1 / static_cast<double>(scored) : 0.0);
   std::printf("%-30s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
               "p99 KLD", "top-1 %", "ppl", "dppl %");
   for (const Row& row : rows) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,12 @@ struct SynthOptions {
   uint64_t seed = 42;
   std::string tokenizer_from;
   int threads = 0;
+  // Outliers like trained models have: these many channels of every KV head's K scaled by
+  // outlier_scale (RoPE pairs, the same channels in all heads of a layer, chosen per layer from
+  // the seed), and the output head scaled by output_scale (confident predictions).
+  int64_t outlier_channels = 0;
+  float outlier_scale = 20.0f;
+  float output_scale = 1.0f;
 };
 
 // ---- deterministic random numbers: a value depends only on (seed, tensor, row, column) ----
@@ -92,12 +99,43 @@ void random_row(uint64_t seed, uint64_t tensor_idx, uint64_t row, float stddev, 
 
 enum class Fill { kRandom, kOnes, kZeros };
 
+// A factor for each row of a tensor: `all`, times `factor` for rows r with r % period in `rows`.
+struct RowScale {
+  float all = 1.0f;
+  uint64_t period = 0;
+  std::vector<uint64_t> rows;  // sorted
+  float factor = 1.0f;
+  float at(uint64_t r) const {
+    if (period == 0 || !std::binary_search(rows.begin(), rows.end(), r % period)) return all;
+    return all * factor;
+  }
+};
+
 struct TensorPlan {
   std::string name;
   DType dtype;
   std::vector<uint64_t> dims;
   Fill fill;
+  RowScale scale = {};
 };
+
+// The outlier channels of one layer's K heads: `count` channels (count / 2 RoPE pairs 2i, 2i + 1)
+// of a head of `head_dim`, chosen from (seed, layer).
+std::vector<uint64_t> outlier_channels(uint64_t seed, int64_t layer, int64_t count, uint64_t head_dim) {
+  uint64_t state = seed ^ (static_cast<uint64_t>(layer + 1) * 0xA24BAED4963EE407ull);
+  std::vector<uint64_t> pairs;
+  while (static_cast<int64_t>(pairs.size()) < count / 2) {
+    const uint64_t p = splitmix64(state) % (head_dim / 2);
+    if (std::find(pairs.begin(), pairs.end(), p) == pairs.end()) pairs.push_back(p);
+  }
+  std::vector<uint64_t> out;
+  for (uint64_t p : pairs) {
+    out.push_back(2 * p);
+    out.push_back(2 * p + 1);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 Status validate(const SynthShape& s) {
   auto range = [](const char* flag, int64_t v, int64_t lo, int64_t hi) -> Status {
@@ -212,7 +250,22 @@ int run_synth(const SynthOptions& o) {
     if (s.vocab < 259) return fail(fmt::format("--vocab {} is too small for the byte-level vocabulary (at least 259)", s.vocab));
   }
   if (Status st = validate(s); !st.ok()) return fail(st.message());
+  if (o.outlier_channels < 0 || o.outlier_channels % 2 != 0 || o.outlier_channels > s.hidden / s.heads / 2) {
+    return fail(fmt::format("--outlier-channels {}: an even count of at most half the head size ({})", o.outlier_channels,
+                            s.hidden / s.heads / 2));
+  }
+  if (!(o.outlier_scale > 0.0f && o.outlier_scale <= 1000.0f)) {
+    return fail(fmt::format("--outlier-scale {} is out of range (0..1000]", o.outlier_scale));
+  }
+  if (!(o.output_scale > 0.0f && o.output_scale <= 1000.0f)) {
+    return fail(fmt::format("--output-scale {} is out of range (0..1000]", o.output_scale));
+  }
+  if (o.output_scale != 1.0f && s.tied) return fail("--output-scale: this shape's output head is the token embedding (tied)");
   if (s.tokenizer.empty()) add_byte_vocab(w, s.vocab);
+  if (o.outlier_channels > 0 || o.output_scale != 1.0f) {
+    w.set_str("general.description", fmt::format("horizon synth: {} outlier K channels per head x{}, output head x{}",
+                                                 o.outlier_channels, o.outlier_scale, o.output_scale));
+  }
 
   const uint64_t H = s.hidden, hd = s.hidden / s.heads, q_dim = s.heads * hd, kv_dim = s.kv_heads * hd, F = s.ffn,
                  V = s.vocab, E = s.experts;
@@ -240,8 +293,18 @@ int run_synth(const SynthOptions& o) {
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     plan.push_back({b + "attn_norm.weight", DType::kF32, {H}, Fill::kOnes});
-    plan.push_back({b + "attn_q.weight", mtype(H), {H, q_dim}, Fill::kRandom});
-    plan.push_back({b + "attn_k.weight", mtype(H), {H, kv_dim}, Fill::kRandom});
+    // The query channels that meet K's outliers are scaled down as much: large keys, ordinary
+    // scores (as in trained models, where such channels act like a bias), so what quantizing K
+    // loses in the other channels is what the scores lose.
+    RowScale q_scale, k_scale;
+    if (o.outlier_channels > 0) {
+      k_scale.period = q_scale.period = hd;
+      k_scale.rows = q_scale.rows = outlier_channels(o.seed, l, o.outlier_channels, hd);
+      k_scale.factor = o.outlier_scale;
+      q_scale.factor = 1.0f / o.outlier_scale;
+    }
+    plan.push_back({b + "attn_q.weight", mtype(H), {H, q_dim}, Fill::kRandom, q_scale});
+    plan.push_back({b + "attn_k.weight", mtype(H), {H, kv_dim}, Fill::kRandom, k_scale});
     plan.push_back({b + "attn_v.weight", mtype(H), {H, kv_dim}, Fill::kRandom});
     if (s.qkv_bias) {
       plan.push_back({b + "attn_q.bias", DType::kF32, {q_dim}, Fill::kZeros});
@@ -262,7 +325,7 @@ int run_synth(const SynthOptions& o) {
     }
   }
   plan.push_back({"output_norm.weight", DType::kF32, {H}, Fill::kOnes});
-  if (!s.tied) plan.push_back({"output.weight", mtype(H), {H, V}, Fill::kRandom});
+  if (!s.tied) plan.push_back({"output.weight", mtype(H), {H, V}, Fill::kRandom, RowScale{o.output_scale}});
 
   ThreadPool pool(o.threads);
   std::vector<std::vector<float>> scratch(pool.num_threads());
@@ -282,7 +345,7 @@ int run_synth(const SynthOptions& o) {
         uint64_t end = std::min<uint64_t>(rows, (task + 1) * rows_per_task);
         for (uint64_t r = task * rows_per_task; r < end; ++r) {
           if (t.fill == Fill::kRandom) {
-            random_row(seed, ti, r, 0.02f, buf.data(), n);
+            random_row(seed, ti, r, 0.02f * t.scale.at(r), buf.data(), n);
           } else {
             std::fill(buf.begin(), buf.end(), t.fill == Fill::kOnes ? 1.0f : 0.0f);
           }
@@ -336,6 +399,16 @@ Subcommand kSynth("synth", "Write a random-weight GGUF model of a given shape", 
   app.add_option("--ctx,--max-model-len", o->ctx, "Context length written to the metadata");
   app.add_option("-t,--threads", o->threads, "Threads (default: all)");
   app.add_flag("-q,--quiet", o->quiet, "No progress or summary");
+  app.add_option("--outlier-channels", o->outlier_channels,
+                 "K outlier channels per KV head, as trained models have (even: RoPE pairs; the same channels in "
+                 "every head of a layer, chosen per layer from --seed): K's rows scaled by --outlier-scale, the "
+                 "matching query rows by its inverse. For KV quantization studies: e.g. --outlier-channels 4 "
+                 "--output-scale 20")
+      ->capture_default_str();
+  app.add_option("--outlier-scale", o->outlier_scale, "Factor of the --outlier-channels rows of K")->capture_default_str();
+  app.add_option("--output-scale", o->output_scale,
+                 "Factor of the output head: larger gives confident predictions (a random model's are near uniform)")
+      ->capture_default_str();
   return [o] { return run_synth(*o); };
 });
 

@@ -2,6 +2,7 @@
 // metadata, loads as a ModelConfig, is reproducible by seed, and bad flags fail cleanly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +176,48 @@ TEST_F(SynthTest, SameSeedSameBytes) {
   EXPECT_EQ(slurp(c).size(), b.size());
 }
 
+// --outlier-channels: K's rows of the chosen channels (RoPE pairs, same in every head of a layer)
+// are outlier_scale x the others, the matching query rows 1/outlier_scale x; --output-scale scales
+// the head. Everything else is the plain model's bytes.
+TEST_F(SynthTest, OutlierChannelsAndOutputScale) {
+  const std::string shape = "--layers 2 --hidden 128 --heads 4 --kv-heads 2 --ffn 96 --vocab 300 --type f32 --seed 3";
+  auto plain = GgufFile::open(synth("plain", shape));
+  auto out = GgufFile::open(synth("outl", shape + " --outlier-channels 4 --outlier-scale 20 --output-scale 8"));
+  ASSERT_TRUE(plain.ok() && out.ok());
+  const uint64_t hd = 32, n = 128;
+  auto row = [](const GgufFile& f, const std::string& name, uint64_t r) {
+    return reinterpret_cast<const float*>(f.get_tensor(name)->data) + r * 128;
+  };
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string k = "blk." + std::to_string(layer) + ".attn_k.weight";
+    const std::string q = "blk." + std::to_string(layer) + ".attn_q.weight";
+    std::vector<uint64_t> scaled;  // channels of head 0
+    for (uint64_t c = 0; c < hd; ++c) {
+      const float ratio = row(*out, k, c)[0] / row(*plain, k, c)[0];
+      if (std::fabs(ratio - 1.0f) > 1e-5f) {
+        EXPECT_NEAR(ratio, 20.0f, 1e-3f) << k << " channel " << c;
+        scaled.push_back(c);
+      }
+    }
+    ASSERT_EQ(scaled.size(), 4u) << k;
+    EXPECT_EQ(scaled[0] % 2, 0u);  // whole RoPE pairs
+    EXPECT_EQ(scaled[1], scaled[0] + 1);
+    EXPECT_EQ(scaled[3], scaled[2] + 1);
+    for (uint64_t head = 0; head < 4; ++head) {  // query heads: the same channels, scaled down
+      for (uint64_t c = 0; c < hd; ++c) {
+        const bool is_outlier = std::find(scaled.begin(), scaled.end(), c) != scaled.end();
+        const float ratio = row(*out, q, head * hd + c)[5] / row(*plain, q, head * hd + c)[5];
+        EXPECT_NEAR(ratio, is_outlier ? 0.05f : 1.0f, 1e-5f) << q << " head " << head << " channel " << c;
+      }
+    }
+  }
+  const float head_ratio = row(*out, "output.weight", 7)[3] / row(*plain, "output.weight", 7)[3];
+  EXPECT_NEAR(head_ratio, 8.0f, 1e-4f);
+  for (uint64_t i = 0; i < n; ++i) {  // untouched tensors keep their bytes
+    EXPECT_EQ(row(*out, "blk.1.attn_v.weight", 9)[i], row(*plain, "blk.1.attn_v.weight", 9)[i]);
+  }
+}
+
 TEST_F(SynthTest, BadFlagsFail) {
   const std::string bin = std::string(HORIZON_BINARY) + " synth -o " + dir_ + "/x.gguf ";
   struct Case {
@@ -190,6 +233,10 @@ TEST_F(SynthTest, BadFlagsFail) {
            {"--layers 0", "--layers"},
            {"--tokenizer-from " + test::testdata_path("vocab/ggml-vocab-llama-spm.gguf") + " --vocab 100", "disagrees"},
            {"--tokenizer-from /nonexistent.gguf", "--tokenizer-from"},
+           {"--hidden 64 --heads 4 --outlier-channels 3", "--outlier-channels 3"},
+           {"--hidden 64 --heads 4 --outlier-channels 10", "--outlier-channels 10"},
+           {"--outlier-channels 2 --outlier-scale 0", "--outlier-scale"},
+           {"--preset qwen2-0.5b --layers 1 --output-scale 4", "--output-scale"},
        }) {
     std::string err;
     EXPECT_NE(test::run_command(bin + c.args, nullptr, &err), 0) << c.args;
