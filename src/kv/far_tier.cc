@@ -99,18 +99,21 @@ std::optional<int32_t> FarTier::put(const std::function<const uint8_t*(int32_t)>
   const size_t segs = segments_.size();
   if (sums_.size() < static_cast<size_t>(slot + 1) * num_layers_ * segs) {
     sums_.resize(static_cast<size_t>(slot + 1) * num_layers_ * segs);
-    checked_.resize(sums_.size());
+    verified_.resize(sums_.size());
     corrupt_.resize(static_cast<size_t>(slot) + 1);
   }
   Status st = fault_ ? fault_("write") : Status();
   for (int32_t l = 0; l < num_layers_ && st.ok(); ++l) {
     const uint8_t* src = layer_planes(l);
     const size_t base = (static_cast<size_t>(slot) * num_layers_ + l) * segs;
-    for (size_t g = 0; g < segs; ++g) {
-      sums_[base + g] = segment_sum(src, segments_[g]);
-      checked_[base + g] = 0;
-    }
-    st = write_all(fd_, src, n, layer_offset(slot, l));
+    for (size_t g = 0; g < segs; ++g) sums_[base + g] = segment_sum(src, segments_[g]);
+    // Writing part of a page reads the rest of it from disk first: the neighbours sharing the
+    // first or last page are checked again. This slot's bytes are what it just wrote.
+    const uint64_t at = layer_offset(slot, l), p = page_size();
+    unverify(at & ~(p - 1), at);
+    unverify(at + n, std::min(map_bytes_, (at + n + p - 1) & ~(p - 1)));
+    st = write_all(fd_, src, n, at);
+    set_verified(slot, l, st.ok() ? 1 : 0);
   }
   write_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!st.ok()) {
@@ -138,17 +141,31 @@ void FarTier::release(int32_t slot) {
 
 bool FarTier::verify(int32_t slot, int32_t layer, int32_t seg) const {
   const size_t i = (static_cast<size_t>(slot) * num_layers_ + layer) * segments_.size() + seg;
-  std::atomic_ref<uint32_t> checked(checked_[i]);
-  if (checked.load(std::memory_order_relaxed) == epoch_) return true;
+  std::atomic_ref<uint8_t> verified(verified_[i]);
+  if (verified.load(std::memory_order_relaxed) != 0) return true;
   const FarSegment& g = segments_[seg];
-  read_bytes_.fetch_add(g.bytes + g.bytes2, std::memory_order_relaxed);
+  checked_bytes_.fetch_add(g.bytes + g.bytes2, std::memory_order_relaxed);
   if (segment_sum(layer_data(slot, layer), g) == sums_[i]) {
-    checked.store(epoch_, std::memory_order_relaxed);
+    verified.store(1, std::memory_order_relaxed);
     return true;
   }
   checksum_failures_.fetch_add(1, std::memory_order_relaxed);
   std::atomic_ref<uint8_t>(corrupt_[slot]).store(1, std::memory_order_relaxed);
   return false;
+}
+
+void FarTier::set_verified(int32_t slot, int32_t layer, uint8_t v) {
+  const size_t segs = segments_.size();
+  const size_t base = (static_cast<size_t>(slot) * num_layers_ + layer) * segs;
+  if (base + segs > verified_.size()) return;  // a slot never written
+  std::fill(verified_.begin() + static_cast<std::ptrdiff_t>(base), verified_.begin() + static_cast<std::ptrdiff_t>(base + segs), v);
+}
+
+void FarTier::unverify(uint64_t begin, uint64_t end) {
+  const uint64_t block = 2 * plane_bytes_, layer_bytes = static_cast<uint64_t>(capacity_) * block;
+  for (uint64_t off = begin - begin % block; off < end; off += block) {
+    set_verified(static_cast<int32_t>((off % layer_bytes) / block), static_cast<int32_t>(off / layer_bytes), 0);
+  }
 }
 
 std::vector<int32_t> FarTier::take_corrupt() {
@@ -164,11 +181,37 @@ std::vector<int32_t> FarTier::take_corrupt() {
   return out;
 }
 
-void FarTier::drop(int32_t layer) const {
-  if (high_water_ == 0) return;
+std::pair<uint64_t, uint64_t> FarTier::layer_pages(int32_t layer) const {
   const uint64_t p = page_size();
   const uint64_t b = layer_offset(0, layer) & ~(p - 1);
   const uint64_t e = std::min(map_bytes_, (layer_offset(high_water_, layer) + p - 1) & ~(p - 1));
+  return {b, std::max(b, e)};
+}
+
+void FarTier::begin_layer(int32_t layer) {
+  if (high_water_ == 0) return;
+  const auto [b, e] = layer_pages(layer);
+  if (e <= b) return;
+  read_bytes_.fetch_add(static_cast<uint64_t>(num_used_) * 2 * plane_bytes_, std::memory_order_relaxed);
+  // Pages outside the page cache are read from disk by this pass: every block with bytes in one
+  // (of this layer, or a neighbouring layer's block sharing the page) is checked again. If
+  // residency cannot be told, all are.
+  const uint64_t p = page_size();
+  resident_.resize((e - b) / p);
+  if (::mincore(base_ + b, e - b, resident_.data()) != 0) {
+    unverify(b, e);
+  } else {
+    for (size_t pg = 0; pg < resident_.size(); ++pg) {
+      if ((resident_[pg] & 1) == 0) unverify(b + pg * p, b + (pg + 1) * p);
+    }
+  }
+  // Kernels before 5.14 do not know MADV_POPULATE_READ: page faults map the pages then.
+  if (populate_ && ::madvise(base_ + b, e - b, kMadvPopulateRead) != 0 && errno == EINVAL) populate_ = false;
+}
+
+void FarTier::drop(int32_t layer) const {
+  if (high_water_ == 0) return;
+  const auto [b, e] = layer_pages(layer);
   if (e > b) ::madvise(base_ + b, e - b, MADV_DONTNEED);
 }
 
@@ -180,6 +223,7 @@ FarTierStats FarTier::stats() const {
   s.spills = spills_;
   s.write_bytes = write_bytes_;
   s.read_bytes = read_bytes_.load(std::memory_order_relaxed);
+  s.checked_bytes = checked_bytes_.load(std::memory_order_relaxed);
   s.checksum_failures = checksum_failures_.load(std::memory_order_relaxed);
   s.io_errors = io_errors_;
   s.write_seconds = write_seconds_;
@@ -187,9 +231,15 @@ FarTierStats FarTier::stats() const {
   return s;
 }
 
+void FarTier::evict_for_test() const {
+  ::fdatasync(fd_);
+  ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 Status FarTier::corrupt_for_test(int32_t slot, int32_t layer, uint64_t offset) {
   HZ_CHECK(offset < 2 * plane_bytes_);
   uint8_t b = static_cast<uint8_t>(layer_data(slot, layer)[offset] ^ 0x5a);
+  set_verified(slot, layer, 0);
   return write_all(fd_, &b, 1, layer_offset(slot, layer) + offset);
 }
 

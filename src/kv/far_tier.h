@@ -12,12 +12,15 @@
 // fault-around from mapping the other layers' planes.
 //
 // Every segment of a layer (by default the whole layer; the KV cache uses one per K/V stream and
-// KV head: that head's rows and scales) has an XXH3 checksum kept in RAM. A layer's read tables
-// check every far block they refer to when they are built, once per pass (begin_pass(): one
-// layer's attention), spread over the thread pool; a mismatch is counted and reported
-// (take_corrupt()) and the engine recomputes the sequence instead of serving it. A write error
-// (ENOSPC, EIO) logs one warning, counts an I/O error and stops further spills ("degraded"): the
-// engine continues with what fits in RAM.
+// KV head: that head's rows and scales) has an XXH3 checksum kept in RAM. What comes from disk is
+// checked: when a layer's attention pass begins (begin_layer()), the far blocks whose pages are not
+// all in the page cache (mincore) will be read from disk and lose their "verified" mark, and the
+// layer's read tables check every unmarked segment they refer to, spread over the thread pool.
+// Bytes that stayed in the page cache since they were written or checked are not hashed again (the
+// file is private to this process: only a read from disk can change them). A mismatch is counted
+// and reported (take_corrupt()) and the engine recomputes the sequence instead of serving it. A
+// write error (ENOSPC, EIO) logs one warning, counts an I/O error and stops further spills
+// ("degraded"): the engine continues with what fits in RAM.
 //
 // put() / release() / drop() belong to the engine thread; verify() may run on worker threads.
 #pragma once
@@ -28,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -54,7 +58,8 @@ struct FarTierStats {
   uint64_t high_water = 0;         // slots [0, high_water) ever written
   uint64_t spills = 0;             // blocks written
   uint64_t write_bytes = 0;
-  uint64_t read_bytes = 0;         // plane bytes read (checked) by attention
+  uint64_t read_bytes = 0;         // plane bytes mapped for attention (every layer pass)
+  uint64_t checked_bytes = 0;      // bytes hashed against their checksums (what came from disk)
   uint64_t checksum_failures = 0;
   uint64_t io_errors = 0;
   double write_seconds = 0;
@@ -83,10 +88,13 @@ class FarTier {
     return base_ + ((static_cast<uint64_t>(layer) * capacity_ + slot) * 2) * plane_bytes_;
   }
   int32_t num_segments() const { return static_cast<int32_t>(segments_.size()); }
-  // Starts a pass (one layer's attention): verify() checks each segment once per pass.
-  void begin_pass() { ++epoch_; }
-  // Checks segment `seg` of layer `layer` of `slot` against its checksum, unless it was checked in
-  // this pass; on mismatch counts it, marks the slot corrupt and returns false. Thread-safe.
+  // Starts the attention pass of `layer`: the blocks whose pages left the page cache are marked for
+  // checking, then the layer's pages are mapped in one call (MADV_POPULATE_READ, Linux 5.14)
+  // instead of a page fault per few pages.
+  void begin_layer(int32_t layer);
+  // Checks segment `seg` of layer `layer` of `slot` against its checksum unless it is marked
+  // verified (written or checked since its pages were last read from disk); on mismatch counts
+  // it, marks the slot corrupt and returns false. Thread-safe.
   bool verify(int32_t slot, int32_t layer, int32_t seg = 0) const;
   // Slots found corrupt since the last call (each once).
   std::vector<int32_t> take_corrupt();
@@ -96,15 +104,24 @@ class FarTier {
   FarTierStats stats() const;
 
   // Tests: called before each write-side operation ("write"); an error fails it. And flips one
-  // byte of layer `layer` of `slot` in the file (a corrupt disk).
+  // byte of layer `layer` of `slot` in the file and takes its verified mark, as a read of a corrupt
+  // disk would.
   void set_io_fault(std::function<Status(const char*)> f) { fault_ = std::move(f); }
   Status corrupt_for_test(int32_t slot, int32_t layer, uint64_t offset);
+  // Writes the file back and asks the kernel to drop it from the page cache (best effort).
+  void evict_for_test() const;
 
  private:
   FarTier() = default;
   uint64_t layer_offset(int32_t slot, int32_t layer) const {
     return ((static_cast<uint64_t>(layer) * capacity_ + slot) * 2) * plane_bytes_;
   }
+  // Page-aligned [begin, end) offsets of `layer` of the slots ever used.
+  std::pair<uint64_t, uint64_t> layer_pages(int32_t layer) const;
+  // Clears the verified mark of every (slot, layer) with a byte in file offsets [begin, end).
+  void unverify(uint64_t begin, uint64_t end);
+  void set_verified(int32_t slot, int32_t layer, uint8_t v);
+  static constexpr int kMadvPopulateRead = 22;  // MADV_POPULATE_READ (Linux 5.14), absent from older headers
 
   int fd_ = -1;
   uint8_t* base_ = nullptr;
@@ -118,16 +135,17 @@ class FarTier {
   int32_t high_water_ = 0;            // slots [0, high_water_) ever used
   std::vector<FarSegment> segments_;
   std::vector<uint64_t> sums_;        // [slot][layer][segment]
-  // Per [slot][layer][segment]: the pass that last checked it (std::atomic_ref: worker threads
-  // write it during a pass; it only grows between passes, in put()).
-  mutable std::vector<uint32_t> checked_;
-  uint32_t epoch_ = 1;
-  mutable std::vector<uint8_t> corrupt_;  // per slot (std::atomic_ref, as checked_)
+  // Per [slot][layer][segment]: 1 when verified since its bytes were last read from disk
+  // (std::atomic_ref: worker threads set it during a pass; the engine thread clears it between).
+  mutable std::vector<uint8_t> verified_;
+  std::vector<unsigned char> resident_;    // mincore scratch of begin_layer()
+  mutable std::vector<uint8_t> corrupt_;  // per slot (std::atomic_ref, as verified_)
   bool degraded_ = false;
+  bool populate_ = true;  // MADV_POPULATE_READ works here (cleared on EINVAL)
   std::function<Status(const char*)> fault_;
   uint64_t spills_ = 0, write_bytes_ = 0, io_errors_ = 0;
   double write_seconds_ = 0;
-  mutable std::atomic<uint64_t> read_bytes_{0}, checksum_failures_{0};
+  mutable std::atomic<uint64_t> read_bytes_{0}, checked_bytes_{0}, checksum_failures_{0};
   uint64_t reported_failures_ = 0;  // checksum_failures_ at the last take_corrupt()
 };
 

@@ -165,7 +165,7 @@ void KvReader::begin_step(const KvCache& kv, size_t num_seqs) {
 void KvReader::bind_layer(int32_t layer, ThreadPool* pool) {
   FarTier* far = kv_->far();
   far_pass_ = far != nullptr && far->num_used() > 0;
-  if (far_pass_) far->begin_pass();  // each far block checked once in this layer's pass
+  if (far_pass_) far->begin_layer(layer);  // what comes from disk is checked in this pass
   jobs_.clear();
   for (size_t i = 0; i < num_tables_; ++i) {
     tables_[i].plan_layer(layer);

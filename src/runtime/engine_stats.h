@@ -112,7 +112,9 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier, kRemoteTier };
   F(kv_far_spills, uint64_t, kCounter, kFarTier, "horizon_kv_far_spills_total", "", "",                                \
     "KV blocks of running sequences moved from RAM to disk.", src.far.spills)                                          \
   F(kv_far_read_bytes, uint64_t, kCounter, kFarTier, "horizon_kv_far_read_bytes_total", "", "",                        \
-    "Far KV bytes checked and read by attention.", src.far.read_bytes)                                                 \
+    "Far KV bytes read by attention.", src.far.read_bytes)                                                             \
+  F(kv_far_checked_bytes, uint64_t, kCounter, kFarTier, "horizon_kv_far_checked_bytes_total", "", "",                  \
+    "Far KV bytes checked against their checksums (read back from disk).", src.far.checked_bytes)                      \
   F(kv_far_write_bytes, uint64_t, kCounter, kFarTier, "horizon_kv_far_write_bytes_total", "", "",                      \
     "Far KV bytes written.", src.far.write_bytes)                                                                      \
   F(kv_far_checksum_failures, uint64_t, kCounter, kFarTier, "horizon_kv_far_checksum_failures_total", "", "",          \

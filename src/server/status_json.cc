@@ -49,6 +49,7 @@ std::string status_json(const EngineStats& s, const ServerMetrics& metrics, cons
         {"bytes_total", s.kv_far_bytes_total},
         {"spills", s.kv_far_spills},
         {"read_bytes", s.kv_far_read_bytes},
+        {"checked_bytes", s.kv_far_checked_bytes},
         {"write_bytes", s.kv_far_write_bytes}}},
       {"remote",
        {{"enabled", s.kv_remote_enabled},

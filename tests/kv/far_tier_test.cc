@@ -1,6 +1,7 @@
 // FarTier on its own: blocks written layer by layer read back byte for byte through the mapping,
 // slots are reused lowest first, a flipped byte on disk fails verify() and is reported once, a
-// write error degrades the tier (no more spills, nothing lost), and drop() loses no data.
+// write error degrades the tier (no more spills, nothing lost), drop() loses no data, and bytes are
+// hashed again only when they may have come from disk.
 #include "kv/far_tier.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+
+#include <sys/mman.h>
 
 #include "support/test_support.h"
 
@@ -80,7 +83,6 @@ TEST(FarTierTest, BlocksReadBackExactlyAndSlotsAreReusedLowestFirst) {
   EXPECT_EQ(st.spills, 5u);
   EXPECT_EQ(st.blocks, 3u);
   EXPECT_EQ(st.write_bytes, 5 * 2 * kPlane * kLayers);
-  EXPECT_EQ(st.read_bytes, 12 * 2 * kPlane);
   EXPECT_EQ(st.checksum_failures, 0u);
   std::filesystem::remove_all(dir);
 }
@@ -130,21 +132,77 @@ TEST(FarTierTest, DropUnmapsWithoutLosingData) {
   std::vector<Block> blocks;
   for (uint32_t i = 0; i < 8; ++i) blocks.emplace_back(i);
   for (const Block& b : blocks) ASSERT_TRUE(put(*t, b).has_value());
+  uint64_t after_first = 0;
   for (int round = 0; round < 3; ++round) {
-    t->begin_pass();
     for (int32_t l = 0; l < kLayers; ++l) {
+      t->begin_layer(l);
       for (int32_t s = 0; s < 8; ++s) ASSERT_TRUE(t->verify(s, l));
       t->drop(l);
     }
+    if (round == 0) after_first = t->stats().checked_bytes;
   }
   for (int32_t s = 0; s < 8; ++s) EXPECT_TRUE(same(*t, s, blocks[s]));
-  EXPECT_EQ(t->stats().read_bytes, 3 * 8 * kLayers * 2 * kPlane) << "each segment checked once per pass";
+  EXPECT_EQ(t->stats().checked_bytes, after_first) << "pages that stayed in the page cache are not hashed again";
+  std::filesystem::remove_all(dir);
+}
+
+// Page-sized planes (no page shared between blocks): written bytes are trusted, checked bytes
+// stay trusted while in the page cache, and a block is checked again once its pages left it.
+TEST(FarTierTest, BytesAreHashedAgainOnlyWhenTheyMayComeFromDisk) {
+  const std::string dir = test::make_temp_dir("far_tier");
+  FarTierOptions o;
+  o.dir = dir;
+  o.num_layers = 2;
+  o.plane_bytes = 4096;
+  o.budget_bytes = 2 * 4096 * 2 * 4;
+  auto t = FarTier::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<uint8_t> bytes(2 * 4096 * 2, 7);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->put([&](int32_t l) { return bytes.data() + 2 * 4096 * l; }).has_value());
+  for (int32_t l = 0; l < 2; ++l) {
+    (*t)->begin_layer(l);
+    for (int32_t s = 0; s < 3; ++s) EXPECT_TRUE((*t)->verify(s, l));
+  }
+  EXPECT_EQ((*t)->stats().checked_bytes, 0u) << "what was just written is in the page cache as written";
+  ASSERT_TRUE((*t)->corrupt_for_test(1, 0, 10).ok());
+  EXPECT_FALSE((*t)->verify(1, 0));
+  EXPECT_EQ((*t)->stats().checked_bytes, 2 * 4096u);
+  EXPECT_TRUE((*t)->verify(2, 0));
+  EXPECT_EQ((*t)->stats().checked_bytes, 2 * 4096u) << "the neighbours were not touched";
+  // Out of the page cache (unmapped first): the next pass checks every block of the layer again.
+  (*t)->drop(0);
+  (*t)->drop(1);
+  (*t)->evict_for_test();
+  std::vector<unsigned char> resident(2);
+  ASSERT_EQ(::mincore(const_cast<uint8_t*>((*t)->layer_data(0, 1)), 2 * 4096, resident.data()), 0);
+  if ((resident[0] & 1) != 0) GTEST_SKIP() << "the kernel kept the file's pages in the page cache";
+  (*t)->begin_layer(1);
+  for (int32_t s = 0; s < 3; ++s) EXPECT_TRUE((*t)->verify(s, 1));
+  EXPECT_EQ((*t)->stats().checked_bytes, 2 * 4096u + 3 * 2 * 4096u);
+  std::filesystem::remove_all(dir);
+}
+
+// Planes that are not page multiples: writing a block reads its first and last pages, so the
+// neighbours sharing them are checked again; the block written is not.
+TEST(FarTierTest, AWriteSharingAPageMarksTheNeighbourForChecking) {
+  const std::string dir = test::make_temp_dir("far_tier");
+  auto t = open_tier(dir, 4);
+  ASSERT_NE(t, nullptr);
+  Block a(1), b(2);
+  ASSERT_EQ(put(*t, a), 0);
+  ASSERT_EQ(put(*t, b), 1);
+  EXPECT_TRUE(t->verify(1, 1));
+  EXPECT_EQ(t->stats().checked_bytes, 0u);
+  EXPECT_TRUE(t->verify(0, 1));
+  EXPECT_EQ(t->stats().checked_bytes, 2 * kPlane) << "slot 0 shares a page with slot 1";
+  EXPECT_TRUE(t->verify(0, 1));
+  EXPECT_EQ(t->stats().checked_bytes, 2 * kPlane) << "checked once";
   std::filesystem::remove_all(dir);
 }
 
 // Segments: a flipped byte fails only the segment that covers it; bytes outside every segment
-// are not checked; a segment is checked once per pass.
-TEST(FarTierTest, SegmentsAreCheckedSeparatelyOncePerPass) {
+// are not checked; a segment that passed is not checked again while it stays in the page cache.
+TEST(FarTierTest, SegmentsAreCheckedSeparately) {
   const std::string dir = test::make_temp_dir("far_tier");
   FarTierOptions o;
   o.dir = dir;
@@ -162,12 +220,14 @@ TEST(FarTierTest, SegmentsAreCheckedSeparatelyOncePerPass) {
   EXPECT_FALSE((*t)->verify(0, 1, 0));
   EXPECT_TRUE((*t)->verify(0, 2, 0));
   EXPECT_TRUE((*t)->verify(0, 2, 1));
-  const uint64_t read = (*t)->stats().read_bytes;
+  const uint64_t read = (*t)->stats().checked_bytes;
   EXPECT_TRUE((*t)->verify(0, 2, 1));
-  EXPECT_EQ((*t)->stats().read_bytes, read) << "checked already in this pass";
-  (*t)->begin_pass();
+  EXPECT_EQ((*t)->stats().checked_bytes, read) << "checked already";
+  (*t)->begin_layer(2);
   EXPECT_TRUE((*t)->verify(0, 2, 1));
-  EXPECT_GT((*t)->stats().read_bytes, read);
+  EXPECT_EQ((*t)->stats().checked_bytes, read) << "still in the page cache: not hashed again";
+  EXPECT_FALSE((*t)->verify(0, 1, 0)) << "a failed segment is checked (and fails) again";
+  EXPECT_GT((*t)->stats().checked_bytes, read);
   EXPECT_EQ((*t)->take_corrupt(), std::vector<int32_t>{0});
   o.segments = {{2 * kPlane - 10, 11, 0, 0}};
   EXPECT_FALSE(FarTier::open(o).ok()) << "a segment past the layer is refused";
