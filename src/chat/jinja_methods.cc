@@ -201,7 +201,6 @@ Result<Value> str_find(Interpreter& in, const Text& t, const std::string& name, 
 }
 
 Result<Value> str_join(Interpreter& in, const Text& t, const std::string& name, const CallArgs& args) {
-  const std::string& s = t.str();
   const Value* items = args.get(0, "iterable");
   if (!items) return invalid_argument("join() needs an argument");
   HZ_ASSIGN_OR_RETURN(std::vector<Value> parts, iterate(in, *items));
