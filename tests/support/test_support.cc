@@ -6,8 +6,12 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace hz::test {
 
@@ -20,12 +24,40 @@ std::string shared_dir() {
 std::string model_path(const std::string& file) { return shared_dir() + "/models/" + file; }
 std::string testdata_path(const std::string& rel) { return shared_dir() + "/testdata/" + rel; }
 
+namespace {
+
+// The folders make_temp_dir created, removed when the test process exits (not by a forked child:
+// its parent still uses them; and kept with HORIZON_KEEP_TEST_TEMP=1 for a post-mortem), so
+// repeated runs do not fill /tmp.
+struct TempDirs {
+  const pid_t owner = getpid();
+  std::mutex mu;
+  std::vector<std::string> dirs;
+  ~TempDirs() {
+    const char* keep = std::getenv("HORIZON_KEEP_TEST_TEMP");
+    if (getpid() != owner || (keep != nullptr && *keep != '\0' && *keep != '0')) return;
+    std::error_code ec;
+    for (const std::string& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+
+TempDirs& temp_dirs() {
+  static TempDirs t;
+  return t;
+}
+
+}  // namespace
+
 std::string make_temp_dir(const std::string& prefix) {
   std::string tmpl = "/tmp/hz-" + prefix + "-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   char* p = mkdtemp(buf.data());
-  return p ? std::string(p) : std::string();
+  if (p == nullptr) return std::string();
+  TempDirs& t = temp_dirs();
+  std::lock_guard<std::mutex> lk(t.mu);
+  t.dirs.emplace_back(p);
+  return p;
 }
 
 int run_command(const std::string& cmd, std::string* out, std::string* err) {

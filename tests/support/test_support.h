@@ -10,7 +10,8 @@ namespace hz::test {
 std::string shared_dir();
 std::string model_path(const std::string& file);    // shared/models/<file>
 std::string testdata_path(const std::string& rel);  // shared/testdata/<rel>
-// A fresh temporary directory for one test (removed by the caller or left in /tmp).
+// A fresh temporary directory for one test, removed when the test process exits (kept with
+// HORIZON_KEEP_TEST_TEMP=1); a test may remove it earlier.
 std::string make_temp_dir(const std::string& prefix);
 
 // Runs a shell command, returns its exit code; stdout and stderr captured if the pointers are set.
