@@ -1,6 +1,8 @@
 // The KV codecs' ISA-independent helpers (the kernels dispatch in dispatch.cc).
 #include "kernels/kv_codec.h"
 
+#include <cmath>
+
 namespace hz::kernels {
 
 int64_t kv_row_elem_bytes(KvCodec c, int64_t head_dim) {
@@ -9,12 +11,28 @@ int64_t kv_row_elem_bytes(KvCodec c, int64_t head_dim) {
     case KvCodec::kF16: case KvCodec::kBF16: return 2 * head_dim;
     case KvCodec::kFp8: case KvCodec::kInt8: return head_dim;
     case KvCodec::kInt4: return (head_dim + 1) / 2;
+    case KvCodec::kInt3: return (3 * head_dim + 7) / 8;
+    case KvCodec::kInt2: return (head_dim + 3) / 4;
   }
   return 0;
 }
 
 int64_t kv_row_scale_bytes(KvCodec c, int64_t head_dim) {
-  return c == KvCodec::kInt8 || c == KvCodec::kInt4 ? 2 * kv_groups(head_dim) : 0;
+  if (c == KvCodec::kInt8 || c == KvCodec::kInt4) return 2 * kv_groups(head_dim);
+  return kv_byte_scaled(c) ? kv_groups(head_dim) : 0;
+}
+
+const float* kv_byte_scale_table() {
+  static const float* table = [] {
+    static float t[256];
+    for (int b = 0; b < 256; ++b) {
+      const int c = b & 0x7f;
+      const float mag = c == 0 ? 0.0f : std::exp2(static_cast<float>(c - 64) / 4.0f);
+      t[b] = (b & 0x80) ? -mag : mag;
+    }
+    return t;
+  }();
+  return table;
 }
 
 }  // namespace hz::kernels

@@ -23,6 +23,7 @@ KvPrecision KvCacheConfig::resolved_precision() const {
   if (p.hot_window == 0 || p.hot == p.cold) {
     p.hot_window = 0;
     p.cold = p.hot;
+    p.sink_tokens = 0;  // every block is in the one type already
   }
   return p;
 }
@@ -41,6 +42,7 @@ KvCache::KvCache(const KvCacheConfig& cfg)
   HZ_CHECK(cfg.block_tokens >= 16 && cfg.block_tokens % 16 == 0);
   HZ_CHECK(cfg.head_dim > 0 && cfg.num_kv_heads > 0 && cfg.num_layers > 0);
   arena_type_ = prec_.hot_window > 0 ? prec_.cold : prec_.hot;
+  sink_blocks_ = static_cast<int64_t>(kv_sink_blocks(prec_, static_cast<uint64_t>(cfg.block_tokens)));
   exact_codec_ = prec_.hot == KvType::kF32 ? kernels::KvCodec::kF32 : kernels::KvCodec::kF16;
   staged_ = !(prec_.hot_window == 0 && (prec_.hot == KvType::kF16 || prec_.hot == KvType::kF32));
   plane_bytes_ = kv_plane_bytes(cfg.geometry(), arena_type_, cfg.block_tokens);
@@ -168,8 +170,9 @@ int64_t KvCache::finalized_blocks(int64_t num_positions) const {
 void KvCache::commit(const BlockRef* block_table, int64_t num_positions) {
   if (!staged_) return;
   std::vector<float> tmp;
-  // Staged blocks form a suffix of a sequence's table: walk back from the newest finalized one.
-  for (int64_t i = finalized_blocks(num_positions) - 1; i >= 0; --i) {
+  // Staged blocks form a suffix of a sequence's table, after its sink blocks (kept staged): walk
+  // back from the newest finalized one.
+  for (int64_t i = finalized_blocks(num_positions) - 1; i >= sink_blocks_; --i) {
     if (block_table[i].is_far()) break;
     const int32_t b = block_table[i].idx;
     // Older blocks were finalized by earlier calls (released, or retained for the prefix cache).

@@ -12,6 +12,11 @@
 //         row (a row's last group may be shorter when head_dim % 32 != 0): [num_heads][block_tokens][groups] f16.
 //   int4: 4 bits per element (two per byte, a row padded to whole bytes) + the same f16 group scales
 //         as int8. Symmetric like Q4_0: value = (q - 8) * scale.
+//   int3 / int2 (cold only: under a hot window): 3 / 2 bits per element, packed LSB first per head
+//         row (rows padded to whole bytes), + one scale byte (sign, quarter-octave exponent) per
+//         group of the same G elements: [num_heads][block_tokens][groups] u8. value = q * scale,
+//         q in [-4, 3] / [-2, 1]. Bits per value, scales included: int3 3 + 8/G, int2 2 + 8/G
+//         (head dim 8: 4 and 3, against int4's 6; head dim >= 32: 3.25 and 2.25, against 4.5).
 //   MLA (DeepSeek-V2/V3, Kimi K2): one stream holding the compressed latent of dimension
 //   kv_lora_rank + qk_rope_head_dim per position, as a single "head" (num_heads = 1).
 // A sequence of n tokens holds ceil(n / block_tokens) blocks.
@@ -50,13 +55,20 @@ uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvType t, uint64_t block_token
 // (hot_window 0: everything at `hot`). Each part is counted in whole blocks. `rotated`: K and V
 // rows are stored rotated by a fixed randomized Hadamard transform per layer, stream and head
 // (kv/kv_rotation.h), in every block; the model rotates queries alike and attention outputs back.
+// `sink_tokens` (only with a hot window): the blocks holding positions [0, sink_tokens) stay in the
+// hot type for every query, however old (attention sinks: the first tokens draw outsized
+// attention); whole blocks, so a block of 16 tokens keeps positions 0-15 for any value 1-16.
 struct KvPrecision {
   KvType hot = KvType::kF16;
   uint64_t hot_window = 0;
   KvType cold = KvType::kF16;
   bool rotated = false;
+  uint64_t sink_tokens = 0;
 };
+// Blocks kept in the hot type as sinks: ceil(sink_tokens / block_tokens) with a hot window, else 0.
+uint64_t kv_sink_blocks(const KvPrecision& p, uint64_t block_tokens);
 uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t num_tokens);
-std::string kv_precision_name(const KvPrecision& p);  // "f16", "f16 (hot 4096) + int4", "int4 rotated"
+std::string kv_precision_name(const KvPrecision& p);  // "f16", "f16 (hot 4096) + int4", "int4 rotated",
+                                                      // "f16 (hot 32, sinks 4) + int2 rotated"
 
 }  // namespace hz

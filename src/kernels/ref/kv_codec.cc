@@ -53,6 +53,58 @@ float e4m3_to_f32(uint8_t v) {
 namespace ref {
 namespace {
 
+// Code of x for scale d in [-levels, levels - 1], rounded half away from zero; NaN -> 0, +-Inf
+// and values past the range clamp to the nearest end.
+int low_bit_code(float x, float inv_d, int levels) {
+  float t = x * inv_d;
+  if (std::isnan(t)) return 0;
+  t = std::min(std::max(t, static_cast<float>(-levels)), static_cast<float>(levels - 1));
+  return static_cast<int>(std::round(t));
+}
+
+// One group of n values of an int3 / int2 row (kv_codec.h): picks the scale byte, among the
+// quarter octaves from half to 1.19 times max|x| / levels, with the least squared error over the
+// finite values, then writes the codes (offset by `levels`) into the row's bit stream from
+// element `first` on.
+void encode_low_bit_group(const float* x, int64_t n, int levels, int bits, int64_t first, uint8_t* row,
+                          uint8_t* scale) {
+  float amax = 0, vmax = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(x[i]) && std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      vmax = x[i];
+    }
+  }
+  uint8_t best = 0;
+  if (amax > 0) {
+    const float base = vmax / static_cast<float>(-levels);  // largest magnitude -> -levels
+    const uint8_t sign = base < 0 ? 0x80 : 0;
+    const int c0 = std::clamp(static_cast<int>(std::lround(4.0f * std::log2(std::fabs(base)))) + 64, 1, 127);
+    float best_err = std::numeric_limits<float>::infinity();
+    for (int c = std::max(1, c0 - 4); c <= std::min(127, c0 + 1); ++c) {
+      const uint8_t code = static_cast<uint8_t>(sign | c);
+      const float d = kv_byte_scale(code), inv = 1.0f / d;
+      float err = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(x[i])) continue;
+        const float e = x[i] - static_cast<float>(low_bit_code(x[i], inv, levels)) * d;
+        err += e * e;
+      }
+      if (err < best_err) {
+        best_err = err;
+        best = code;
+      }
+    }
+  }
+  *scale = best;
+  const float d = kv_byte_scale(best), inv = d != 0 ? 1.0f / d : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(low_bit_code(x[i], inv, levels) + levels);
+    const int64_t bit = (first + i) * bits, byte = bit >> 3, sh = bit & 7;
+    row[byte] |= static_cast<uint8_t>(u << sh);
+    if (sh + bits > 8) row[byte + 1] |= static_cast<uint8_t>(u >> (8 - sh));
+  }
+}
 
 }  // namespace
 
@@ -117,6 +169,20 @@ void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t
       }
       return;
     }
+    case KvCodec::kInt3:
+    case KvCodec::kInt2: {
+      const int64_t g = kv_group(hd), ng = kv_groups(hd);
+      const int levels = c == KvCodec::kInt3 ? 4 : 2, bits = c == KvCodec::kInt3 ? 3 : 2;
+      for (int64_t r = 0; r < rows; ++r) {
+        uint8_t* er = elems + r * reb;
+        std::memset(er, 0, reb);
+        for (int64_t gi = 0; gi < ng; ++gi) {
+          const int64_t b = gi * g;
+          encode_low_bit_group(x + r * hd + b, std::min(g, hd - b), levels, bits, b, er, scales + r * ng + gi);
+        }
+      }
+      return;
+    }
   }
 }
 
@@ -149,6 +215,23 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
           for (int64_t i = 0; i < n; ++i) {
             const int64_t e = b + i;
             const int q = c == KvCodec::kInt8 ? static_cast<int8_t>(er[e]) : ((er[e / 2] >> ((e & 1) * 4)) & 15) - 8;
+            yr[e] = static_cast<float>(q) * d;
+          }
+        }
+      }
+      return;
+    }
+    case KvCodec::kInt3:
+    case KvCodec::kInt2: {
+      const int64_t g = kv_group(hd), ng = kv_groups(hd);
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* er = elems + r * reb;
+        float* yr = y + r * hd;
+        for (int64_t gi = 0; gi < ng; ++gi) {
+          const float d = kv_byte_scale(scales[r * ng + gi]);
+          const int64_t b = gi * g, n = std::min(g, hd - b);
+          for (int64_t e = b; e < b + n; ++e) {
+            const int q = c == KvCodec::kInt3 ? kv_int3_code(er, e) : kv_int2_code(er, e);
             yr[e] = static_cast<float>(q) * d;
           }
         }
