@@ -38,9 +38,9 @@ struct SweepConfig {
 };
 
 // The KV choices --kv-sweep measures: every type usable alone, with and without rotation; int4 /
-// int8 cold under f16 hot windows of the given sizes; int3 / int2 cold (rotated, and int2 with
-// `sinks` sink tokens). `all` adds the unrotated and the with/without-sinks variants of every
-// int3 / int2 row.
+// int8 cold under f16 hot windows of the given sizes; int3 / int2 cold (not rotated: measured
+// worse rotated; int2 also with `sinks` sink tokens). `all` adds the rotated and the with/without-
+// sinks variants of every int3 / int2 row.
 std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int32_t sinks, bool all) {
   std::vector<SweepConfig> out;
   auto add = [&](KvType hot, int32_t window, KvType cold, bool rotated, int32_t sink_tokens = 0) {
@@ -60,7 +60,7 @@ std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int3
     for (KvType t : {KvType::kInt3, KvType::kInt2}) {
       for (bool rotated : {false, true}) {
         for (int32_t s : {0, sinks}) {
-          const bool default_row = rotated && (s == 0 || t == KvType::kInt2);
+          const bool default_row = !rotated && (s == 0 || t == KvType::kInt2);
           if ((all || default_row) && (s == 0 || sinks > 0)) add(KvType::kF16, w, t, rotated, s);
           if (sinks == 0) break;
         }
@@ -254,7 +254,7 @@ Subcommand kPerplexity("perplexity", "Perplexity and KL divergence of a model (a
                          app.add_option("--kv-sweep-sinks", o->sweep_sinks,
                                         "Sink tokens of the sweep's rows with sinks (default 4; 0: no such rows)");
                          app.add_flag("--kv-sweep-all", o->sweep_all,
-                                      "Also measure int3 / int2 without rotation, and with and without sink tokens");
+                                      "Also measure int3 / int2 rotated, and with and without sink tokens");
                          return [o] { return run_perplexity(*o); };
                        });
 

@@ -18,17 +18,19 @@ int64_t kv_row_elem_bytes(KvCodec c, int64_t head_dim) {
 }
 
 int64_t kv_row_scale_bytes(KvCodec c, int64_t head_dim) {
-  if (c == KvCodec::kInt8 || c == KvCodec::kInt4) return 2 * kv_groups(head_dim);
-  return kv_byte_scaled(c) ? kv_groups(head_dim) : 0;
+  return kv_grouped(c) ? 2 * kv_groups(head_dim) : 0;
+}
+
+int64_t kv_head_scale_bytes(KvCodec c, int64_t head_dim) {
+  if (c == KvCodec::kFp8) return 4;
+  return kv_channel_scaled(c) ? 2 * head_dim : 0;
 }
 
 const float* kv_byte_scale_table() {
   static const float* table = [] {
     static float t[256];
-    for (int b = 0; b < 256; ++b) {
-      const int c = b & 0x7f;
-      const float mag = c == 0 ? 0.0f : std::exp2(static_cast<float>(c - 64) / 4.0f);
-      t[b] = (b & 0x80) ? -mag : mag;
+    for (int b = 0; b < 256; ++b) {  // bytes 128-255 are never written; they read as 0
+      t[b] = b == 0 || b > 127 ? 0.0f : std::exp2(static_cast<float>(b - 64) / 4.0f);
     }
     return t;
   }();

@@ -95,7 +95,8 @@ uint64_t KvCache::head_elem_offset(kernels::KvCodec c, int32_t head) const {
 
 uint64_t KvCache::head_scale_offset(kernels::KvCodec c, int32_t head) const {
   const uint64_t elems = head_elem_offset(c, cfg_.num_kv_heads);
-  if (c == kernels::KvCodec::kFp8) return elems + 4 * static_cast<uint64_t>(head);
+  const uint64_t per_head = static_cast<uint64_t>(kernels::kv_head_scale_bytes(c, cfg_.head_dim));
+  if (per_head > 0) return elems + per_head * static_cast<uint64_t>(head);  // fp8, int3, int2
   return elems + static_cast<uint64_t>(head) * cfg_.block_tokens * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
 }
 
@@ -226,9 +227,8 @@ bool KvCache::reopen_block(BlockRef block) {
 std::vector<FarSegment> KvCache::far_segments() const {
   const kernels::KvCodec c = arena_type_;
   const uint64_t elems = static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_elem_bytes(c, cfg_.head_dim);
-  const uint64_t scales = c == kernels::KvCodec::kFp8
-                              ? 4
-                              : static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
+  const uint64_t scales = static_cast<uint64_t>(kernels::kv_head_scale_bytes(c, cfg_.head_dim)) +
+                          static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
   std::vector<FarSegment> out;
   for (int32_t st = 0; st < 2; ++st) {
     for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) {

@@ -24,10 +24,8 @@ uint64_t kv_plane_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens) {
       return rows * (row_elem_bytes + groups * 2);
     }
     case KvType::kInt3: case KvType::kInt2: {
-      uint64_t group = kv_scale_group(g.head_dim);
-      uint64_t groups = group == 0 ? 0 : (g.head_dim + group - 1) / group;
       uint64_t row_elem_bytes = t == KvType::kInt3 ? (3 * g.head_dim + 7) / 8 : (g.head_dim + 3) / 4;
-      return rows * (row_elem_bytes + groups);
+      return rows * row_elem_bytes + 2 * g.num_heads * g.head_dim;  // + a scale and an offset byte per channel
     }
   }
   return 0;

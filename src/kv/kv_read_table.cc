@@ -7,8 +7,8 @@
 namespace hz {
 namespace {
 
-bool has_scales(kernels::KvCodec c) {
-  return c == kernels::KvCodec::kFp8 || kernels::kv_grouped(c);
+bool has_scales(kernels::KvCodec c) {  // fp8, int8, int4, int3, int2
+  return c == kernels::KvCodec::kFp8 || kernels::kv_grouped(c) || kernels::kv_channel_scaled(c);
 }
 
 // Key range of a query at `pos` with a sliding window (as model/attention.h's attn_first_key).
@@ -46,7 +46,7 @@ void KvReadTable::reset(const KvCache& kv, const BlockRef* blocks, int64_t q_beg
     s.row_elems = static_cast<uint64_t>(kernels::kv_row_elem_bytes(t, head_dim_));
     s.head_elems = s.row_elems * bt;
     s.row_scales = static_cast<uint64_t>(kernels::kv_row_scale_bytes(t, head_dim_));
-    s.head_scales = t == kernels::KvCodec::kFp8 ? 4 : s.row_scales * bt;
+    s.head_scales = static_cast<uint64_t>(kernels::kv_head_scale_bytes(t, head_dim_)) + s.row_scales * bt;
     s.scales = kv.head_scale_offset(t, 0);
   }
   enc_plane_bytes_ = std::max(kv.plane_bytes_for(kv.arena_type()), kv.plane_bytes_for(kv.precision().hot));

@@ -30,7 +30,7 @@ struct Rows {
     x.resize(rows * hd);
     for (auto& v : x) v = nd(rng);
     elems.resize(kv_row_elem_bytes(c, hd) * rows + 8);
-    scales.resize(std::max<int64_t>(4, kv_row_scale_bytes(c, hd) * rows));
+    scales.resize(std::max<int64_t>(4, kv_head_scale_bytes(c, hd) + kv_row_scale_bytes(c, hd) * rows));
     ref::encode_kv_rows(c, x.data(), rows, hd, elems.data(), scales.data());
   }
 };

@@ -18,28 +18,20 @@ namespace {
 // F16C inline: an out-of-line call here would spill every accumulator register.
 inline float scale_of(const uint8_t* scales, int64_t idx) { return load_f16_scalar(scales + 2 * idx); }
 
-// Group scales: f16 (int8/int4; unused by the types without groups) or one byte (int3/int2).
-struct F16Scales {
-  static float scale(const uint8_t* scales, int64_t idx) { return scale_of(scales, idx); }
-};
-struct ByteScales {
-  static float scale(const uint8_t* scales, int64_t idx) { return kv_byte_scale(scales[idx]); }
-};
-
-struct LoadF32 : F16Scales {
+struct LoadF32 {
   __m256 operator()(const uint8_t* row, int64_t i) const { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
 };
-struct LoadF16 : F16Scales {
+struct LoadF16 {
   __m256 operator()(const uint8_t* row, int64_t i) const {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }
 };
-struct LoadBF16 : F16Scales {
+struct LoadBF16 {
   __m256 operator()(const uint8_t* row, int64_t i) const { return load_bf16(reinterpret_cast<const uint16_t*>(row + 2 * i)); }
 };
 // E4M3 byte s.eeee.mmm -> f16 bits s.0eeee.mmm0000000: the f16 value is the E4M3 value times 2^-8
 // for normals and subnormals alike. 0x7f / 0xff (E4M3 NaN) map to an f16 NaN.
-struct LoadFp8 : F16Scales {
+struct LoadFp8 {
   __m256 operator()(const uint8_t* row, int64_t i) const {
     int64_t v;
     std::memcpy(&v, row + i, 8);
@@ -51,7 +43,7 @@ struct LoadFp8 : F16Scales {
   }
 };
 constexpr float kFp8Unscale = 256.0f;
-struct LoadI8 : F16Scales {
+struct LoadI8 {
   __m256 operator()(const uint8_t* row, int64_t i) const {
     int64_t v;
     std::memcpy(&v, row + i, 8);
@@ -59,7 +51,7 @@ struct LoadI8 : F16Scales {
   }
 };
 // 8 int4 codes (element 2j in the low nibble of byte j) minus 8.
-struct LoadI4 : F16Scales {
+struct LoadI4 {
   __m256 operator()(const uint8_t* row, int64_t i) const {
     int32_t v;
     std::memcpy(&v, row + i / 2, 4);
@@ -69,22 +61,41 @@ struct LoadI4 : F16Scales {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(inter), _mm256_set1_epi32(8)));
   }
 };
-// 8 int3 codes (element j of the chunk at bits [3j, 3j + 3) of its 3 bytes) minus 4.
-struct LoadI3 : ByteScales {
+// 8 int3 codes (element j of the chunk at bits [3j, 3j + 3) of its 3 bytes) as values: (q + off) *
+// d with their channels' offsets and scales (decoded once per call), so the plain paths need no
+// scales. The same operations as the reference, element by element.
+struct LoadI3 {
+  const float* d;
+  const float* off;
   __m256 operator()(const uint8_t* row, int64_t i) const {
     const uint8_t* b = row + 3 * i / 8;
     const int32_t v = b[0] | (b[1] << 8) | (b[2] << 16);
     const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21));
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(w, _mm256_set1_epi32(7)), _mm256_set1_epi32(4)));
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(7)));
+    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
   }
 };
-// 8 int2 codes (element j of the chunk at bits [2j, 2j + 2) of its 2 bytes) minus 2.
-struct LoadI2 : ByteScales {
+// The same for int2 (element j at bits [2j, 2j + 2) of its 2 bytes).
+struct LoadI2 {
+  const float* d;
+  const float* off;
   __m256 operator()(const uint8_t* row, int64_t i) const {
     uint16_t v;
     std::memcpy(&v, row + i / 4, 2);
     const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(w, _mm256_set1_epi32(3)), _mm256_set1_epi32(2)));
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(3)));
+    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
+  }
+};
+
+// The channel scales and offsets of an int3/int2 head as floats (head_dim <= 512, vector_ok).
+struct ChannelScales {
+  float d[512], off[512];
+  ChannelScales(const uint8_t* scales, int64_t hd) {
+    for (int64_t i = 0; i < hd; ++i) {
+      d[i] = kv_byte_scale(scales[i]);
+      off[i] = kv_channel_offset(scales, hd, i);
+    }
   }
 };
 
@@ -141,7 +152,7 @@ void scores_plain(const float* q, const uint8_t* elems, int64_t reb, int64_t row
   }
 }
 
-// Scores over int8/int4/int3/int2 rows: each group's partial dot is multiplied by its scale once.
+// Scores over int8/int4 rows: each group's partial dot is multiplied by its scale once.
 template <int G, class Load>
 void scores_grouped(const float* q, const uint8_t* elems, const uint8_t* scales, int64_t reb, int64_t rows, int64_t hd,
                     float* scores, int64_t sstride, Load load) {
@@ -162,7 +173,7 @@ void scores_grouped(const float* q, const uint8_t* elems, const uint8_t* scales,
           v = load(row, i);
           for (int h = 0; h < G; ++h) t[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + i), v, t[h]);
         }
-        const __m256 d = _mm256_set1_ps(Load::scale(scales, r * ng + gi));
+        const __m256 d = _mm256_set1_ps(scale_of(scales, r * ng + gi));
         for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(d, t[h], acc[h]);
       }
       for (int h = 0; h < G; ++h) accs[rr][h] = acc[h];
@@ -227,7 +238,7 @@ void accumulate_heads(KvCodec c, const float* p, int64_t pstride, const uint8_t*
     const int64_t nr = std::min(kRowBlock, rows - r0);
     for (int64_t r = 0; r < nr; ++r) {
       for (int64_t gi = 0; gi < ng; ++gi) {
-        const float d = grouped ? Load::scale(scales, (r0 + r) * ng + gi) : post;
+        const float d = grouped ? scale_of(scales, (r0 + r) * ng + gi) : post;
         for (int h = 0; h < G; ++h) coef[(r * ng + gi) * G + h] = p[h * pstride + r0 + r] * d;
       }
     }
@@ -305,8 +316,14 @@ void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elem
     case KvCodec::kFp8: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadFp8{});
     case KvCodec::kInt8: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI8{});
     case KvCodec::kInt4: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI4{});
-    case KvCodec::kInt3: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI3{});
-    case KvCodec::kInt2: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI2{});
+    case KvCodec::kInt3: {
+      const ChannelScales d(scales, hd);
+      return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI3{d.d, d.off});
+    }
+    case KvCodec::kInt2: {
+      const ChannelScales d(scales, hd);
+      return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI2{d.d, d.off});
+    }
   }
 }
 
@@ -320,8 +337,14 @@ void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* 
     case KvCodec::kFp8: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadFp8{});
     case KvCodec::kInt8: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI8{});
     case KvCodec::kInt4: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI4{});
-    case KvCodec::kInt3: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI3{});
-    case KvCodec::kInt2: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI2{});
+    case KvCodec::kInt3: {
+      const ChannelScales d(scales, hd);
+      return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI3{d.d, d.off});
+    }
+    case KvCodec::kInt2: {
+      const ChannelScales d(scales, hd);
+      return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI2{d.d, d.off});
+    }
   }
 }
 

@@ -44,19 +44,19 @@ inline __m256 load8_i4(const uint8_t* p) {
   return _mm256_cvtepi32_ps(q);
 }
 
-// 8 int2 codes from 2 bytes (element j at bits [2j, 2j + 2)), minus 2.
+// 8 int2 codes from 2 bytes (element j at bits [2j, 2j + 2)).
 inline __m256 load8_i2(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
   const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-  return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(w, _mm256_set1_epi32(3)), _mm256_set1_epi32(2)));
+  return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(3)));
 }
 
-// 8 int3 codes from 3 bytes (element j at bits [3j, 3j + 3)), minus 4.
+// 8 int3 codes from 3 bytes (element j at bits [3j, 3j + 3)).
 inline __m256 load8_i3(const uint8_t* p) {
   const int32_t v = p[0] | (p[1] << 8) | (p[2] << 16);
   const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21));
-  return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(w, _mm256_set1_epi32(7)), _mm256_set1_epi32(4)));
+  return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(7)));
 }
 
 }  // namespace
@@ -106,18 +106,19 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
     case KvCodec::kInt3:
     case KvCodec::kInt2: {
       if (hd % 8 != 0) return ref::decode_kv_rows(c, elems, scales, rows, hd, y);  // head dims 4: scalar
-      const int64_t g = kv_group(hd), ng = kv_groups(hd);
+      if (hd > 512) return ref::decode_kv_rows(c, elems, scales, rows, hd, y);
       const int64_t reb = kv_row_elem_bytes(c, hd);
+      float d[512], off[512];  // the channel scales and offsets
+      for (int64_t i = 0; i < hd; ++i) {
+        d[i] = kv_byte_scale(scales[i]);
+        off[i] = kv_channel_offset(scales, hd, i);
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* er = elems + r * reb;
         float* yr = y + r * hd;
-        for (int64_t gi = 0; gi < ng; ++gi) {
-          const __m256 d = _mm256_set1_ps(kv_byte_scale(scales[r * ng + gi]));
-          const int64_t b = gi * g, e = std::min<int64_t>(hd, b + g);
-          for (int64_t i = b; i < e; i += 8) {
-            const __m256 q = c == KvCodec::kInt3 ? load8_i3(er + 3 * i / 8) : load8_i2(er + i / 4);
-            _mm256_storeu_ps(yr + i, _mm256_mul_ps(q, d));
-          }
+        for (int64_t i = 0; i < hd; i += 8) {
+          const __m256 q = c == KvCodec::kInt3 ? load8_i3(er + 3 * i / 8) : load8_i2(er + i / 4);
+          _mm256_storeu_ps(yr + i, _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i)));
         }
       }
       return;

@@ -30,9 +30,11 @@ float raw(KvCodec c, const uint8_t* row, int64_t i) {
 
 bool grouped(KvCodec c) { return kv_grouped(c); }
 
-// Scale `idx` of a grouped codec's [rows][groups] scales.
-float group_scale(KvCodec c, const uint8_t* scales, int64_t idx) {
-  return kv_byte_scaled(c) ? kv_byte_scale(scales[idx]) : f16_to_f32(load_u16(scales + idx * 2));
+// Element i as it enters the dot products: the raw value; for int3/int2 (q + off) * d with its
+// channel's offset and scale (`hd` channels).
+float elem(KvCodec c, const uint8_t* row, const uint8_t* scales, int64_t hd, int64_t i) {
+  const float v = raw(c, row, i);
+  return kv_channel_scaled(c) ? (v + kv_channel_offset(scales, hd, i)) * kv_byte_scale(scales[i]) : v;
 }
 
 }  // namespace
@@ -50,8 +52,8 @@ void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elem
       for (int64_t gi = 0; gi < ng; ++gi) {
         const int64_t b = gi * g, e = std::min(hd, b + g);
         float t = 0;
-        for (int64_t i = b; i < e; ++i) t += qh[i] * raw(c, row, i);
-        s += grouped(c) ? group_scale(c, scales, r * ng + gi) * t : t;
+        for (int64_t i = b; i < e; ++i) t += qh[i] * elem(c, row, scales, hd, i);
+        s += grouped(c) ? f16_to_f32(load_u16(scales + (r * ng + gi) * 2)) * t : t;
       }
       scores[h * rows + r] = c == KvCodec::kFp8 ? s * fp8_scale : s;
     }
@@ -71,9 +73,9 @@ void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* 
       for (int64_t gi = 0; gi < ng; ++gi) {
         const int64_t b = gi * g, e = std::min(hd, b + g);
         float coef = pr;
-        if (grouped(c)) coef = pr * group_scale(c, scales, r * ng + gi);
+        if (grouped(c)) coef = pr * f16_to_f32(load_u16(scales + (r * ng + gi) * 2));
         if (c == KvCodec::kFp8) coef = pr * fp8_scale;
-        for (int64_t i = b; i < e; ++i) ah[i] += coef * raw(c, row, i);
+        for (int64_t i = b; i < e; ++i) ah[i] += coef * elem(c, row, scales, hd, i);
       }
     }
   }
