@@ -137,7 +137,7 @@ int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vec
   std::printf("model %s | ctx %d | block %d | %d windows, %lld scored tokens | base: f32 KV, ppl %.4f, mean top-1 p %.3f\n",
               c.name.c_str(), po.ctx, po.block_tokens, base->num_windows, static_cast<long long>(base->num_scored),
               base->ppl, scored > 0 ? top1 / static_cast<double>(scored) : 0.0);
-  std::printf("%-30s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
+  std::printf("%-38s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
               "p99 KLD", "top-1 %", "ppl", "dppl %");
   for (const Row& row : rows) {
     const KvPrecision& p = row.cfg->p;
@@ -145,7 +145,7 @@ int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vec
     const double cold_bpt = kv_bytes_per_token(g, cold, static_cast<uint64_t>(po.block_tokens));
     const double ctx_bpt = static_cast<double>(kv_bytes_for_tokens(g, p, static_cast<uint64_t>(po.block_tokens),
                                                                    static_cast<uint64_t>(po.ctx))) / po.ctx;
-    std::printf("%-30s %9.2f %10.1f %10.1f %11.3e %11.3e %8.2f %9.4f %+8.2f\n", row.cfg->name.c_str(),
+    std::printf("%-38s %9.2f %10.1f %10.1f %11.3e %11.3e %8.2f %9.4f %+8.2f\n", row.cfg->name.c_str(),
                 cold_bpt * 8 / values_per_token, cold_bpt, ctx_bpt, row.k.mean, row.k.p99,
                 100.0 * (1.0 - row.k.top_token_change_rate), row.r.ppl, 100.0 * (row.r.ppl / base->ppl - 1.0));
   }
