@@ -204,6 +204,16 @@ TEST(KvCodecTest, LowBitEdgeInputs) {
       }
     }
   }
+  // Magnitudes past the largest scale (and ranges that overflow) clamp, finite and defined.
+  for (KvCodec c : {KvCodec::kInt3, KvCodec::kInt2}) {
+    std::vector<float> x = {3e38f, -3e38f, 1e30f, 0.0f, -3e38f, 3e38f, 1e-30f, 0.0f};
+    std::vector<uint8_t> e(2 * kv_row_elem_bytes(c, 4)), s(scale_bytes(c, 2, 4));
+    std::vector<float> y(8);
+    ref::encode_kv_rows(c, x.data(), 2, 4, e.data(), s.data());
+    ref::decode_kv_rows(c, e.data(), s.data(), 2, 4, y.data());
+    for (float v : y) EXPECT_TRUE(std::isfinite(v));
+    EXPECT_EQ(s[0], 127);  // the largest scale
+  }
   // The scale byte: quarter octaves, 0 is 0.
   EXPECT_EQ(kv_byte_scale(0), 0.0f);
   EXPECT_EQ(kv_byte_scale(64), 1.0f);

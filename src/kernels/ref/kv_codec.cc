@@ -78,14 +78,19 @@ void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int to
   int8_t best_z = 0;
   const float amax = mn <= mx ? std::max(std::fabs(mn), std::fabs(mx)) : 0.0f;
   if (amax > 0) {
-    auto code_of = [](float d) { return static_cast<int>(std::lround(4.0f * std::log2(d))) + 64; };
+    // Scale byte nearest d, in [1, 127] (a range past the largest scale, even an infinite one, takes 127).
+    auto code_of = [](float d) {
+      const float c = 4.0f * std::log2(d) + 64.0f;
+      return !(c < 127.0f) ? 127 : c < 1.0f ? 1 : static_cast<int>(std::lround(c));
+    };
     // |m| = |z| d / 4 <= 32 d must reach min: d >= amax / 31 (one step of slack).
-    const int c_reach = std::min(127, static_cast<int>(std::ceil(4.0f * std::log2(amax / 31.0f))) + 64);
+    const float reach = 4.0f * std::log2(amax / 31.0f) + 64.0f;
+    const int c_reach = !(reach < 127.0f) ? 127 : reach < 1.0f ? 1 : static_cast<int>(std::ceil(reach));
     const int c0 = mx > mn ? code_of((mx - mn) / static_cast<float>(top)) : c_reach;
     float best_err = std::numeric_limits<float>::infinity();
-    for (int c = std::max({1, c0 - 3, c_reach}); c <= std::min(127, std::max(c0 + 1, c_reach)); ++c) {
+    for (int c = std::max(c0 - 3, c_reach); c <= std::min(127, std::max(c0 + 1, c_reach)); ++c) {
       const float d = kv_byte_scale(static_cast<uint8_t>(c)), inv = 1.0f / d;
-      const int z0 = static_cast<int>(std::lround(4.0f * mn * inv));
+      const int z0 = static_cast<int>(std::clamp(std::round(4.0f * mn * inv), -128.0f, 127.0f));
       for (int z = std::max(-128, z0 - 2); z <= std::min(127, z0 + 1); ++z) {
         const float off = 0.25f * static_cast<float>(z), m = off * d;
         float err = 0;
@@ -95,7 +100,7 @@ void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int to
           const float e = v - (static_cast<float>(low_bit_code(v, m, inv, top)) + off) * d;
           err += e * e;
         }
-        if (err < best_err) {
+        if (err < best_err || best_c == 0) {  // the first candidate even when errors overflow
           best_err = err;
           best_c = static_cast<uint8_t>(c);
           best_z = static_cast<int8_t>(z);
