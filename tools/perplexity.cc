@@ -27,6 +27,8 @@ struct PplOptions {
   bool kl = false;
   bool kv_sweep = false;
   std::string sweep_windows = "16,32,64";
+  int32_t sweep_sinks = 4;
+  bool sweep_all = false;
 };
 
 // One row of the --kv-sweep table.
@@ -35,12 +37,15 @@ struct SweepConfig {
   KvPrecision p;
 };
 
-// The KV choices --kv-sweep measures: every compact type alone, with and without rotation, and
-// int4 / int8 cold under f16 hot windows of the given sizes.
-std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows) {
+// The KV choices --kv-sweep measures: every type usable alone, with and without rotation; int4 /
+// int8 cold under f16 hot windows of the given sizes; int3 / int2 cold (not rotated: measured
+// worse rotated; int2 also with `sinks` sink tokens). `all` adds the rotated and the with/without-
+// sinks variants of every int3 / int2 row.
+std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int32_t sinks, bool all) {
   std::vector<SweepConfig> out;
-  auto add = [&](KvType hot, int32_t window, KvType cold, bool rotated) {
-    KvPrecision p{hot, static_cast<uint64_t>(window), window > 0 ? cold : hot, rotated};
+  auto add = [&](KvType hot, int32_t window, KvType cold, bool rotated, int32_t sink_tokens = 0) {
+    KvPrecision p{hot, static_cast<uint64_t>(window), window > 0 ? cold : hot, rotated,
+                  window > 0 ? static_cast<uint64_t>(sink_tokens) : 0};
     out.push_back({kv_precision_name(p), p});
   };
   add(KvType::kF16, 0, KvType::kF16, false);
@@ -52,6 +57,15 @@ std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows) {
     add(KvType::kF16, w, KvType::kInt4, false);
     add(KvType::kF16, w, KvType::kInt4, true);
     add(KvType::kF16, w, KvType::kInt8, true);
+    for (KvType t : {KvType::kInt3, KvType::kInt2}) {
+      for (bool rotated : {false, true}) {
+        for (int32_t s : {0, sinks}) {
+          const bool default_row = !rotated && (s == 0 || t == KvType::kInt2);
+          if ((all || default_row) && (s == 0 || sinks > 0)) add(KvType::kF16, w, t, rotated, s);
+          if (sinks == 0) break;
+        }
+      }
+    }
   }
   return out;
 }
@@ -78,7 +92,8 @@ Result<std::vector<int32_t>> parse_windows(const std::string& text) {
 int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vector<int32_t>& tokens, PerplexityOptions po) {
   auto windows = parse_windows(o.sweep_windows);
   if (!windows.ok()) return fail(windows.status().message());
-  const std::vector<SweepConfig> configs = sweep_configs(*windows);
+  if (o.sweep_sinks < 0) return fail("--kv-sweep-sinks must be 0 or more");
+  const std::vector<SweepConfig> configs = sweep_configs(*windows, o.sweep_sinks, o.sweep_all);
   const ModelConfig& c = m.config();
   KvGeometry g;
   g.num_layers = static_cast<uint64_t>(c.num_layers);
@@ -122,7 +137,7 @@ int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vec
   std::printf("model %s | ctx %d | block %d | %d windows, %lld scored tokens | base: f32 KV, ppl %.4f, mean top-1 p %.3f\n",
               c.name.c_str(), po.ctx, po.block_tokens, base->num_windows, static_cast<long long>(base->num_scored),
               base->ppl, scored > 0 ? top1 / static_cast<double>(scored) : 0.0);
-  std::printf("%-30s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
+  std::printf("%-38s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
               "p99 KLD", "top-1 %", "ppl", "dppl %");
   for (const Row& row : rows) {
     const KvPrecision& p = row.cfg->p;
@@ -130,7 +145,7 @@ int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vec
     const double cold_bpt = kv_bytes_per_token(g, cold, static_cast<uint64_t>(po.block_tokens));
     const double ctx_bpt = static_cast<double>(kv_bytes_for_tokens(g, p, static_cast<uint64_t>(po.block_tokens),
                                                                    static_cast<uint64_t>(po.ctx))) / po.ctx;
-    std::printf("%-30s %9.2f %10.1f %10.1f %11.3e %11.3e %8.2f %9.4f %+8.2f\n", row.cfg->name.c_str(),
+    std::printf("%-38s %9.2f %10.1f %10.1f %11.3e %11.3e %8.2f %9.4f %+8.2f\n", row.cfg->name.c_str(),
                 cold_bpt * 8 / values_per_token, cold_bpt, ctx_bpt, row.k.mean, row.k.p99,
                 100.0 * (1.0 - row.k.top_token_change_rate), row.r.ppl, 100.0 * (row.r.ppl / base->ppl - 1.0));
   }
@@ -184,6 +199,7 @@ int run_perplexity(const PplOptions& o) {
   po.kv.hot = eo.kv_dtype;
   po.kv.hot_window = static_cast<uint64_t>(eo.kv_hot_window);
   po.kv.cold = eo.kv_cold_dtype;
+  po.kv.sink_tokens = static_cast<uint64_t>(eo.kv_sink_tokens);
   po.kv.rotated = kv_rotation_on(eo.kv_rotation, po.kv);
   po.prefill_chunk = eo.prefill_chunk;
   po.bos_id = (*tok)->bos_id();
@@ -230,11 +246,15 @@ Subcommand kPerplexity("perplexity", "Perplexity and KL divergence of a model (a
                                         "Base distributions: written by a plain run, read with --kl-divergence");
                          app.add_flag("--kl-divergence", o->kl, "Compare this run's distributions with the base");
                          app.add_flag("--kv-sweep", o->kv_sweep,
-                                      "Measure every KV choice (types, rotation, hot windows) against exact KV and print "
+                                      "Measure every KV choice (types, rotation, hot windows, sink tokens) against exact KV and print "
                                       "one table: bits per value, bytes per token, mean and p99 KL divergence, top-1 "
                                       "agreement, perplexity change");
                          app.add_option("--kv-sweep-windows", o->sweep_windows,
                                         "Hot-window sizes the sweep tries, comma-separated (default 16,32,64)");
+                         app.add_option("--kv-sweep-sinks", o->sweep_sinks,
+                                        "Sink tokens of the sweep's rows with sinks (default 4; 0: no such rows)");
+                         app.add_flag("--kv-sweep-all", o->sweep_all,
+                                      "Also measure int3 / int2 rotated, and with and without sink tokens");
                          return [o] { return run_perplexity(*o); };
                        });
 

@@ -13,13 +13,47 @@ namespace hz::kernels {
 // The KV element type (tensor/kv_type.h), named for what kernels do with it.
 using KvCodec = ::hz::KvType;
 
+// Codecs with an f16 scale per group of a head row: int8, int4.
+inline bool kv_grouped(KvCodec c) { return c == KvCodec::kInt8 || c == KvCodec::kInt4; }
+// Codecs with a one-byte scale per channel of a head in a block (kv_byte_scale): int3, int2.
+inline bool kv_channel_scaled(KvCodec c) { return c == KvCodec::kInt3 || c == KvCodec::kInt2; }
 // Elements per int8/int4 scale group in a head row: min(32, head_dim); a row's last group may be shorter.
 inline int64_t kv_group(int64_t head_dim) { return head_dim < 32 ? head_dim : 32; }
 inline int64_t kv_groups(int64_t head_dim) { return (head_dim + kv_group(head_dim) - 1) / kv_group(head_dim); }
 // Bytes of one head row's elements (scales excluded).
 int64_t kv_row_elem_bytes(KvCodec c, int64_t head_dim);
-// Bytes of one head row's scales (int8/int4: groups f16 values; others 0; fp8 keeps its scale per head of a block).
+// Bytes of one head row's scales (int8/int4: groups f16 values; others 0).
 int64_t kv_row_scale_bytes(KvCodec c, int64_t head_dim);
+// Bytes of the scales of one head of a block, for codecs that scale per head rather than per row:
+// fp8 4 (one f32), int3/int2 2 * head_dim (a scale and an offset byte per channel); others 0.
+int64_t kv_head_scale_bytes(KvCodec c, int64_t head_dim);
+
+// int3 / int2 (the cold-only types; asymmetric per-channel quantization, as KIVI does for keys):
+// each channel of a head gets its own scale d and offset m over a block's rows (the encoder gets a
+// whole head of a block, as for fp8), so an outlier or offset channel costs the others nothing.
+// value = (q + z / 4) * d with the unsigned code q in [0, 7] / [0, 3]: m = z * d / 4. Codes are
+// packed LSB first in a bit stream per head row (element e at bits [b*e, b*e + b), rows padded to
+// whole bytes): int2 four per byte, int3 eight per three bytes. Scales of a head: [head_dim] scale
+// bytes, then [head_dim] offset bytes z (int8). A scale byte c in [0, 127] means
+// d = 2^((c - 64) / 4) (quarter octaves from 2^-15.75 to 2^15.75), c = 0: d = 0. The encoder
+// picks, among the scales near (max - min) / levels and the offsets near min, the pair of least
+// squared error over the finite values; NaN codes as the level nearest 0, +-Inf as the top / bottom
+// level, and neither moves the scale or the offset.
+// The 256 scale values, indexed by the scale byte.
+const float* kv_byte_scale_table();
+inline float kv_byte_scale(uint8_t code) { return kv_byte_scale_table()[code]; }
+// Code q of element `i` of an int3 / int2 row.
+inline int kv_int3_code(const uint8_t* row, int64_t i) {
+  const int64_t bit = 3 * i, byte = bit >> 3, sh = bit & 7;
+  int v = row[byte] >> sh;
+  if (sh > 5) v |= row[byte + 1] << (8 - sh);  // the code straddles two bytes
+  return v & 7;
+}
+inline int kv_int2_code(const uint8_t* row, int64_t i) { return (row[i >> 2] >> ((i & 3) * 2)) & 3; }
+// The offset z / 4 of channel `ch` of an int3 / int2 head whose scales start at `scales`.
+inline float kv_channel_offset(const uint8_t* scales, int64_t head_dim, int64_t ch) {
+  return 0.25f * static_cast<float>(static_cast<int8_t>(scales[head_dim + ch]));
+}
 
 // The codec kernels (encode_kv_rows, decode_kv_rows) are declared in kernel_list.inc (kernels.h).
 

@@ -23,6 +23,7 @@ KvPrecision KvCacheConfig::resolved_precision() const {
   if (p.hot_window == 0 || p.hot == p.cold) {
     p.hot_window = 0;
     p.cold = p.hot;
+    p.sink_tokens = 0;  // every block is in the one type already
   }
   return p;
 }
@@ -41,6 +42,7 @@ KvCache::KvCache(const KvCacheConfig& cfg)
   HZ_CHECK(cfg.block_tokens >= 16 && cfg.block_tokens % 16 == 0);
   HZ_CHECK(cfg.head_dim > 0 && cfg.num_kv_heads > 0 && cfg.num_layers > 0);
   arena_type_ = prec_.hot_window > 0 ? prec_.cold : prec_.hot;
+  sink_blocks_ = static_cast<int64_t>(kv_sink_blocks(prec_, static_cast<uint64_t>(cfg.block_tokens)));
   exact_codec_ = prec_.hot == KvType::kF32 ? kernels::KvCodec::kF32 : kernels::KvCodec::kF16;
   staged_ = !(prec_.hot_window == 0 && (prec_.hot == KvType::kF16 || prec_.hot == KvType::kF32));
   plane_bytes_ = kv_plane_bytes(cfg.geometry(), arena_type_, cfg.block_tokens);
@@ -93,7 +95,8 @@ uint64_t KvCache::head_elem_offset(kernels::KvCodec c, int32_t head) const {
 
 uint64_t KvCache::head_scale_offset(kernels::KvCodec c, int32_t head) const {
   const uint64_t elems = head_elem_offset(c, cfg_.num_kv_heads);
-  if (c == kernels::KvCodec::kFp8) return elems + 4 * static_cast<uint64_t>(head);
+  const uint64_t per_head = static_cast<uint64_t>(kernels::kv_head_scale_bytes(c, cfg_.head_dim));
+  if (per_head > 0) return elems + per_head * static_cast<uint64_t>(head);  // fp8, int3, int2
   return elems + static_cast<uint64_t>(head) * cfg_.block_tokens * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
 }
 
@@ -168,8 +171,9 @@ int64_t KvCache::finalized_blocks(int64_t num_positions) const {
 void KvCache::commit(const BlockRef* block_table, int64_t num_positions) {
   if (!staged_) return;
   std::vector<float> tmp;
-  // Staged blocks form a suffix of a sequence's table: walk back from the newest finalized one.
-  for (int64_t i = finalized_blocks(num_positions) - 1; i >= 0; --i) {
+  // Staged blocks form a suffix of a sequence's table, after its sink blocks (kept staged): walk
+  // back from the newest finalized one.
+  for (int64_t i = finalized_blocks(num_positions) - 1; i >= sink_blocks_; --i) {
     if (block_table[i].is_far()) break;
     const int32_t b = block_table[i].idx;
     // Older blocks were finalized by earlier calls (released, or retained for the prefix cache).
@@ -223,9 +227,8 @@ bool KvCache::reopen_block(BlockRef block) {
 std::vector<FarSegment> KvCache::far_segments() const {
   const kernels::KvCodec c = arena_type_;
   const uint64_t elems = static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_elem_bytes(c, cfg_.head_dim);
-  const uint64_t scales = c == kernels::KvCodec::kFp8
-                              ? 4
-                              : static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
+  const uint64_t scales = static_cast<uint64_t>(kernels::kv_head_scale_bytes(c, cfg_.head_dim)) +
+                          static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
   std::vector<FarSegment> out;
   for (int32_t st = 0; st < 2; ++st) {
     for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) {

@@ -8,7 +8,9 @@
 // Position rule (what a query reads depends on positions only, never on chunking): a query at p
 // reads the block containing p exactly (f16, or f32 for an f32 cache), blocks overlapping its hot
 // window [p - hot_window + 1, p] in the hot type, older blocks in the cold type (the cache type when
-// there is no window). Writes go to a staging copy; a block is encoded into the arena once no later
+// there is no window) — except sink blocks (KvPrecision::sink_tokens), read in the hot type by every
+// later query: they keep their staging copy while their sequence holds them (commit() skips them)
+// and are never spilled to the far tier; their arena copy is encoded all the same (cold form). Writes go to a staging copy; a block is encoded into the arena once no later
 // query reads it exactly or hot (commit()); until then readers that need its encoded form encode it
 // on the fly with the same function, so they see the same bytes.
 #pragma once
@@ -85,6 +87,7 @@ class KvCache : public KvStorage {
   KvRead read_form(int64_t query_pos, int64_t block_index) const {
     const int64_t b0 = block_index * cfg_.block_tokens, b1 = b0 + cfg_.block_tokens;
     if (query_pos >= b0 && query_pos < b1) return KvRead::kExact;
+    if (block_index < sink_blocks_) return KvRead::kHot;
     if (prec_.hot_window > 0 && b1 > query_pos - static_cast<int64_t>(prec_.hot_window) + 1) return KvRead::kHot;
     return KvRead::kCold;
   }
@@ -161,6 +164,8 @@ class KvCache : public KvStorage {
   // Blocks [0, n) of a sequence with `num_positions` computed positions that no query at a later
   // position reads exactly or hot.
   int64_t finalized_blocks(int64_t num_positions) const override;
+  // Blocks [0, n) read hot by every later query (sink tokens; 0 without a hot window).
+  int64_t sink_blocks() const override { return sink_blocks_; }
   // After a forward step: frees the staging copies of the sequence's newly finalized blocks
   // (encoding any layer not sealed yet). `block_table` covers at least finalized_blocks(num_positions) blocks.
   void commit(const BlockRef* block_table, int64_t num_positions);
@@ -211,6 +216,7 @@ class KvCache : public KvStorage {
   KvPrecision prec_;
   KvType arena_type_;
   bool staged_ = false;
+  int64_t sink_blocks_ = 0;
   kernels::KvCodec exact_codec_;
   BlockPool pool_;
   uint64_t plane_bytes_ = 0;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace hz {
@@ -21,6 +23,10 @@ uint64_t kv_plane_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens) {
       uint64_t row_elem_bytes = t == KvType::kInt8 ? g.head_dim : (g.head_dim + 1) / 2;
       return rows * (row_elem_bytes + groups * 2);
     }
+    case KvType::kInt3: case KvType::kInt2: {
+      uint64_t row_elem_bytes = t == KvType::kInt3 ? (3 * g.head_dim + 7) / 8 : (g.head_dim + 3) / 4;
+      return rows * row_elem_bytes + 2 * g.num_heads * g.head_dim;  // + a scale and an offset byte per channel
+    }
   }
   return 0;
 }
@@ -38,10 +44,18 @@ uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvType t, uint64_t block_token
   return blocks * kv_block_bytes(g, t, block_tokens);
 }
 
+uint64_t kv_sink_blocks(const KvPrecision& p, uint64_t block_tokens) {
+  if (p.hot_window == 0 || p.hot == p.cold) return 0;
+  return (p.sink_tokens + block_tokens - 1) / block_tokens;
+}
+
 uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t num_tokens) {
   if (p.hot_window == 0 || num_tokens <= p.hot_window) return kv_bytes_for_tokens(g, p.hot, block_tokens, num_tokens);
-  return kv_bytes_for_tokens(g, p.hot, block_tokens, p.hot_window) +
-         kv_bytes_for_tokens(g, p.cold, block_tokens, num_tokens - p.hot_window);
+  // Sink blocks outside the window are hot too.
+  const uint64_t rest = num_tokens - p.hot_window;
+  const uint64_t sinks = std::min(rest, kv_sink_blocks(p, block_tokens) * block_tokens);
+  return kv_bytes_for_tokens(g, p.hot, block_tokens, p.hot_window) + kv_bytes_for_tokens(g, p.hot, block_tokens, sinks) +
+         kv_bytes_for_tokens(g, p.cold, block_tokens, rest - sinks);
 }
 
 std::string kv_precision_name(const KvPrecision& p) {
@@ -49,6 +63,10 @@ std::string kv_precision_name(const KvPrecision& p) {
   // KV must never be served to an engine that does not rotate, and the other way round.
   const char* rot = p.rotated ? " rotated" : "";
   if (p.hot_window == 0 || p.hot == p.cold) return fmt::format("{}{}", kv_type_name(p.hot), rot);
+  // Sinks change what is stored (their blocks keep the hot form): part of the name, so of the fingerprint.
+  if (p.sink_tokens > 0)
+    return fmt::format("{} (hot {}, sinks {}) + {}{}", kv_type_name(p.hot), p.hot_window, p.sink_tokens,
+                       kv_type_name(p.cold), rot);
   return fmt::format("{} (hot {}) + {}{}", kv_type_name(p.hot), p.hot_window, kv_type_name(p.cold), rot);
 }
 

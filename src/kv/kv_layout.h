@@ -12,6 +12,12 @@
 //         row (a row's last group may be shorter when head_dim % 32 != 0): [num_heads][block_tokens][groups] f16.
 //   int4: 4 bits per element (two per byte, a row padded to whole bytes) + the same f16 group scales
 //         as int8. Symmetric like Q4_0: value = (q - 8) * scale.
+//   int3 / int2 (cold only: under a hot window): 3 / 2 bits per element, packed LSB first per head
+//         row (rows padded to whole bytes), + per channel of each head over the block's rows a
+//         scale byte and an offset byte: [num_heads][2][head_dim] u8 (kernels/kv_codec.h):
+//         asymmetric, value = (q + z / 4) * scale, q in [0, 7] / [0, 3]. Bits per value, scales
+//         included: 3 + 16 / block_tokens and 2 + 16 / block_tokens (4 and 3 with 16-token blocks,
+//         against int4's 4 + 16 / min(32, head_dim): 6 at head dim 8, 4.5 at 32 or more).
 //   MLA (DeepSeek-V2/V3, Kimi K2): one stream holding the compressed latent of dimension
 //   kv_lora_rank + qk_rope_head_dim per position, as a single "head" (num_heads = 1).
 // A sequence of n tokens holds ceil(n / block_tokens) blocks.
@@ -50,13 +56,20 @@ uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvType t, uint64_t block_token
 // (hot_window 0: everything at `hot`). Each part is counted in whole blocks. `rotated`: K and V
 // rows are stored rotated by a fixed randomized Hadamard transform per layer, stream and head
 // (kv/kv_rotation.h), in every block; the model rotates queries alike and attention outputs back.
+// `sink_tokens` (only with a hot window): the blocks holding positions [0, sink_tokens) stay in the
+// hot type for every query, however old (attention sinks: the first tokens draw outsized
+// attention); whole blocks, so a block of 16 tokens keeps positions 0-15 for any value 1-16.
 struct KvPrecision {
   KvType hot = KvType::kF16;
   uint64_t hot_window = 0;
   KvType cold = KvType::kF16;
   bool rotated = false;
+  uint64_t sink_tokens = 0;
 };
+// Blocks kept in the hot type as sinks: ceil(sink_tokens / block_tokens) with a hot window, else 0.
+uint64_t kv_sink_blocks(const KvPrecision& p, uint64_t block_tokens);
 uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t num_tokens);
-std::string kv_precision_name(const KvPrecision& p);  // "f16", "f16 (hot 4096) + int4", "int4 rotated"
+std::string kv_precision_name(const KvPrecision& p);  // "f16", "f16 (hot 4096) + int4", "int4 rotated",
+                                                      // "f16 (hot 32, sinks 4) + int2 rotated"
 
 }  // namespace hz

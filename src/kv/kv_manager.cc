@@ -125,8 +125,15 @@ int64_t KvManager::registered_blocks(int64_t num_positions) const {
   return storage_->finalized_blocks(num_positions);
 }
 
+int32_t KvManager::sink_blocks() const {
+  return storage_ == nullptr ? 0 : static_cast<int32_t>(storage_->sink_blocks());
+}
+
+bool KvManager::read_hot(int32_t j, int32_t k) const { return j >= k - hot_blocks_ || j < sink_blocks(); }
+
 bool KvManager::hot_attachable(const PrefixCache::Match& m, int32_t k) const {
-  for (int32_t j = std::max(0, k - hot_blocks_); j < k; ++j) {
+  for (int32_t j = 0; j < k; ++j) {
+    if (!read_hot(j, k)) continue;
     if (storage_ == nullptr || !storage_->hot_form_available(m.blocks[j])) return false;
   }
   return true;
@@ -134,24 +141,30 @@ bool KvManager::hot_attachable(const PrefixCache::Match& m, int32_t k) const {
 
 int32_t KvManager::attachable_blocks(const PrefixCache::Match& m) const {
   int32_t k = static_cast<int32_t>(m.blocks.size());
-  if (hot_blocks_ == 0) return k;
+  if (hot_blocks_ == 0 && sink_blocks() == 0) return k;
   // Longest k whose last hot_blocks_ blocks have their hot form (k = 0 always qualifies).
   while (k > 0 && !hot_attachable(m, k)) --k;
   return k;
 }
 
 int32_t KvManager::admission_blocks(const KvSeq& s, const PrefixCache::Match& m, int32_t k, int32_t first_chunk) const {
-  const int32_t num_private = std::min(k, hot_blocks_);
   const int64_t start = static_cast<int64_t>(k) * block_tokens_;
   const int64_t first = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - start - s.num_computed, first_chunk);
-  int32_t revived = 0;  // shared attached blocks that leave the cached list, so no longer allocatable
-  for (int32_t j = 0; j < k - num_private; ++j) revived += pool_.is_cached(m.blocks[j]) ? 1 : 0;
+  // Shared attached blocks that leave the cached list are no longer allocatable. Private copies
+  // (blocks read hot) are allocations too; their sources may be cached blocks the copies would
+  // otherwise be allocated over, which the acquire in attach_prefix prevents.
+  int32_t num_private = 0, revived = 0, held_sources = 0;
+  for (int32_t j = 0; j < k; ++j) {
+    const bool cached = pool_.is_cached(m.blocks[j]);
+    if (read_hot(j, k)) {
+      ++num_private;
+      held_sources += cached ? 1 : 0;
+    } else {
+      revived += cached ? 1 : 0;
+    }
+  }
   const int32_t need = static_cast<int32_t>((start + s.num_computed + first + block_tokens_ - 1) / block_tokens_) -
                        static_cast<int32_t>(k + s.block_table.size());
-  // Private copies are allocations too; their sources may be cached blocks the copies would
-  // otherwise be allocated over, which the acquire in attach_prefix prevents.
-  int32_t held_sources = 0;
-  for (int32_t j = k - num_private; j < k; ++j) held_sources += pool_.is_cached(m.blocks[j]) ? 1 : 0;
   return std::max(0, need) + num_private + revived + held_sources;
 }
 
@@ -177,21 +190,23 @@ bool KvManager::admit(KvSeq& s, int32_t first_chunk) {
 }
 
 void KvManager::attach_prefix(KvSeq& s, const PrefixCache::Match& m, int32_t num_attach, int32_t max_blocks) {
-  const int32_t first_private = std::max(0, num_attach - hot_blocks_);
-  for (int32_t j = 0; j < first_private; ++j) {
-    pool_.acquire(m.blocks[j]);
-    s.block_table.push_back(BlockRef::pool(m.blocks[j]));
-  }
-  // Private copies of the blocks read hot. The sources are held while the copies are allocated,
-  // so no allocation can evict one of them; admission counted these allocations.
-  for (int32_t j = first_private; j < num_attach; ++j) pool_.acquire(m.blocks[j]);
-  for (int32_t j = first_private; j < num_attach; ++j) {
+  // Shared blocks are attached, and private copies made of the blocks read hot (the newest
+  // hot_blocks_ and the sink blocks). Every source is held while the copies are allocated, so no
+  // allocation can evict one of them; admission counted these allocations.
+  for (int32_t j = 0; j < num_attach; ++j) pool_.acquire(m.blocks[j]);
+  for (int32_t j = 0; j < num_attach; ++j) {
+    if (!read_hot(j, num_attach)) {
+      s.block_table.push_back(BlockRef::pool(m.blocks[j]));
+      continue;
+    }
     const std::optional<int32_t> dst = pool_.allocate();
     HZ_CHECK(dst.has_value());
     if (storage_ != nullptr) storage_->copy_block(m.blocks[j], *dst);
     s.block_table.push_back(BlockRef::pool(*dst));
   }
-  for (int32_t j = first_private; j < num_attach; ++j) pool_.unref(m.blocks[j]);
+  for (int32_t j = 0; j < num_attach; ++j) {
+    if (read_hot(j, num_attach)) pool_.unref(m.blocks[j]);
+  }
   s.block_hashes.assign(m.hashes.begin(), m.hashes.begin() + num_attach);
   s.num_computed = static_cast<int64_t>(num_attach) * block_tokens_;
   if (s.num_preemptions == 0) s.num_cached_tokens = static_cast<int32_t>(s.num_computed);
@@ -233,7 +248,7 @@ int32_t KvManager::spill(KvSeq& s, int32_t n, bool* tier_full) {
   if (!can_spill()) return 0;
   const int64_t fin = std::min<int64_t>(storage_->finalized_blocks(s.num_computed), static_cast<int64_t>(s.block_table.size()));
   int32_t moved = 0;
-  for (int64_t j = 0; j < fin && moved < n; ++j) {
+  for (int64_t j = storage_->sink_blocks(); j < fin && moved < n; ++j) {  // sink blocks stay (read hot)
     if (s.block_table[j].is_far()) continue;
     const int32_t b = s.block_table[j].idx;
     if (pool_.ref_count(b) != 1) continue;  // shared

@@ -55,6 +55,7 @@ class KvManager {
   // attaches k blocks reads the last hot_blocks of them hot: it attaches only as far as those have
   // their hot form, shares the blocks before them and gets private copies of them, so no shared
   // block ever has to stay hot; full blocks are registered at once (their hot form is retained).
+  // Sink blocks (KvStorage::sink_blocks) are read hot too: private copies, like the newest ones.
   void set_prefix_cache(PrefixCache* cache, int32_t hot_blocks = 0);
 
   // --- What the scheduler calls.
@@ -107,6 +108,10 @@ class KvManager {
   // How many leading blocks of a match a sequence can attach (see set_prefix_cache).
   int32_t attachable_blocks(const PrefixCache::Match& m) const;
   bool hot_attachable(const PrefixCache::Match& m, int32_t k) const;
+  // Sink blocks of the storage (KvStorage::sink_blocks), and whether a sequence attaching `k`
+  // matched blocks reads block `j` hot (the newest hot_blocks_ or a sink block): a private copy.
+  int32_t sink_blocks() const;
+  bool read_hot(int32_t j, int32_t k) const;
   // Blocks an admission takes out of the allocatable ones when `k` matched blocks are attached.
   int32_t admission_blocks(const KvSeq& s, const PrefixCache::Match& m, int32_t k, int32_t first_chunk) const;
   void attach_prefix(KvSeq& s, const PrefixCache::Match& m, int32_t num_attach, int32_t max_blocks);

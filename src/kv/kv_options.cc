@@ -40,6 +40,7 @@ KvPrecision resolve_precision(const KvOptions& o) {
   p.hot = o.hot_type;
   p.hot_window = static_cast<uint64_t>(o.hot_window);
   p.cold = o.cold_type;
+  p.sink_tokens = static_cast<uint64_t>(std::max(o.sink_tokens, 0));
   if (p.hot_window == 0 || p.hot == p.cold) {
     p.hot_window = 0;
     p.cold = p.hot;
@@ -81,12 +82,34 @@ bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p) {
   // Measured on stories260K (ctx 256, mean KLD vs f32 KV): int8 3.2e-4 -> 1.6e-4, int4 0.14 ->
   // 0.061, int4 under a 32-token f16 window 1.2e-2 -> 3.8e-3; fp8 4.2e-3 -> 7.4e-3 (worse: its one
   // scale per head and block gains nothing from flatter rows, and rounding spreads over them).
+  // int3 / int2 (asymmetric per channel) measured worse rotated (f16 hot 32: int2 1.57e-2 -> 2.70e-2,
+  // int3 2.78e-3 -> 3.01e-3): rotation spreads an outlier channel, which a channel scale isolates.
   auto grouped = [](KvType t) { return t == KvType::kInt8 || t == KvType::kInt4; };
   return grouped(p.hot) || (p.hot_window > 0 && grouped(p.cold));
 }
 
+Status KvOptions::check_types() const {
+  if (kv_type_cold_only(hot_type)) {
+    return invalid_argument("--kv-cache-dtype {0} is too lossy for every position: use it as --kv-cold-dtype {0} "
+                            "under a --kv-hot-window of a wider --kv-cache-dtype (e.g. --kv-hot-window 32 "
+                            "--kv-cold-dtype {0})",
+                            kv_type_name(hot_type));
+  }
+  if (disk_type && kv_type_cold_only(*disk_type))
+    return invalid_argument("--kv-disk-dtype {}: int3 and int2 are only usable as --kv-cold-dtype under a hot window",
+                            kv_type_name(*disk_type));
+  if (sink_tokens < 0) return invalid_argument("--kv-sink-tokens must be 0 or more, got {}", sink_tokens);
+  if (sink_tokens > 0 && (hot_window == 0 || hot_type == cold_type))
+    return invalid_argument("--kv-sink-tokens {} needs --kv-hot-window N and a --kv-cold-dtype other than "
+                            "--kv-cache-dtype: sink tokens stay in the hot type while older tokens take the cold "
+                            "type, and without a cold type every position is stored alike",
+                            sink_tokens);
+  return Status();
+}
+
 Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
   HZ_RETURN_IF_ERROR(check_fields(*this, d));
+  HZ_RETURN_IF_ERROR(check_types());
   KvPlan p;
   p.block_tokens = block_tokens;
   p.precision = resolve_precision(*this);
@@ -107,8 +130,16 @@ Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
   p.budget_bytes = budget_bytes > 0 ? budget_bytes : default_budget(p, d);
   p.retained_blocks = retained_blocks(p, d);
   const KvType staging = p.precision.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16;
-  const uint64_t pool_bytes =
-      p.budget_bytes - static_cast<uint64_t>(p.retained_blocks) * kv_block_bytes(d.geometry, staging, block_tokens);
+  // Every sequence holds the staging copies of its sink blocks for its whole life.
+  p.sink_blocks = static_cast<int32_t>(kv_sink_blocks(p.precision, static_cast<uint64_t>(block_tokens)));
+  const uint64_t staged_blocks =
+      static_cast<uint64_t>(p.retained_blocks) + static_cast<uint64_t>(p.sink_blocks) * static_cast<uint64_t>(d.max_num_seqs);
+  const uint64_t staged_bytes = staged_blocks * kv_block_bytes(d.geometry, staging, block_tokens);
+  if (staged_bytes >= p.budget_bytes)
+    return out_of_range("--kv-budget {} bytes holds no KV block besides {} staging copies (hot copies of sink blocks "
+                        "and for prefix reuse)",
+                        p.budget_bytes, staged_blocks);
+  const uint64_t pool_bytes = p.budget_bytes - staged_bytes;
   const uint64_t num_blocks = pool_bytes / p.block_bytes;
   if (num_blocks == 0)
     return out_of_range("--kv-budget {} bytes holds no KV block (one block of {} tokens takes {} bytes)", pool_bytes,

@@ -30,6 +30,7 @@ struct KvOptions {
   int32_t hot_window = 0;                  // 0: one type for every position
   KvType cold_type = KvType::kInt8;        // blocks older than the hot window
   KvRotationMode rotation = KvRotationMode::kAuto;  // Hadamard-rotated K/V rows (kv/kv_rotation.h)
+  int32_t sink_tokens = 0;                 // the blocks of positions < N stay in hot_type (needs a window)
   uint64_t budget_bytes = 0;               // 0: room for the demand's sequences, capped at 25% of RAM
   bool prefix_caching = false;
   // Disk: on when disk_dir is set. It holds a prefix store (a tier of the prefix cache) and the far
@@ -58,7 +59,13 @@ struct KvOptions {
   //  - a remote URL implies prefix caching and the remote tier, which needs a secret; with a hot
   //    window it is off, like the disk prefix store and for the same reason (a warning);
   //  - the far tier needs a pool that holds one running sequence's RAM part, else it is off (a warning).
+  //  - int3 / int2 only as the cold type under a hot window (refused as --kv-cache-dtype or
+  //    --kv-disk-dtype); sink tokens need a hot window with a cold type other than the hot one
+  //    (without one every position is in one type already: refused, so the flag never silently
+  //    does nothing); their blocks' staging copies, held by every sequence, come out of the budget.
   Result<KvPlan> validate(const KvDemand& demand) const;
+  // The type checks of validate() alone (no demand needed): the engine's flags call it early.
+  Status check_types() const;
 };
 
 // What the rest of the engine asks of the KV cache: the sizes that decide the default budget, the
@@ -83,6 +90,7 @@ struct KvPlan {
   uint64_t block_bytes = 0;         // one arena block (the planner's figure)
   uint64_t budget_bytes = 0;        // pool + retained staging
   int32_t retained_blocks = 0;      // staging copies kept for hot attach (out of the budget)
+  int32_t sink_blocks = 0;          // per sequence, blocks kept hot as sinks (their staging is out of the budget)
   int32_t num_blocks = 0;           // arena blocks
   std::vector<std::string> warnings;  // decisions the user should hear about (logged by the engine)
 };

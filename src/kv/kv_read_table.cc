@@ -7,8 +7,8 @@
 namespace hz {
 namespace {
 
-bool has_scales(kernels::KvCodec c) {
-  return c == kernels::KvCodec::kFp8 || c == kernels::KvCodec::kInt8 || c == kernels::KvCodec::kInt4;
+bool has_scales(kernels::KvCodec c) {  // fp8, int8, int4, int3, int2
+  return c == kernels::KvCodec::kFp8 || kernels::kv_grouped(c) || kernels::kv_channel_scaled(c);
 }
 
 // Key range of a query at `pos` with a sliding window (as model/attention.h's attn_first_key).
@@ -26,6 +26,7 @@ void KvReadTable::reset(const KvCache& kv, const BlockRef* blocks, int64_t q_beg
   layer_ = -1;
   q_begin_ = q_begin;
   q_end_ = q_end;
+  sink_blocks_ = kv.sink_blocks();
   const int64_t bt = block_tokens_;
   const int64_t hw = kv.precision().hot_window;
   if (q_end <= q_begin) {  // no queries this step: nothing is read
@@ -45,7 +46,7 @@ void KvReadTable::reset(const KvCache& kv, const BlockRef* blocks, int64_t q_beg
     s.row_elems = static_cast<uint64_t>(kernels::kv_row_elem_bytes(t, head_dim_));
     s.head_elems = s.row_elems * bt;
     s.row_scales = static_cast<uint64_t>(kernels::kv_row_scale_bytes(t, head_dim_));
-    s.head_scales = t == kernels::KvCodec::kFp8 ? 4 : s.row_scales * bt;
+    s.head_scales = static_cast<uint64_t>(kernels::kv_head_scale_bytes(t, head_dim_)) + s.row_scales * bt;
     s.scales = kv.head_scale_offset(t, 0);
   }
   enc_plane_bytes_ = std::max(kv.plane_bytes_for(kv.arena_type()), kv.plane_bytes_for(kv.precision().hot));
@@ -78,12 +79,21 @@ void KvReadTable::add_encode(int64_t block_idx, KvBlockDesc* d, kernels::KvCodec
   ++num_encodes_;
 }
 
+void KvReadTable::add_hot(int64_t block_idx, KvBlockDesc* d, int32_t layer) {
+  HZ_CHECK_MSG(blocks_[block_idx].is_pool(), "a block read hot is on the far tier");
+  if (kv_->precision().hot == kv_->exact_codec()) {
+    *d = stored(blocks_[block_idx], layer, true);
+  } else {
+    add_encode(block_idx, d, kv_->precision().hot);
+  }
+}
+
 void KvReadTable::plan_layer(int32_t layer) {
   layer_ = layer;
   jobs_.clear();
   num_encodes_ = 0;
   cold_.resize(static_cast<size_t>(near_end_));
-  for (int64_t i = first_block_; i < cold_end_; ++i) {
+  for (int64_t i = std::max(first_block_, sink_blocks_); i < cold_end_; ++i) {  // sink blocks: never read cold
     const BlockRef b = blocks_[i];
     if (b.is_far()) {
       cold_[i] = stored(b, layer, false);
@@ -96,18 +106,19 @@ void KvReadTable::plan_layer(int32_t layer) {
   }
   if (staged_) {
     const int64_t bt = block_tokens_, hw = kv_->precision().hot_window;
+    // Sink blocks behind the near range: read hot by every query.
+    const int64_t far_sinks = std::min(sink_blocks_, near_begin_);
+    sinks_.resize(static_cast<size_t>(std::max<int64_t>(far_sinks, 0)));
+    for (int64_t i = first_block_; i < far_sinks; ++i) add_hot(i, &sinks_[i], layer);
     near_.resize(static_cast<size_t>(2 * (near_end_ - near_begin_)));
     for (int64_t i = near_begin_; i < near_end_; ++i) {
       KvBlockDesc* exact = &near_[2 * (i - near_begin_)];
       if (i >= exact_begin_) *exact = stored(blocks_[i], layer, true);
       // Read hot by some query p in [max(q_begin, end of block), end of block + hw - 1).
       const int64_t b1 = (i + 1) * bt;
-      if (hw == 0 || std::max(q_begin_, b1) >= std::min(q_end_, b1 + hw - 1)) continue;
-      if (kv_->precision().hot == kv_->exact_codec()) {
-        exact[1] = stored(blocks_[i], layer, true);
-      } else {
-        add_encode(i, exact + 1, kv_->precision().hot);
-      }
+      const bool sink_read = i < sink_blocks_ && q_end_ > b1;
+      if (!sink_read && (hw == 0 || std::max(q_begin_, b1) >= std::min(q_end_, b1 + hw - 1))) continue;
+      add_hot(i, exact + 1, layer);
     }
   }
   enc_.resize(static_cast<size_t>(num_encodes_) * 2 * enc_plane_bytes_);

@@ -69,6 +69,7 @@ class KvReadTable {
       case KvRead::kExact:
         return near_[2 * (block_idx - near_begin_)];
       case KvRead::kHot:
+        if (block_idx < near_begin_) return sinks_[block_idx];  // a sink block far behind the queries
         return near_[2 * (block_idx - near_begin_) + 1];
       case KvRead::kCold:
         break;
@@ -110,6 +111,8 @@ class KvReadTable {
   void plan_layer(int32_t layer);
   KvBlockDesc stored(BlockRef b, int32_t layer, bool exact) const;
   void add_encode(int64_t block_idx, KvBlockDesc* d, kernels::KvCodec c);
+  // `d` = the hot form of block `block_idx`: its staging copy, or an encode of it in the hot type.
+  void add_hot(int64_t block_idx, KvBlockDesc* d, int32_t layer);
   void run_job(const Job& j, float* tmp) const;
 
   const KvCache* kv_ = nullptr;
@@ -122,9 +125,11 @@ class KvReadTable {
   int64_t near_end_ = 0;
   int64_t exact_begin_ = 0;   // blocks holding a query
   int64_t q_begin_ = 0, q_end_ = 0;
-  std::array<Strides, 6> strides_{};   // per codec
+  std::array<Strides, kNumKvTypes> strides_{};   // per codec
   std::vector<KvBlockDesc> cold_;      // [blocks]: the cold form (unstaged caches: the only form)
   std::vector<KvBlockDesc> near_;      // [near blocks][exact, hot]
+  int64_t sink_blocks_ = 0;            // blocks every later query reads hot (KvCache::sink_blocks)
+  std::vector<KvBlockDesc> sinks_;     // [blocks before near_begin_]: the hot form of sink blocks
   std::vector<Job> jobs_;
   std::vector<uint8_t> enc_;           // encoded planes: [encodes][K, V] planes of the arena's plane size at most
   uint64_t enc_plane_bytes_ = 0;

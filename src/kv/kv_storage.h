@@ -15,6 +15,10 @@ class KvStorage {
   // Blocks [0, n) of a sequence with `num_positions` computed positions that no later query reads
   // exactly or hot: their contents are final.
   virtual int64_t finalized_blocks(int64_t num_positions) const = 0;
+  // Blocks [0, n) of every sequence that every later query reads hot (sink tokens): they are never
+  // final whatever finalized_blocks says, keep their hot form while held, never move to the far
+  // tier, and a sequence attaching them from the prefix cache gets private copies.
+  virtual int64_t sink_blocks() const { return 0; }
   // Copy-on-write: block `src`'s contents into `dst`.
   virtual void copy_block(int32_t src, int32_t dst) = 0;
   // Whether `block`'s hot form (read by a query whose hot window covers it) is at hand.

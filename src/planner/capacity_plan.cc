@@ -275,7 +275,9 @@ Result<PlanReport> make_plan(const ModelShape& s, const PlanOptions& o) {
 
   Ctx c{s, o, g, r.weights_bytes};
   std::vector<KvPrecision> rows;
-  for (KvType t : all_kv_types()) rows.push_back(KvPrecision{t, 0, t});
+  for (KvType t : all_kv_types()) {
+    if (!kv_type_cold_only(t)) rows.push_back(KvPrecision{t, 0, t});  // int3 / int2: not usable alone
+  }
   if (o.kv.hot_window > 0 && o.kv.hot != o.kv.cold) rows.push_back(o.kv);
   for (const KvPrecision& p : rows) {
     MaxContextRow row{kv_precision_name(p), {}};

@@ -9,6 +9,7 @@ KvOptions kv_options(const EngineOptions& o) {
   k.hot_window = o.kv_hot_window;
   k.cold_type = o.kv_cold_dtype;
   k.rotation = o.kv_rotation;
+  k.sink_tokens = o.kv_sink_tokens;
   k.budget_bytes = o.kv_budget_bytes;
   k.prefix_caching = o.enable_prefix_caching;
   k.disk_dir = o.kv_disk_dir;

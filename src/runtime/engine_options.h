@@ -30,6 +30,7 @@ struct EngineOptions {
   int32_t kv_hot_window = 0;       // 0: one type for every position
   KvType kv_cold_dtype = KvType::kInt8;  // blocks older than the hot window
   KvRotationMode kv_rotation = KvRotationMode::kAuto;  // Hadamard-rotated K/V (kv/kv_rotation.h)
+  int32_t kv_sink_tokens = 0;      // the blocks of positions < N stay in the hot type (needs a hot window)
   bool enable_prefix_caching = false;
   uint64_t kv_budget_bytes = 0;    // 0: room for max_num_seqs full-length sequences, capped at 25% of RAM
   // Disk tier (kv/disk_tier.h): on when kv_disk_dir is set; implies prefix caching.

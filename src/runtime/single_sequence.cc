@@ -51,7 +51,8 @@ void SingleSequence::ensure_blocks(int64_t n) {
       // The oldest finalized block still in RAM goes to disk.
       bool moved = false;
       const int64_t fin = std::min<int64_t>(kv_->finalized_blocks(num_tokens_), static_cast<int64_t>(block_table_.size()));
-      for (int64_t j = far_cursor_; j < fin && !moved; ++j) {
+      // Sink blocks stay: every later query reads them hot.
+      for (int64_t j = std::max<int64_t>(far_cursor_, kv_->sink_blocks()); j < fin && !moved; ++j) {
         if (block_table_[j].is_far()) continue;
         const int32_t b = block_table_[j].idx;
         auto id = kv_->spill(b);

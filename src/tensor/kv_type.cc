@@ -13,6 +13,8 @@ const char* kv_type_name(KvType t) {
     case KvType::kFp8: return "fp8";
     case KvType::kInt8: return "int8";
     case KvType::kInt4: return "int4";
+    case KvType::kInt3: return "int3";
+    case KvType::kInt2: return "int2";
   }
   return "?";
 }
@@ -29,7 +31,8 @@ std::optional<KvType> kv_type_from_name(std::string_view name) {
 
 const std::vector<KvType>& all_kv_types() {
   static const std::vector<KvType> kAll = {KvType::kF32, KvType::kF16, KvType::kBF16,
-                                           KvType::kFp8, KvType::kInt8, KvType::kInt4};
+                                           KvType::kFp8, KvType::kInt8, KvType::kInt4,
+                                           KvType::kInt3, KvType::kInt2};
   return kAll;
 }
 
@@ -39,6 +42,8 @@ int kv_type_element_bits(KvType t) {
     case KvType::kF16: case KvType::kBF16: return 16;
     case KvType::kFp8: case KvType::kInt8: return 8;
     case KvType::kInt4: return 4;
+    case KvType::kInt3: return 3;
+    case KvType::kInt2: return 2;
   }
   return 0;
 }

@@ -16,8 +16,8 @@
 namespace hz::kernels {
 namespace {
 
-constexpr KvCodec kCodecs[] = {KvCodec::kF32, KvCodec::kF16, KvCodec::kBF16,
-                               KvCodec::kFp8, KvCodec::kInt8, KvCodec::kInt4};
+constexpr KvCodec kCodecs[] = {KvCodec::kF32,  KvCodec::kF16,  KvCodec::kBF16, KvCodec::kFp8,
+                               KvCodec::kInt8, KvCodec::kInt4, KvCodec::kInt3, KvCodec::kInt2};
 constexpr int64_t kHeadDims[] = {4, 8, 32, 64, 128};
 
 // `rows` encoded rows of random values of magnitude about `mag`.
@@ -30,7 +30,7 @@ struct Rows {
     x.resize(rows * hd);
     for (auto& v : x) v = nd(rng);
     elems.resize(kv_row_elem_bytes(c, hd) * rows + 8);
-    scales.resize(std::max<int64_t>(4, kv_row_scale_bytes(c, hd) * rows));
+    scales.resize(std::max<int64_t>(4, kv_head_scale_bytes(c, hd) + kv_row_scale_bytes(c, hd) * rows));
     ref::encode_kv_rows(c, x.data(), rows, hd, elems.data(), scales.data());
   }
 };

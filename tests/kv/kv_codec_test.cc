@@ -16,7 +16,8 @@
 namespace hz::kernels {
 namespace {
 
-const KvCodec kAll[] = {KvCodec::kF32, KvCodec::kF16, KvCodec::kBF16, KvCodec::kFp8, KvCodec::kInt8, KvCodec::kInt4};
+const KvCodec kAll[] = {KvCodec::kF32,  KvCodec::kF16,  KvCodec::kBF16, KvCodec::kFp8,
+                        KvCodec::kInt8, KvCodec::kInt4, KvCodec::kInt3, KvCodec::kInt2};
 
 std::vector<float> random_rows(int64_t rows, int64_t hd, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -27,7 +28,7 @@ std::vector<float> random_rows(int64_t rows, int64_t hd, uint32_t seed) {
 }
 
 size_t scale_bytes(KvCodec c, int64_t rows, int64_t hd) {
-  return c == KvCodec::kFp8 ? 4 : static_cast<size_t>(rows * kv_row_scale_bytes(c, hd));
+  return static_cast<size_t>(kv_head_scale_bytes(c, hd) + rows * kv_row_scale_bytes(c, hd));
 }
 
 TEST(KvCodecTest, E4m3RoundTripsEveryFiniteValue) {
@@ -65,7 +66,7 @@ TEST(KvCodecTest, Avx2MatchesReferenceBitForBit) {
       // Decode every sub-range of rows (tiles start anywhere in a block).
       for (int64_t r0 : {0, 3, 15}) {
         const int64_t n = rows - r0;
-        const uint8_t* scales = c == KvCodec::kFp8 ? s1.data() : s1.data() + r0 * kv_row_scale_bytes(c, hd);
+        const uint8_t* scales = s1.data() + r0 * kv_row_scale_bytes(c, hd);  // per-head scales: the same for any r0
         std::vector<float> y1(n * hd), y2(n * hd);
         ref::decode_kv_rows(c, e1.data() + r0 * kv_row_elem_bytes(c, hd), scales, n, hd, y1.data());
         avx2::decode_kv_rows(c, e1.data() + r0 * kv_row_elem_bytes(c, hd), scales, n, hd, y2.data());
@@ -122,6 +123,102 @@ TEST(KvCodecTest, GroupsNeverSpanHeadsAndShortGroupsWork) {
     for (int i = 0; i < 32; ++i) EXPECT_NEAR(y[i], 0.5f, 1e-3f) << i;
     EXPECT_NEAR(y[35], 1000.0f, 1.0f);
   }
+}
+
+// int3 / int2 on Gaussian rows: the searched channel scales and offsets keep the relative squared
+// error near what their levels allow for one channel over a 16-row block, and an outlier channel
+// (x20) or an offset channel (+30) costs the other channels nothing (one scale per row would
+// flatten them).
+TEST(KvCodecTest, LowBitRoundTripErrorIsNearTheBestScale) {
+  for (KvCodec c : {KvCodec::kInt3, KvCodec::kInt2}) {
+    for (int64_t hd : {8, 64}) {
+      for (int odd : {0, 1, 2}) {  // none, an outlier channel, an offset channel
+        const int64_t rows = 16, blocks = 256;
+        const double bound = c == KvCodec::kInt3 ? 0.020 : 0.085;  // measured 0.0166 / 0.0746
+        std::mt19937 rng(11);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        double err = 0, norm = 0;
+        for (int64_t b = 0; b < blocks; ++b) {
+          std::vector<float> x(rows * hd), y(rows * hd);
+          for (auto& v : x) v = nd(rng);
+          for (int64_t r = 0; r < rows; ++r) {
+            if (odd == 1) x[r * hd + 3] *= 20.0f;
+            if (odd == 2) x[r * hd + 3] += 30.0f;
+          }
+          std::vector<uint8_t> e(rows * kv_row_elem_bytes(c, hd)), s(scale_bytes(c, rows, hd));
+          encode_kv_rows(c, x.data(), rows, hd, e.data(), s.data());
+          decode_kv_rows(c, e.data(), s.data(), rows, hd, y.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < hd; ++i) {
+              if (odd != 0 && i == 3) continue;  // the other channels, each at unit scale
+              const double v = x[r * hd + i], w = y[r * hd + i];
+              err += (v - w) * (v - w);
+              norm += v * v;
+            }
+          }
+        }
+        EXPECT_LT(err / norm, bound) << static_cast<int>(c) << " hd " << hd << " odd " << odd;
+        EXPECT_GT(err / norm, bound / 4) << static_cast<int>(c) << " hd " << hd;  // the format's own loss
+      }
+    }
+  }
+}
+
+// Edge inputs: NaN codes as the level nearest 0, +-Inf as the top / bottom level, and neither moves
+// a channel's scale or offset; an all-zero channel decodes to zeros; head dims not a multiple of 8
+// (AVX2 falls back) and single rows work, and AVX2 decodes these bytes exactly as the reference.
+TEST(KvCodecTest, LowBitEdgeInputs) {
+  for (KvCodec c : {KvCodec::kInt3, KvCodec::kInt2}) {
+    const int top = c == KvCodec::kInt3 ? 7 : 3;
+    for (int64_t hd : {1, 3, 5, 8, 12, 24}) {
+      for (int64_t rows : {1, 7, 16}) {
+        std::vector<float> x(rows * hd);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = 0; i < hd; ++i) x[r * hd + i] = i == 0 ? 0.0f : static_cast<float>((r * 7 + i * 3) % 9) - 4.0f;
+        }
+        x[hd - 1] = std::nanf("");
+        if (rows > 1) x[hd + hd - 1] = INFINITY;
+        if (rows > 2) x[2 * hd + hd - 1] = -INFINITY;
+        std::vector<uint8_t> e(rows * kv_row_elem_bytes(c, hd)), s(scale_bytes(c, rows, hd));
+        std::vector<float> y(rows * hd), y2(rows * hd);
+        ref::encode_kv_rows(c, x.data(), rows, hd, e.data(), s.data());
+        ref::decode_kv_rows(c, e.data(), s.data(), rows, hd, y.data());
+        EXPECT_EQ(s[0], 0) << "an all-zero channel";
+        for (int64_t r = 0; r < rows; ++r) {
+          EXPECT_EQ(y[r * hd], 0.0f);
+          for (int64_t i = 0; i < hd; ++i) EXPECT_TRUE(std::isfinite(y[r * hd + i])) << r << " " << i;
+        }
+        if (hd > 1 && rows > 2) {
+          // NaN is the level nearest 0.
+          const float d = kv_byte_scale(s[hd - 1]), off = kv_channel_offset(s.data(), hd, hd - 1);
+          for (int q = 0; q <= top; ++q) EXPECT_LE(std::fabs(y[hd - 1]), std::fabs((q + off) * d) + 1e-6f);
+          EXPECT_EQ(y[hd + hd - 1], (top + off) * d) << "+Inf: the top level";
+          EXPECT_EQ(y[2 * hd + hd - 1], off * d) << "-Inf: the bottom level";
+          EXPECT_GT(d, 0.5f) << "the finite values (-4..4) set the scale, not the infinities";
+          EXPECT_LT(d, 4.0f);
+        }
+        if (isa_supported(Isa::kAvx2)) {
+          avx2::decode_kv_rows(c, e.data(), s.data(), rows, hd, y2.data());
+          EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4)) << static_cast<int>(c) << " hd " << hd;
+        }
+      }
+    }
+  }
+  // Magnitudes past the largest scale (and ranges that overflow) clamp, finite and defined.
+  for (KvCodec c : {KvCodec::kInt3, KvCodec::kInt2}) {
+    std::vector<float> x = {3e38f, -3e38f, 1e30f, 0.0f, -3e38f, 3e38f, 1e-30f, 0.0f};
+    std::vector<uint8_t> e(2 * kv_row_elem_bytes(c, 4)), s(scale_bytes(c, 2, 4));
+    std::vector<float> y(8);
+    ref::encode_kv_rows(c, x.data(), 2, 4, e.data(), s.data());
+    ref::decode_kv_rows(c, e.data(), s.data(), 2, 4, y.data());
+    for (float v : y) EXPECT_TRUE(std::isfinite(v));
+    EXPECT_EQ(s[0], 127);  // the largest scale
+  }
+  // The scale byte: quarter octaves, 0 is 0.
+  EXPECT_EQ(kv_byte_scale(0), 0.0f);
+  EXPECT_EQ(kv_byte_scale(64), 1.0f);
+  EXPECT_EQ(kv_byte_scale(64 + 4), 2.0f);
+  EXPECT_EQ(kv_byte_scale(60), 0.5f);
 }
 
 }  // namespace

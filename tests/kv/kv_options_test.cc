@@ -183,6 +183,10 @@ TEST(KvOptionsTest, RotationAutoIsOnForIntegerTypesOnly) {
   // A window dropped (matching types) leaves the hot type alone to decide.
   EXPECT_FALSE(rotated(KvType::kF16, 0, KvType::kInt4, kAuto));
   EXPECT_FALSE(rotated(KvType::kInt4, 0, KvType::kInt4, KvRotationMode::kOff));
+  // int3 / int2 scale per channel, which rotation only hurts (measured): off unless asked.
+  EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt2, kAuto));
+  EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt3, kAuto));
+  EXPECT_TRUE(rotated(KvType::kF16, 32, KvType::kInt2, KvRotationMode::kOn));
   EXPECT_TRUE(rotated(KvType::kF16, 0, KvType::kF16, KvRotationMode::kOn));
 }
 
@@ -203,6 +207,95 @@ TEST(KvOptionsTest, RotationFlagParsesAndNamesItselfInErrors) {
   auto bad = parse_kv_rotation("yes", "--kv-rotation");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--kv-rotation 'yes'"), std::string::npos);
+}
+
+
+// int3 / int2 are too lossy for every position: only the cold type under a hot window.
+TEST(KvOptionsTest, LowBitTypesOnlyAsTheColdTypeUnderAWindow) {
+  for (KvType t : {KvType::kInt3, KvType::kInt2}) {
+    KvOptions o;
+    o.hot_type = t;
+    auto p = o.validate(demand());
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.status().message().find(std::string("--kv-cache-dtype ") + kv_type_name(t)), std::string::npos)
+        << p.status().message();
+    EXPECT_NE(p.status().message().find("--kv-cold-dtype"), std::string::npos);
+    o.hot_window = 32;  // still the hot type: refused
+    EXPECT_FALSE(o.validate(demand()).ok());
+    o.hot_type = KvType::kF16;
+    o.cold_type = t;
+    p = o.validate(demand());
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    EXPECT_EQ(p->precision.cold, t);
+    // The arena holds the cold type: 2 + 16 / 16 and 3 + 16 / 16 bits per value with 16-token blocks.
+    EXPECT_EQ(p->block_bytes, kv_block_bytes(demand().geometry, t, 16));
+    EXPECT_EQ(kv_bytes_per_token(demand().geometry, t, 16) * 8 / (2.0 * 2 * 2 * 64), t == KvType::kInt2 ? 3.0 : 4.0);
+    o.disk_type = t;  // a disk copy of a whole cache in int3 / int2: refused
+    p = o.validate(demand());
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.status().message().find("--kv-disk-dtype"), std::string::npos);
+    EXPECT_TRUE(o.check_types().code() == p.status().code());  // the same check, without a demand
+  }
+}
+
+TEST(KvOptionsTest, SinkTokensNeedAHotWindowWithAColdType) {
+  KvOptions o;
+  o.sink_tokens = 4;  // no window: every position is in one type, so sinks would do nothing
+  auto p = o.validate(demand());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--kv-sink-tokens 4"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("--kv-hot-window"), std::string::npos);
+  o.hot_window = 32;
+  o.cold_type = KvType::kF16;  // a window over the same type is dropped: refused too
+  EXPECT_FALSE(o.validate(demand()).ok());
+  o.cold_type = KvType::kInt2;
+  o.sink_tokens = -1;
+  p = o.validate(demand());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--kv-sink-tokens must be 0 or more"), std::string::npos);
+  o.sink_tokens = 4;
+  p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->precision.sink_tokens, 4u);
+  EXPECT_EQ(p->sink_blocks, 1);  // whole blocks: positions 0-15
+  EXPECT_EQ(kv_precision_name(p->precision), "f16 (hot 32, sinks 4) + int2");
+  o.sink_tokens = 17;
+  p = o.validate(demand());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->sink_blocks, 2);
+}
+
+TEST(KvOptionsTest, SinkBlocksComeOutOfTheBudget) {
+  KvOptions o;
+  o.hot_window = 32;
+  o.cold_type = KvType::kInt2;
+  o.budget_bytes = uint64_t{1} << 20;
+  auto without = o.validate(demand());
+  ASSERT_TRUE(without.ok());
+  o.sink_tokens = 32;  // 2 blocks per sequence, 4 sequences, staged in f16
+  auto with = o.validate(demand());
+  ASSERT_TRUE(with.ok());
+  const uint64_t staged = 2 * 4 * kv_block_bytes(demand().geometry, KvType::kF16, 16);
+  EXPECT_EQ(with->num_blocks, static_cast<int32_t>(((uint64_t{1} << 20) - staged) / with->block_bytes));
+  EXPECT_LT(with->num_blocks, without->num_blocks);
+  o.budget_bytes = staged;  // nothing left for the pool
+  auto none = o.validate(demand());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("--kv-budget"), std::string::npos);
+}
+
+TEST(KvOptionsTest, SinksArePartOfThePrecisionNameAndTheBytesPerToken) {
+  KvPrecision p{KvType::kF16, 32, KvType::kInt2};
+  const std::string plain = kv_precision_name(p);
+  p.sink_tokens = 4;
+  EXPECT_NE(kv_precision_name(p), plain);  // a different fingerprint: sink blocks keep the hot form
+  KvGeometry g{2, 2, 2, 64};
+  // 256 tokens: 32 hot, one 16-token sink block hot, 208 cold.
+  EXPECT_EQ(kv_bytes_for_tokens(g, p, 16, 256), kv_bytes_for_tokens(g, KvType::kF16, 16, 48) +
+                                                     kv_bytes_for_tokens(g, KvType::kInt2, 16, 208));
+  EXPECT_EQ(kv_sink_blocks(p, 16), 1u);
+  p.hot_window = 0;  // no window: no sinks
+  EXPECT_EQ(kv_sink_blocks(p, 16), 0u);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace {
 using test::CollectSink;
 
 std::unique_ptr<LocalEngine> make_engine(bool caching, KvType type, int32_t hot_window = 0,
-                                         KvType cold = KvType::kInt8) {
+                                         KvType cold = KvType::kInt8, int32_t sink_tokens = 0) {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
@@ -30,6 +30,7 @@ std::unique_ptr<LocalEngine> make_engine(bool caching, KvType type, int32_t hot_
   o.enable_prefix_caching = caching;
   o.kv_hot_window = hot_window;
   o.kv_cold_dtype = cold;
+  o.kv_sink_tokens = sink_tokens;
   o.kv_budget_bytes = 16u << 20;
   auto e = LocalEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();
@@ -176,6 +177,32 @@ TEST(PrefixCacheHotWindowOptionsTest, WithoutRetainedHotFormsFallsBackCorrectly)
   auto plain = make_engine(false, KvType::kF16, 64, KvType::kInt4);
   ASSERT_NE(plain, nullptr);
   expect_same_logits(*got, *generate(*plain, b));
+}
+
+// Sink tokens (the first block kept hot for every query) with prefix caching: a sequence that
+// attaches a cached prefix gets a private copy of its sink block's hot form, like the newest
+// blocks, so a shared block never has to stay hot; logits are bit-identical to a run without
+// caching, and the sink count is part of the prefix-cache identity (the precision name).
+TEST(PrefixCacheSinkTest, SinkBlocksAttachAsPrivateHotCopies) {
+  std::mt19937 rng(5);
+  std::vector<int32_t> prefix(1000);
+  for (auto& t : prefix) t = 3 + static_cast<int32_t>(rng() % 509);
+  std::vector<int32_t> a = prefix, b = prefix;
+  for (int i = 0; i < 30; ++i) a.push_back(3 + static_cast<int32_t>(rng() % 509));
+  for (int i = 0; i < 37; ++i) b.push_back(3 + static_cast<int32_t>(rng() % 509));
+  auto cached = make_engine(true, KvType::kF16, 64, KvType::kInt2, 4);
+  ASSERT_NE(cached, nullptr);
+  generate(*cached, a);
+  auto second = generate(*cached, b);
+  EXPECT_EQ(second->final_event.cached_tokens, 992);  // 62 full blocks of the prefix
+  auto plain = make_engine(false, KvType::kF16, 64, KvType::kInt2, 4);
+  ASSERT_NE(plain, nullptr);
+  expect_same_logits(*second, *generate(*plain, b));
+  // Without sinks the first block is read cold: different logits, so the sink block mattered.
+  auto no_sinks = make_engine(false, KvType::kF16, 64, KvType::kInt2, 0);
+  ASSERT_NE(no_sinks, nullptr);
+  auto other = generate(*no_sinks, b);
+  EXPECT_NE(0, std::memcmp(other->chosen.data(), second->chosen.data(), other->chosen.size() * sizeof(float)));
 }
 
 INSTANTIATE_TEST_SUITE_P(ColdTypes, PrefixCacheHotWindowTest, ::testing::Values(KvType::kInt4, KvType::kInt8),

@@ -175,6 +175,54 @@ TEST(PrefixCacheTest, CopyOnWriteWhenASharedBlockMustBeWritten) {
   pool.check_invariants();
 }
 
+// Sink blocks (read hot by every query) attach as private copies of their hot form, like the newest
+// hot_blocks; the blocks between are shared. They are never spilled to the far tier.
+TEST(PrefixCacheTest, SinkBlocksAttachAsPrivateCopiesAndNeverSpill) {
+  BlockPool pool(12);
+  PrefixCache cache(pool, 16, "m");
+  FakeKvStorage storage;
+  storage.sinks = 1;
+  storage.hot = [](int32_t) { return true; };
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  storage.on_copy = [&](int32_t src, int32_t dst) { copies.emplace_back(src, dst); };
+  KvManager kv(pool, 16, &storage);
+  kv.set_prefix_cache(&cache, /*hot_blocks=*/1);
+  Scheduler sched(sched_config(), kv);
+  sched.add(make_seq(1, iota_tokens(100)));
+  sched.commit(sched.schedule());  // 64 tokens a step
+  sched.commit(sched.schedule());
+  sched.remove(1);
+  ASSERT_GE(pool.num_cached(), 5);
+  auto t = iota_tokens(80);
+  t.push_back(7);
+  sched.add(make_seq(2, t));
+  auto slices = sched.schedule();
+  ASSERT_EQ(slices.size(), 1u);
+  Sequence* s = slices[0].seq;
+  EXPECT_EQ(s->num_cached_tokens, 80);  // 5 blocks attached: 2 copies, 3 shared
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].first, 0);  // the sink block
+  EXPECT_EQ(copies[1].first, 4);  // the newest, read hot
+  EXPECT_EQ(s->block_table[0], BlockRef::pool(copies[0].second));
+  EXPECT_EQ(s->block_table[1], BlockRef::pool(1));  // shared
+  EXPECT_EQ(s->block_table[3], BlockRef::pool(3));
+  EXPECT_EQ(s->block_table[4], BlockRef::pool(copies[1].second));
+  sched.commit(slices);
+  // Spilling takes the oldest finalized, exclusively held blocks, never the sink block.
+  std::vector<int32_t> spilled;
+  storage.on_spill = [&](int32_t b) -> std::optional<int32_t> {
+    spilled.push_back(b);
+    return static_cast<int32_t>(spilled.size());
+  };
+  bool full = false;
+  KvSeq& seq = *s;
+  kv.spill(seq, 8, &full);
+  EXPECT_FALSE(full);
+  for (int32_t b : spilled) EXPECT_NE(b, copies[0].second);
+  EXPECT_TRUE(seq.block_table[0].is_pool());
+  pool.check_invariants();
+}
+
 TEST(PrefixCacheTest, TenThousandRandomOperationsLeakNothing) {
   BlockPool pool(24);
   PrefixCache cache(pool, 16, "m");

@@ -39,12 +39,16 @@ TEST(PerplexityCliTest, KvSweepPrintsOneRowPerChoiceAgainstExactKv) {
   for (const char* col : {"bits/val", "cold B/tok", "mean KLD", "p99 KLD", "top-1 %", "dppl %"})
     EXPECT_NE(out.find(col), std::string::npos) << col << "\n" << out;
   // One row per choice, with and without rotation, and the window asked for.
-  for (const char* row : {"\nf16 ", "\nfp8 ", "\nint8 rotated ", "\nint4 ", "\nint4 rotated ", "\nf16 (hot 32) + int4 rotated "})
+  for (const char* row : {"\nf16 ", "\nfp8 ", "\nint8 rotated ", "\nint4 ", "\nint4 rotated ", "\nf16 (hot 32) + int4 rotated ",
+                          "\nf16 (hot 32) + int3 ", "\nf16 (hot 32) + int2 ", "\nf16 (hot 32, sinks 4) + int2 "})
     EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
   EXPECT_EQ(out.find("(hot 16)"), std::string::npos) << out;
-  // int4 at 6 bits per value (4 + one f16 scale per 8 values at head dim 8), int8 at 10.
-  EXPECT_NE(out.find("int4                                6.00"), std::string::npos) << out;
-  EXPECT_NE(out.find("int8                               10.00"), std::string::npos) << out;
+  EXPECT_EQ(out.find("+ int2 rotated"), std::string::npos) << out;  // only with --kv-sweep-all
+  // int4 at 6 bits per value (4 + one f16 scale per 8 values at head dim 8), int8 at 10; int2 at 3
+  // (2 + a scale and an offset byte per channel over a 16-token block).
+  EXPECT_NE(out.find("\nint4" + std::string(40, ' ') + "6.00"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nint8" + std::string(39, ' ') + "10.00"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nf16 (hot 32) + int2" + std::string(25, ' ') + "3.00"), std::string::npos) << out;
 }
 
 TEST(PerplexityCliTest, ErrorsNameTheFlag) {
@@ -53,7 +57,10 @@ TEST(PerplexityCliTest, ErrorsNameTheFlag) {
   };
   const Case cases[] = {
       {"-f " + corpus() + " --kv-cache-dtype f13", "--kv-cache-dtype"},
-      {"-f " + corpus() + " --kv-hot-window 64 --kv-cold-dtype int3", "--kv-cold-dtype"},
+      {"-f " + corpus() + " --kv-hot-window 64 --kv-cold-dtype int5", "--kv-cold-dtype"},
+      {"-f " + corpus() + " --kv-cache-dtype int2", "--kv-cache-dtype int2"},
+      {"-f " + corpus() + " --kv-sink-tokens 4", "--kv-sink-tokens"},
+      {"-f " + corpus() + " --kv-sweep --kv-sweep-sinks -1", "--kv-sweep-sinks"},
       {"--kl-divergence", "--kl-divergence-base"},
       {"--kl-divergence --kl-divergence-base " + corpus(), "bad magic"},
       {"", "-f FILE"},

@@ -18,7 +18,10 @@ struct FakeKvStorage : KvStorage {
   std::function<std::optional<int32_t>(int32_t)> on_spill;  // the far slot, or nullopt (full)
   std::function<void(int32_t)> on_release_far;
 
+  int64_t sinks = 0;  // sink_blocks()
+
   int64_t finalized_blocks(int64_t n) const override { return n / block_tokens; }
+  int64_t sink_blocks() const override { return sinks; }
   void copy_block(int32_t src, int32_t dst) override {
     if (on_copy) on_copy(src, dst);
   }

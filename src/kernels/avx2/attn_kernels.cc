@@ -15,6 +15,9 @@
 namespace hz::kernels::avx2 {
 namespace {
 
+// F16C inline: an out-of-line call here would spill every accumulator register.
+inline float scale_of(const uint8_t* scales, int64_t idx) { return load_f16_scalar(scales + 2 * idx); }
+
 struct LoadF32 {
   __m256 operator()(const uint8_t* row, int64_t i) const { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
 };
@@ -58,9 +61,43 @@ struct LoadI4 {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(inter), _mm256_set1_epi32(8)));
   }
 };
+// 8 int3 codes (element j of the chunk at bits [3j, 3j + 3) of its 3 bytes) as values: (q + off) *
+// d with their channels' offsets and scales (decoded once per call), so the plain paths need no
+// scales. The same operations as the reference, element by element.
+struct LoadI3 {
+  const float* d;
+  const float* off;
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    const uint8_t* b = row + 3 * i / 8;
+    const int32_t v = b[0] | (b[1] << 8) | (b[2] << 16);
+    const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21));
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(7)));
+    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
+  }
+};
+// The same for int2 (element j at bits [2j, 2j + 2) of its 2 bytes).
+struct LoadI2 {
+  const float* d;
+  const float* off;
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    uint16_t v;
+    std::memcpy(&v, row + i / 4, 2);
+    const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(3)));
+    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
+  }
+};
 
-// F16C inline: an out-of-line call here would spill every accumulator register.
-inline float scale_of(const uint8_t* scales, int64_t idx) { return load_f16_scalar(scales + 2 * idx); }
+// The channel scales and offsets of an int3/int2 head as floats (head_dim <= 512, vector_ok).
+struct ChannelScales {
+  float d[512], off[512];
+  ChannelScales(const uint8_t* scales, int64_t hd) {
+    for (int64_t i = 0; i < hd; ++i) {
+      d[i] = kv_byte_scale(scales[i]);
+      off[i] = kv_channel_offset(scales, hd, i);
+    }
+  }
+};
 
 // Eight horizontal sums at once: lane j of the result is the sum of v[j]'s lanes, in the order
 // ((0+1)+(2+3)) + ((4+5)+(6+7)) whatever the other vectors hold.
@@ -188,7 +225,7 @@ template <int G, class Load>
 void accumulate_heads(KvCodec c, const float* p, int64_t pstride, const uint8_t* elems, const uint8_t* scales,
                       int64_t rows, int64_t hd, float* acc, Load load) {
   const int64_t reb = kv_row_elem_bytes(c, hd);
-  const bool grouped = c == KvCodec::kInt8 || c == KvCodec::kInt4;
+  const bool grouped = kv_grouped(c);
   const int64_t ng = grouped ? kv_groups(hd) : 1;
   const int64_t g = grouped ? kv_group(hd) : hd;
   float post = 1.0f;
@@ -213,7 +250,7 @@ template <class Load>
 void scores_dispatch(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elems, const uint8_t* scales,
                      int64_t rows, int64_t hd, float* scores, Load load) {
   const int64_t reb = kv_row_elem_bytes(c, hd);
-  const bool grouped = c == KvCodec::kInt8 || c == KvCodec::kInt4;
+  const bool grouped = kv_grouped(c);
   float post = 1.0f;
   if (c == KvCodec::kFp8) {
     std::memcpy(&post, scales, 4);
@@ -279,6 +316,14 @@ void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elem
     case KvCodec::kFp8: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadFp8{});
     case KvCodec::kInt8: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI8{});
     case KvCodec::kInt4: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI4{});
+    case KvCodec::kInt3: {
+      const ChannelScales d(scales, hd);
+      return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI3{d.d, d.off});
+    }
+    case KvCodec::kInt2: {
+      const ChannelScales d(scales, hd);
+      return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI2{d.d, d.off});
+    }
   }
 }
 
@@ -292,6 +337,14 @@ void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* 
     case KvCodec::kFp8: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadFp8{});
     case KvCodec::kInt8: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI8{});
     case KvCodec::kInt4: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI4{});
+    case KvCodec::kInt3: {
+      const ChannelScales d(scales, hd);
+      return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI3{d.d, d.off});
+    }
+    case KvCodec::kInt2: {
+      const ChannelScales d(scales, hd);
+      return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI2{d.d, d.off});
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // AVX2 KV codecs. Decoding (on the attention hot path) is vectorized and bit-identical to the scalar
 // reference: every element is one int->float conversion and one multiply, as there. Encoding runs
 // once per block and head when a block is finalized, off the hot path, so it reuses the reference
-// (its round-half-away-from-zero is not one AVX2 instruction, and the bytes must match exactly).
+// (its round-half-away-from-zero is not one AVX2 instruction, and the bytes must match exactly;
+// int3/int2 also search their scale).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -41,6 +42,21 @@ inline __m256 load8_i4(const uint8_t* p) {
   const __m128i inter = _mm_unpacklo_epi8(lo, hi);
   const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(inter), _mm256_set1_epi32(8));
   return _mm256_cvtepi32_ps(q);
+}
+
+// 8 int2 codes from 2 bytes (element j at bits [2j, 2j + 2)).
+inline __m256 load8_i2(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+  return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(3)));
+}
+
+// 8 int3 codes from 3 bytes (element j at bits [3j, 3j + 3)).
+inline __m256 load8_i3(const uint8_t* p) {
+  const int32_t v = p[0] | (p[1] << 8) | (p[2] << 16);
+  const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21));
+  return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(7)));
 }
 
 }  // namespace
@@ -85,6 +101,26 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_i32gather_ps(t, idx, 4), vs));
       }
       for (; i < n; ++i) y[i] = t[elems[i]] * s;
+      return;
+    }
+    case KvCodec::kInt3:
+    case KvCodec::kInt2: {
+      if (hd % 8 != 0) return ref::decode_kv_rows(c, elems, scales, rows, hd, y);  // head dims 4: scalar
+      if (hd > 512) return ref::decode_kv_rows(c, elems, scales, rows, hd, y);
+      const int64_t reb = kv_row_elem_bytes(c, hd);
+      float d[512], off[512];  // the channel scales and offsets
+      for (int64_t i = 0; i < hd; ++i) {
+        d[i] = kv_byte_scale(scales[i]);
+        off[i] = kv_channel_offset(scales, hd, i);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* er = elems + r * reb;
+        float* yr = y + r * hd;
+        for (int64_t i = 0; i < hd; i += 8) {
+          const __m256 q = c == KvCodec::kInt3 ? load8_i3(er + 3 * i / 8) : load8_i2(er + i / 4);
+          _mm256_storeu_ps(yr + i, _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i)));
+        }
+      }
       return;
     }
     case KvCodec::kInt8:

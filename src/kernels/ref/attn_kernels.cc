@@ -22,11 +22,20 @@ float raw(KvCodec c, const uint8_t* row, int64_t i) {
     case KvCodec::kFp8: return e4m3_to_f32(row[i]);
     case KvCodec::kInt8: return static_cast<float>(static_cast<int8_t>(row[i]));
     case KvCodec::kInt4: return static_cast<float>(((row[i / 2] >> ((i & 1) * 4)) & 15) - 8);
+    case KvCodec::kInt3: return static_cast<float>(kv_int3_code(row, i));
+    case KvCodec::kInt2: return static_cast<float>(kv_int2_code(row, i));
   }
   return 0;
 }
 
-bool grouped(KvCodec c) { return c == KvCodec::kInt8 || c == KvCodec::kInt4; }
+bool grouped(KvCodec c) { return kv_grouped(c); }
+
+// Element i as it enters the dot products: the raw value; for int3/int2 (q + off) * d with its
+// channel's offset and scale (`hd` channels).
+float elem(KvCodec c, const uint8_t* row, const uint8_t* scales, int64_t hd, int64_t i) {
+  const float v = raw(c, row, i);
+  return kv_channel_scaled(c) ? (v + kv_channel_offset(scales, hd, i)) * kv_byte_scale(scales[i]) : v;
+}
 
 }  // namespace
 
@@ -43,7 +52,7 @@ void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elem
       for (int64_t gi = 0; gi < ng; ++gi) {
         const int64_t b = gi * g, e = std::min(hd, b + g);
         float t = 0;
-        for (int64_t i = b; i < e; ++i) t += qh[i] * raw(c, row, i);
+        for (int64_t i = b; i < e; ++i) t += qh[i] * elem(c, row, scales, hd, i);
         s += grouped(c) ? f16_to_f32(load_u16(scales + (r * ng + gi) * 2)) * t : t;
       }
       scores[h * rows + r] = c == KvCodec::kFp8 ? s * fp8_scale : s;
@@ -66,7 +75,7 @@ void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* 
         float coef = pr;
         if (grouped(c)) coef = pr * f16_to_f32(load_u16(scales + (r * ng + gi) * 2));
         if (c == KvCodec::kFp8) coef = pr * fp8_scale;
-        for (int64_t i = b; i < e; ++i) ah[i] += coef * raw(c, row, i);
+        for (int64_t i = b; i < e; ++i) ah[i] += coef * elem(c, row, scales, hd, i);
       }
     }
   }

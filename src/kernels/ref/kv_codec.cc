@@ -53,6 +53,73 @@ float e4m3_to_f32(uint8_t v) {
 namespace ref {
 namespace {
 
+// Code of x for offset m and scale d (1 / d = inv) in [0, top], rounded half away from zero; NaN
+// codes as 0 would, +-Inf and values past the range clamp to the nearest end.
+int low_bit_code(float x, float m, float inv, int top) {
+  float t = ((std::isnan(x) ? 0.0f : x) - m) * inv;
+  t = std::min(std::max(t, 0.0f), static_cast<float>(top));
+  return static_cast<int>(std::round(t));
+}
+
+// Channel `ch` of `rows` rows x[rows][hd] in int3 / int2 (kv_codec.h): the scale byte and offset
+// of least squared error over the finite values, among the quarter octaves from 0.6 to 1.19 times
+// (max - min) / top (and large enough for the offset byte to reach min) and the offsets near min;
+// then the codes into each row's bit stream.
+void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int top, int bits, int64_t reb,
+                    uint8_t* elems, uint8_t* scales) {
+  float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float v = x[r * hd + ch];
+    if (!std::isfinite(v)) continue;
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+  }
+  uint8_t best_c = 0;
+  int8_t best_z = 0;
+  const float amax = mn <= mx ? std::max(std::fabs(mn), std::fabs(mx)) : 0.0f;
+  if (amax > 0) {
+    // Scale byte nearest d, in [1, 127] (a range past the largest scale, even an infinite one, takes 127).
+    auto code_of = [](float d) {
+      const float c = 4.0f * std::log2(d) + 64.0f;
+      return !(c < 127.0f) ? 127 : c < 1.0f ? 1 : static_cast<int>(std::lround(c));
+    };
+    // |m| = |z| d / 4 <= 32 d must reach min: d >= amax / 31 (one step of slack).
+    const float reach = 4.0f * std::log2(amax / 31.0f) + 64.0f;
+    const int c_reach = !(reach < 127.0f) ? 127 : reach < 1.0f ? 1 : static_cast<int>(std::ceil(reach));
+    const int c0 = mx > mn ? code_of((mx - mn) / static_cast<float>(top)) : c_reach;
+    float best_err = std::numeric_limits<float>::infinity();
+    for (int c = std::max(c0 - 3, c_reach); c <= std::min(127, std::max(c0 + 1, c_reach)); ++c) {
+      const float d = kv_byte_scale(static_cast<uint8_t>(c)), inv = 1.0f / d;
+      const int z0 = static_cast<int>(std::clamp(std::round(4.0f * mn * inv), -128.0f, 127.0f));
+      for (int z = std::max(-128, z0 - 2); z <= std::min(127, z0 + 1); ++z) {
+        const float off = 0.25f * static_cast<float>(z), m = off * d;
+        float err = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float v = x[r * hd + ch];
+          if (!std::isfinite(v)) continue;
+          const float e = v - (static_cast<float>(low_bit_code(v, m, inv, top)) + off) * d;
+          err += e * e;
+        }
+        if (err < best_err || best_c == 0) {  // the first candidate even when errors overflow
+          best_err = err;
+          best_c = static_cast<uint8_t>(c);
+          best_z = static_cast<int8_t>(z);
+        }
+      }
+    }
+  }
+  scales[ch] = best_c;
+  scales[hd + ch] = static_cast<uint8_t>(best_z);
+  const float d = kv_byte_scale(best_c), inv = d != 0 ? 1.0f / d : 0.0f;
+  const float m = 0.25f * static_cast<float>(best_z) * d;
+  const int64_t bit = ch * bits, byte = bit >> 3, sh = bit & 7;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t u = static_cast<uint32_t>(low_bit_code(x[r * hd + ch], m, inv, top));
+    uint8_t* row = elems + r * reb;
+    row[byte] |= static_cast<uint8_t>(u << sh);
+    if (sh + bits > 8) row[byte + 1] |= static_cast<uint8_t>(u >> (8 - sh));
+  }
+}
 
 }  // namespace
 
@@ -117,6 +184,13 @@ void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t
       }
       return;
     }
+    case KvCodec::kInt3:
+    case KvCodec::kInt2: {
+      const int top = c == KvCodec::kInt3 ? 7 : 3, bits = c == KvCodec::kInt3 ? 3 : 2;
+      std::memset(elems, 0, rows * reb);
+      for (int64_t ch = 0; ch < hd; ++ch) encode_channel(x, rows, hd, ch, top, bits, reb, elems, scales);
+      return;
+    }
   }
 }
 
@@ -151,6 +225,17 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
             const int q = c == KvCodec::kInt8 ? static_cast<int8_t>(er[e]) : ((er[e / 2] >> ((e & 1) * 4)) & 15) - 8;
             yr[e] = static_cast<float>(q) * d;
           }
+        }
+      }
+      return;
+    }
+    case KvCodec::kInt3:
+    case KvCodec::kInt2: {
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* er = elems + r * reb;
+        for (int64_t e = 0; e < hd; ++e) {
+          const int q = c == KvCodec::kInt3 ? kv_int3_code(er, e) : kv_int2_code(er, e);
+          y[r * hd + e] = (static_cast<float>(q) + kv_channel_offset(scales, hd, e)) * kv_byte_scale(scales[e]);
         }
       }
       return;
