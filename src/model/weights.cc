@@ -153,7 +153,7 @@ uint64_t ModelWeights::pack(bool release_source) {
       if (e->m.packed != nullptr) e->packed_expert_bytes = kernels::packed_bytes(e->m.dtype, e->m.rows, e->m.cols);
     }
   }
-  const auto start = std::chrono::steady_clock::now();
+  [[maybe_unused]] const auto start = std::chrono::steady_clock::now();
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> packed_bytes{0};
   if (!jobs.empty()) report_progress("packing weights", 0, total);

@@ -59,8 +59,9 @@ TEST(ChatTemplateTest, PublishedTemplatesMatchReferenceRenderer) {
       EXPECT_FALSE(r.ok()) << "reference renderer failed with: " << e["error"];
       // raise_exception messages must come through verbatim.
       std::string ref_error = e["error"];
-      if (!r.ok() && templates.at(file).source().find(ref_error) != std::string::npos)
+      if (!r.ok() && templates.at(file).source().find(ref_error) != std::string::npos) {
         EXPECT_THAT(r.status().message(), HasSubstr(ref_error));
+      }
     }
     ++num_checked;
   }

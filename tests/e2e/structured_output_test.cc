@@ -34,7 +34,9 @@ TEST(StructuredOutputE2ETest, OpenAIClientSchemasLogitBiasAndTokenize) {
   for (const auto& a : r["json_object"]) {
     // This tiny story model rarely closes a string, so answers may run into max_tokens; those that
     // end by themselves must be JSON objects.
-    if (a["finish"] == "stop") EXPECT_TRUE(a["parses"].get<bool>()) << a["text"];
+    if (a["finish"] == "stop") {
+      EXPECT_TRUE(a["parses"].get<bool>()) << a["text"];
+    }
     EXPECT_NE(a["text"].get<std::string>().find('{'), std::string::npos) << a["text"];
   }
 

@@ -36,7 +36,9 @@ void expect_valid_call(const json& r, const char* what, const char* name) {
   EXPECT_EQ(r["finish"], "tool_calls") << r.dump();
   ASSERT_EQ(r["calls"].size(), 1u) << r.dump();
   const json& call = r["calls"][0];
-  if (name != nullptr) EXPECT_EQ(call["name"], name);
+  if (name != nullptr) {
+    EXPECT_EQ(call["name"], name);
+  }
   EXPECT_EQ(call["type"], "function");
   EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
   EXPECT_TRUE(call["parses"].get<bool>()) << call["arguments"];
