@@ -304,48 +304,41 @@ void accumulate_dispatch(KvCodec c, const float* p, int32_t num_heads, const uin
 // groups for the coefficient buffer.
 bool vector_ok(int64_t hd) { return hd % 8 == 0 && kv_groups(hd) <= kMaxGroups; }
 
+// Calls f with the row loader of codec c (int3/int2 decode their per-channel scales first).
+template <class F>
+void with_loader(KvCodec c, const uint8_t* scales, int64_t hd, F&& f) {
+  switch (c) {
+    case KvCodec::kF32: return f(LoadF32{});
+    case KvCodec::kF16: return f(LoadF16{});
+    case KvCodec::kBF16: return f(LoadBF16{});
+    case KvCodec::kFp8: return f(LoadFp8{});
+    case KvCodec::kInt8: return f(LoadI8{});
+    case KvCodec::kInt4: return f(LoadI4{});
+    case KvCodec::kInt3: {
+      const ChannelScales d(scales, hd);
+      return f(LoadI3{d.d, d.off});
+    }
+    case KvCodec::kInt2: {
+      const ChannelScales d(scales, hd);
+      return f(LoadI2{d.d, d.off});
+    }
+  }
+}
+
 }  // namespace
 
 void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elems, const uint8_t* scales,
                int64_t rows, int64_t hd, float* scores) {
   if (!vector_ok(hd)) return ref::kv_scores(c, q, num_heads, elems, scales, rows, hd, scores);
-  switch (c) {
-    case KvCodec::kF32: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadF32{});
-    case KvCodec::kF16: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadF16{});
-    case KvCodec::kBF16: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadBF16{});
-    case KvCodec::kFp8: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadFp8{});
-    case KvCodec::kInt8: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI8{});
-    case KvCodec::kInt4: return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI4{});
-    case KvCodec::kInt3: {
-      const ChannelScales d(scales, hd);
-      return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI3{d.d, d.off});
-    }
-    case KvCodec::kInt2: {
-      const ChannelScales d(scales, hd);
-      return scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, LoadI2{d.d, d.off});
-    }
-  }
+  with_loader(c, scales, hd,
+              [&](auto load) { scores_dispatch(c, q, num_heads, elems, scales, rows, hd, scores, load); });
 }
 
 void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* elems, const uint8_t* scales,
                    int64_t rows, int64_t hd, float* acc) {
   if (!vector_ok(hd)) return ref::kv_accumulate(c, p, num_heads, elems, scales, rows, hd, acc);
-  switch (c) {
-    case KvCodec::kF32: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadF32{});
-    case KvCodec::kF16: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadF16{});
-    case KvCodec::kBF16: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadBF16{});
-    case KvCodec::kFp8: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadFp8{});
-    case KvCodec::kInt8: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI8{});
-    case KvCodec::kInt4: return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI4{});
-    case KvCodec::kInt3: {
-      const ChannelScales d(scales, hd);
-      return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI3{d.d, d.off});
-    }
-    case KvCodec::kInt2: {
-      const ChannelScales d(scales, hd);
-      return accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, LoadI2{d.d, d.off});
-    }
-  }
+  with_loader(c, scales, hd,
+              [&](auto load) { accumulate_dispatch(c, p, num_heads, elems, scales, rows, hd, acc, load); });
 }
 
 float exp_shift_sum(float* x, int64_t n, float shift) {
