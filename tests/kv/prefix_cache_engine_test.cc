@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
+#include <utility>
 
 #include "runtime/local_engine.h"
 #include "support/collect_sink.h"
@@ -54,15 +55,21 @@ std::shared_ptr<CollectSink> generate(LocalEngine& e, std::vector<int32_t> promp
   return sink;
 }
 
+// Two prompts sharing a random `prefix_len`-token prefix, then 30 and 37 tokens of their own.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> two_prompts(std::mt19937& rng, int prefix_len) {
+  std::vector<int32_t> a(static_cast<size_t>(prefix_len));
+  for (auto& t : a) t = 3 + static_cast<int32_t>(rng() % 509);
+  std::vector<int32_t> b = a;
+  for (int i = 0; i < 30; ++i) a.push_back(3 + static_cast<int32_t>(rng() % 509));
+  for (int i = 0; i < 37; ++i) b.push_back(3 + static_cast<int32_t>(rng() % 509));
+  return {std::move(a), std::move(b)};
+}
+
 class PrefixCacheEngineTest : public ::testing::TestWithParam<KvType> {};
 
 TEST_P(PrefixCacheEngineTest, SecondGenerationPrefillsOnlyTheSuffixWithIdenticalLogits) {
   std::mt19937 rng(42);
-  std::vector<int32_t> prefix(2000);
-  for (auto& t : prefix) t = 3 + static_cast<int32_t>(rng() % 509);
-  std::vector<int32_t> a = prefix, b = prefix;
-  for (int i = 0; i < 30; ++i) a.push_back(3 + static_cast<int32_t>(rng() % 509));
-  for (int i = 0; i < 37; ++i) b.push_back(3 + static_cast<int32_t>(rng() % 509));
+  const auto [a, b] = two_prompts(rng, 2000);
 
   auto cached = make_engine(true, GetParam());
   ASSERT_NE(cached, nullptr);
@@ -118,11 +125,7 @@ class PrefixCacheHotWindowTest : public ::testing::TestWithParam<KvType> {};
 
 TEST_P(PrefixCacheHotWindowTest, AttachedPrefixGivesIdenticalLogits) {
   std::mt19937 rng(7);
-  std::vector<int32_t> prefix(2000);
-  for (auto& t : prefix) t = 3 + static_cast<int32_t>(rng() % 509);
-  std::vector<int32_t> a = prefix, b = prefix;
-  for (int i = 0; i < 30; ++i) a.push_back(3 + static_cast<int32_t>(rng() % 509));
-  for (int i = 0; i < 37; ++i) b.push_back(3 + static_cast<int32_t>(rng() % 509));
+  const auto [a, b] = two_prompts(rng, 2000);
 
   auto cached = make_engine(true, KvType::kF16, 64, GetParam());
   ASSERT_NE(cached, nullptr);
@@ -185,11 +188,7 @@ TEST(PrefixCacheHotWindowOptionsTest, WithoutRetainedHotFormsFallsBackCorrectly)
 // caching, and the sink count is part of the prefix-cache identity (the precision name).
 TEST(PrefixCacheSinkTest, SinkBlocksAttachAsPrivateHotCopies) {
   std::mt19937 rng(5);
-  std::vector<int32_t> prefix(1000);
-  for (auto& t : prefix) t = 3 + static_cast<int32_t>(rng() % 509);
-  std::vector<int32_t> a = prefix, b = prefix;
-  for (int i = 0; i < 30; ++i) a.push_back(3 + static_cast<int32_t>(rng() % 509));
-  for (int i = 0; i < 37; ++i) b.push_back(3 + static_cast<int32_t>(rng() % 509));
+  const auto [a, b] = two_prompts(rng, 1000);
   auto cached = make_engine(true, KvType::kF16, 64, KvType::kInt2, 4);
   ASSERT_NE(cached, nullptr);
   generate(*cached, a);
