@@ -24,15 +24,17 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "Tokens of all sequences together, shared by --max-num-seqs (llama-server's meaning: -c 8192 -np 4 "
                  "gives 2048 per sequence)");
   app.add_option("--kv-cache-dtype", kv_dtype,
-                 "KV cache element type: auto (= f16), f32, f16, bf16, fp8 (fp8_e4m3), int8 (q8_0), int4 (q4_0); "
-                 "int3 and int2 only as --kv-cold-dtype");
+                 "KV cache element type: auto (= f16), f32, f16, bf16, fp8 (fp8_e4m3), int8 (q8_0), int4 (q4_0), "
+                 "int4c (4 bits with a scale and an offset per channel of each 16-token block: 5 bits per value, "
+                 "far more accurate than int4 where keys have outlier channels); int3 and int2 only as --kv-cold-dtype");
   app.add_option("--cache-type-k", cache_type_k, "KV element type of keys (-ctk; q8_0 = int8, q4_0 = int4)");
   app.add_option("--cache-type-v", cache_type_v, "KV element type of values (-ctv); must equal the keys' type for now");
   app.add_option("--kv-hot-window", opts.kv_hot_window,
                  "Keep the newest N tokens in --kv-cache-dtype, older blocks in --kv-cold-dtype (0 = off)");
   app.add_option("--kv-cold-dtype", kv_cold_dtype,
                  "KV element type of blocks beyond --kv-hot-window (default int8; needs --kv-hot-window): any type, "
-                 "or int3 / int2 (3.25 / 2.25 bits per value with scales at head dims of 32 or more)");
+                 "or int3 / int2 (scaled per channel like int4c: 4 / 3 bits per value with scales in 16-token "
+                 "blocks)");
   app.add_option("--kv-sink-tokens", opts.kv_sink_tokens,
                  "Keep the first N positions of every sequence in --kv-cache-dtype however old (attention sinks; "
                  "needs --kv-hot-window and a --kv-cold-dtype). Whole blocks: the blocks holding positions < N are "
@@ -40,7 +42,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "(default 0)");
   app.add_option("--kv-rotation", kv_rotation,
                  "Store K and V rotated by a fixed random-sign Hadamard transform per head, which spreads outlier "
-                 "channels before quantizing: auto (default: on for int8 and int4, where it lowers the error; off for fp8, int3 and int2, where it raises it), on, off");
+                 "channels before quantizing: auto (default: on for int8 and int4, where it lowers the error; off for fp8, int4c, int3 and int2, where it raises it), on, off");
   app.add_flag("--enable-prefix-caching", opts.enable_prefix_caching,
                "Reuse the KV blocks of prompt prefixes seen before (full blocks, LRU eviction)");
   app.add_option("--block-size,--kv-block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
@@ -239,7 +241,8 @@ Result<KvType> parse_kv_type(const std::string& name, const char* flag) {
   if (n == "q8_0") return KvType::kInt8;
   if (n == "q4_0") return KvType::kInt4;
   if (auto t = kv_type_from_name(n)) return *t;
-  return invalid_argument("{} '{}' is not one of auto, f32, f16, bf16, fp8, fp8_e4m3, int8, q8_0, int4, q4_0, int3, int2", flag,
+  return invalid_argument("{} '{}' is not one of auto, f32, f16, bf16, fp8, fp8_e4m3, int8, q8_0, int4, q4_0, int4c, int3, int2",
+                          flag,
                           name);
 }
 

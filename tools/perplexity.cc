@@ -38,9 +38,9 @@ struct SweepConfig {
 };
 
 // The KV choices --kv-sweep measures: every type usable alone, with and without rotation; int4 /
-// int8 cold under f16 hot windows of the given sizes; int3 / int2 cold (not rotated: measured
-// worse rotated; int2 also with `sinks` sink tokens). `all` adds the rotated and the with/without-
-// sinks variants of every int3 / int2 row.
+// int4c / int8 cold under f16 hot windows of the given sizes; int3 / int2 cold (not rotated:
+// measured worse rotated; int2 also with `sinks` sink tokens). `all` adds the rotated and the
+// with/without-sinks variants of every int3 / int2 row.
 std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int32_t sinks, bool all) {
   std::vector<SweepConfig> out;
   auto add = [&](KvType hot, int32_t window, KvType cold, bool rotated, int32_t sink_tokens = 0) {
@@ -49,13 +49,14 @@ std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int3
     out.push_back({kv_precision_name(p), p});
   };
   add(KvType::kF16, 0, KvType::kF16, false);
-  for (KvType t : {KvType::kFp8, KvType::kInt8, KvType::kInt4}) {
+  for (KvType t : {KvType::kFp8, KvType::kInt8, KvType::kInt4, KvType::kInt4c}) {
     add(t, 0, t, false);
     add(t, 0, t, true);
   }
   for (int32_t w : windows) {
     add(KvType::kF16, w, KvType::kInt4, false);
     add(KvType::kF16, w, KvType::kInt4, true);
+    add(KvType::kF16, w, KvType::kInt4c, false);
     add(KvType::kF16, w, KvType::kInt8, true);
     for (KvType t : {KvType::kInt3, KvType::kInt2}) {
       for (bool rotated : {false, true}) {

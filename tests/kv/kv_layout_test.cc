@@ -26,6 +26,9 @@ TEST(KvLayoutTest, QuantizedTypesCarryTheirScales) {
   EXPECT_EQ(kv_bytes_per_token(kLlama3, KvType::kInt8, 16), 2.0 * 32 * 8 * (128 + 8));
   // int4: 64 bytes + 4 f16 scales per head row.
   EXPECT_EQ(kv_bytes_per_token(kLlama3, KvType::kInt4, 16), 2.0 * 32 * 8 * (64 + 8));
+  // int4c: 64 bytes per head row + a scale and an offset byte per channel of each head per block.
+  EXPECT_EQ(kv_plane_bytes(kLlama3, KvType::kInt4c, 16), 8u * (16 * 64 + 2 * 128));
+  EXPECT_EQ(kv_bytes_per_token(kLlama3, KvType::kInt4c, 16), 2.0 * 32 * 8 * (64 + 16));
   // fp8 per-token bytes shrink with larger blocks (the scale is per block).
   EXPECT_LT(kv_bytes_per_token(kLlama3, KvType::kFp8, 256), kv_bytes_per_token(kLlama3, KvType::kFp8, 16));
 }
@@ -45,6 +48,8 @@ TEST(KvLayoutTest, SmallAndOddHeadDims) {
   KvGeometry odd{1, 1, 1, 80};  // head_dim 80: groups 32, 32, 16
   EXPECT_EQ(kv_plane_bytes(odd, KvType::kInt8, 1), 80u + 3 * 2);
   EXPECT_EQ(kv_plane_bytes(odd, KvType::kInt4, 1), 40u + 3 * 2);
+  KvGeometry odd_c{1, 1, 1, 5};  // int4c rows pad to whole bytes: 3 bytes for 5 channels
+  EXPECT_EQ(kv_plane_bytes(odd_c, KvType::kInt4c, 16), 16u * 3 + 2 * 5);
 }
 
 TEST(KvLayoutTest, SequencesHoldWholeBlocks) {

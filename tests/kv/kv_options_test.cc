@@ -183,7 +183,9 @@ TEST(KvOptionsTest, RotationAutoIsOnForIntegerTypesOnly) {
   // A window dropped (matching types) leaves the hot type alone to decide.
   EXPECT_FALSE(rotated(KvType::kF16, 0, KvType::kInt4, kAuto));
   EXPECT_FALSE(rotated(KvType::kInt4, 0, KvType::kInt4, KvRotationMode::kOff));
-  // int3 / int2 scale per channel, which rotation only hurts (measured): off unless asked.
+  // int4c / int3 / int2 scale per channel, which rotation only hurts (measured): off unless asked.
+  EXPECT_FALSE(rotated(KvType::kInt4c, 0, KvType::kInt4c, kAuto));
+  EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt4c, kAuto));
   EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt2, kAuto));
   EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt3, kAuto));
   EXPECT_TRUE(rotated(KvType::kF16, 32, KvType::kInt2, KvRotationMode::kOn));
@@ -209,6 +211,26 @@ TEST(KvOptionsTest, RotationFlagParsesAndNamesItselfInErrors) {
   EXPECT_NE(bad.status().message().find("--kv-rotation 'yes'"), std::string::npos);
 }
 
+
+// int4c (per-channel scales, like int3 / int2) holds every position: alone, as a cold type, on disk.
+TEST(KvOptionsTest, PerChannelInt4IsUsableAloneAndCold) {
+  KvOptions o;
+  o.hot_type = KvType::kInt4c;
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->precision.hot, KvType::kInt4c);
+  EXPECT_EQ(p->block_bytes, kv_block_bytes(demand().geometry, KvType::kInt4c, 16));
+  // 4 + 16 / 16 bits per value with 16-token blocks (int4 at head dim 64: 4.5).
+  EXPECT_EQ(kv_bytes_per_token(demand().geometry, KvType::kInt4c, 16) * 8 / (2.0 * 2 * 2 * 64), 5.0);
+  EXPECT_EQ(kv_type_from_name("INT4C"), KvType::kInt4c);
+  o.hot_type = KvType::kF16;
+  o.hot_window = 32;
+  o.cold_type = KvType::kInt4c;
+  o.disk_type = KvType::kInt4c;
+  p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(kv_precision_name(p->precision), "f16 (hot 32) + int4c");
+}
 
 // int3 / int2 are too lossy for every position: only the cold type under a hot window.
 TEST(KvOptionsTest, LowBitTypesOnlyAsTheColdTypeUnderAWindow) {

@@ -71,6 +71,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"synth-tiny-f16.gguf", "synth_int8", {KvType::kInt8, 0, KvType::kInt8}},
                       Param{"synth-tiny-f16.gguf", "synth_fp8", {KvType::kFp8, 0, KvType::kFp8}},
                       Param{"synth-tiny-f16.gguf", "synth_int4", {KvType::kInt4, 0, KvType::kInt4}},
+                      Param{"synth-tiny-f16.gguf", "synth_int4c", {KvType::kInt4c, 0, KvType::kInt4c}},
+                      Param{"stories260K.gguf", "stories_hot40_int4c", {KvType::kF16, 40, KvType::kInt4c}},
                       Param{"stories260K.gguf", "stories_hot40_int4", {KvType::kF16, 40, KvType::kInt4}},
                       Param{"synth-tiny-f16.gguf", "synth_hot20_int4", {KvType::kF16, 20, KvType::kInt4}},
                       Param{"synth-tiny-f16.gguf", "synth_int8_hot33_int4", {KvType::kInt8, 33, KvType::kInt4}}),

@@ -75,6 +75,20 @@ struct LoadI3 {
     return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
   }
 };
+// The same for int4c (element 2j of the chunk in the low nibble of its byte j).
+struct LoadI4c {
+  const float* d;
+  const float* off;
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    int32_t v;
+    std::memcpy(&v, row + i / 2, 4);
+    const __m128i b = _mm_cvtsi32_si128(v);
+    const __m128i m = _mm_set1_epi8(0x0f);
+    const __m128i inter = _mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m));
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(inter));
+    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
+  }
+};
 // The same for int2 (element j at bits [2j, 2j + 2) of its 2 bytes).
 struct LoadI2 {
   const float* d;
@@ -88,7 +102,7 @@ struct LoadI2 {
   }
 };
 
-// The channel scales and offsets of an int3/int2 head as floats (head_dim <= 512, vector_ok).
+// The channel scales and offsets of an int4c/int3/int2 head as floats (head_dim <= 512, vector_ok).
 struct ChannelScales {
   float d[512], off[512];
   ChannelScales(const uint8_t* scales, int64_t hd) {
@@ -304,7 +318,7 @@ void accumulate_dispatch(KvCodec c, const float* p, int32_t num_heads, const uin
 // groups for the coefficient buffer.
 bool vector_ok(int64_t hd) { return hd % 8 == 0 && kv_groups(hd) <= kMaxGroups; }
 
-// Calls f with the row loader of codec c (int3/int2 decode their per-channel scales first).
+// Calls f with the row loader of codec c (int4c/int3/int2 decode their per-channel scales first).
 template <class F>
 void with_loader(KvCodec c, const uint8_t* scales, int64_t hd, F&& f) {
   switch (c) {
@@ -314,6 +328,10 @@ void with_loader(KvCodec c, const uint8_t* scales, int64_t hd, F&& f) {
     case KvCodec::kFp8: return f(LoadFp8{});
     case KvCodec::kInt8: return f(LoadI8{});
     case KvCodec::kInt4: return f(LoadI4{});
+    case KvCodec::kInt4c: {
+      const ChannelScales d(scales, hd);
+      return f(LoadI4c{d.d, d.off});
+    }
     case KvCodec::kInt3: {
       const ChannelScales d(scales, hd);
       return f(LoadI3{d.d, d.off});

@@ -61,8 +61,8 @@ int low_bit_code(float x, float m, float inv, int top) {
   return static_cast<int>(std::round(t));
 }
 
-// Channel `ch` of `rows` rows x[rows][hd] in int3 / int2 (kv_codec.h): the scale byte and offset
-// of least squared error over the finite values, among the quarter octaves from 0.6 to 1.19 times
+// Channel `ch` of `rows` rows x[rows][hd] in int4c / int3 / int2 (kv_codec.h): the scale byte and
+// offset of least squared error over the finite values, among the quarter octaves from 0.6 to 1.19 times
 // (max - min) / top (and large enough for the offset byte to reach min) and the offsets near min;
 // then the codes into each row's bit stream.
 void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int top, int bits, int64_t reb,
@@ -184,9 +184,10 @@ void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t
       }
       return;
     }
+    case KvCodec::kInt4c:
     case KvCodec::kInt3:
     case KvCodec::kInt2: {
-      const int top = c == KvCodec::kInt3 ? 7 : 3, bits = c == KvCodec::kInt3 ? 3 : 2;
+      const int bits = kv_type_element_bits(c), top = (1 << bits) - 1;
       std::memset(elems, 0, rows * reb);
       for (int64_t ch = 0; ch < hd; ++ch) encode_channel(x, rows, hd, ch, top, bits, reb, elems, scales);
       return;
@@ -229,12 +230,13 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
       }
       return;
     }
+    case KvCodec::kInt4c:
     case KvCodec::kInt3:
     case KvCodec::kInt2: {
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* er = elems + r * reb;
         for (int64_t e = 0; e < hd; ++e) {
-          const int q = c == KvCodec::kInt3 ? kv_int3_code(er, e) : kv_int2_code(er, e);
+          const int q = kv_channel_code(c, er, e);
           y[r * hd + e] = (static_cast<float>(q) + kv_channel_offset(scales, hd, e)) * kv_byte_scale(scales[e]);
         }
       }
