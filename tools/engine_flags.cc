@@ -25,8 +25,9 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "gives 2048 per sequence)");
   app.add_option("--kv-cache-dtype", kv_dtype,
                  "KV cache element type: auto (= f16), f32, f16, bf16, fp8 (fp8_e4m3), int8 (q8_0), int4 (q4_0), "
-                 "int4c (4 bits with a scale and an offset per channel of each 16-token block: 5 bits per value, "
-                 "far more accurate than int4 where keys have outlier channels); int3 and int2 only as --kv-cold-dtype");
+                 "int8c / int4c (8 / 4 bits with a scale and an offset per channel of each 16-token block: 9 / 5 "
+                 "bits per value, far more accurate than int8 / int4, above all where keys have outlier channels); "
+                 "int3 and int2 only as --kv-cold-dtype");
   app.add_option("--cache-type-k", cache_type_k, "KV element type of keys (-ctk; q8_0 = int8, q4_0 = int4)");
   app.add_option("--cache-type-v", cache_type_v, "KV element type of values (-ctv); must equal the keys' type for now");
   app.add_option("--kv-hot-window", opts.kv_hot_window,
@@ -42,7 +43,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "(default 0)");
   app.add_option("--kv-rotation", kv_rotation,
                  "Store K and V rotated by a fixed random-sign Hadamard transform per head, which spreads outlier "
-                 "channels before quantizing: auto (default: on for int8 and int4, where it lowers the error; off for fp8, int4c, int3 and int2, where it raises it), on, off");
+                 "channels before quantizing: auto (default: on for int8 and int4, where it lowers the error; off for fp8 and the per-channel types int8c, int4c, int3 and int2, where it raises it), on, off");
   app.add_flag("--enable-prefix-caching", opts.enable_prefix_caching,
                "Reuse the KV blocks of prompt prefixes seen before (full blocks, LRU eviction)");
   app.add_option("--block-size,--kv-block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
@@ -241,7 +242,7 @@ Result<KvType> parse_kv_type(const std::string& name, const char* flag) {
   if (n == "q8_0") return KvType::kInt8;
   if (n == "q4_0") return KvType::kInt4;
   if (auto t = kv_type_from_name(n)) return *t;
-  return invalid_argument("{} '{}' is not one of auto, f32, f16, bf16, fp8, fp8_e4m3, int8, q8_0, int4, q4_0, int4c, int3, int2",
+  return invalid_argument("{} '{}' is not one of auto, f32, f16, bf16, fp8, fp8_e4m3, int8, q8_0, int8c, int4, q4_0, int4c, int3, int2",
                           flag,
                           name);
 }

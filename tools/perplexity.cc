@@ -49,7 +49,7 @@ std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int3
     out.push_back({kv_precision_name(p), p});
   };
   add(KvType::kF16, 0, KvType::kF16, false);
-  for (KvType t : {KvType::kFp8, KvType::kInt8, KvType::kInt4, KvType::kInt4c}) {
+  for (KvType t : {KvType::kFp8, KvType::kInt8, KvType::kInt8c, KvType::kInt4, KvType::kInt4c}) {
     add(t, 0, t, false);
     add(t, 0, t, true);
   }

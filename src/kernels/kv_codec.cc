@@ -9,7 +9,7 @@ int64_t kv_row_elem_bytes(KvCodec c, int64_t head_dim) {
   switch (c) {
     case KvCodec::kF32: return 4 * head_dim;
     case KvCodec::kF16: case KvCodec::kBF16: return 2 * head_dim;
-    case KvCodec::kFp8: case KvCodec::kInt8: return head_dim;
+    case KvCodec::kFp8: case KvCodec::kInt8: case KvCodec::kInt8c: return head_dim;
     case KvCodec::kInt4: case KvCodec::kInt4c: return (head_dim + 1) / 2;
     case KvCodec::kInt3: return (3 * head_dim + 7) / 8;
     case KvCodec::kInt2: return (head_dim + 3) / 4;

@@ -23,7 +23,7 @@ uint64_t kv_plane_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens) {
       uint64_t row_elem_bytes = t == KvType::kInt8 ? g.head_dim : (g.head_dim + 1) / 2;
       return rows * (row_elem_bytes + groups * 2);
     }
-    case KvType::kInt4c: case KvType::kInt3: case KvType::kInt2: {
+    case KvType::kInt8c: case KvType::kInt4c: case KvType::kInt3: case KvType::kInt2: {
       const uint64_t bits = static_cast<uint64_t>(kv_type_element_bits(t));
       const uint64_t row_elem_bytes = (bits * g.head_dim + 7) / 8;
       return rows * row_elem_bytes + 2 * g.num_heads * g.head_dim;  // + a scale and an offset byte per channel

@@ -12,12 +12,13 @@
 //         row (a row's last group may be shorter when head_dim % 32 != 0): [num_heads][block_tokens][groups] f16.
 //   int4: 4 bits per element (two per byte, a row padded to whole bytes) + the same f16 group scales
 //         as int8. Symmetric like Q4_0: value = (q - 8) * scale.
-//   int4c / int3 / int2 (int3 and int2 cold only: under a hot window): 4 / 3 / 2 bits per element,
-//         packed LSB first per head row (rows padded to whole bytes), + per channel of each head
-//         over the block's rows a scale byte and an offset byte: [num_heads][2][head_dim] u8
-//         (kernels/kv_codec.h): asymmetric, value = (q + z / 4) * scale, q in [0, 15] / [0, 7] /
-//         [0, 3]. Bits per value, scales included: bits + 16 / block_tokens (5, 4 and 3 with
-//         16-token blocks, against int4's 4 + 16 / min(32, head_dim): 6 at head dim 8, 4.5 at 32 or more).
+//   int8c / int4c / int3 / int2 (int3 and int2 cold only: under a hot window): 8 / 4 / 3 / 2 bits
+//         per element, packed LSB first per head row (rows padded to whole bytes), + per channel of
+//         each head over the block's rows a scale byte and an offset byte: [num_heads][2][head_dim]
+//         u8 (kernels/kv_codec.h): asymmetric, value = (q + z * u) * scale, q in [0, 2^bits - 1].
+//         Bits per value, scales included: bits + 16 / block_tokens (9, 5, 4 and 3 with 16-token
+//         blocks, against int8's / int4's 8 / 4 + 16 / min(32, head_dim): 10 / 6 at head dim 8,
+//         8.5 / 4.5 at 32 or more).
 //   MLA (DeepSeek-V2/V3, Kimi K2): one stream holding the compressed latent of dimension
 //   kv_lora_rank + qk_rope_head_dim per position, as a single "head" (num_heads = 1).
 // A sequence of n tokens holds ceil(n / block_tokens) blocks.

@@ -82,7 +82,7 @@ bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p) {
   // Measured on stories260K (ctx 256, mean KLD vs f32 KV): int8 3.2e-4 -> 1.6e-4, int4 0.14 ->
   // 0.061, int4 under a 32-token f16 window 1.2e-2 -> 3.8e-3; fp8 4.2e-3 -> 7.4e-3 (worse: its one
   // scale per head and block gains nothing from flatter rows, and rounding spreads over them).
-  // int4c / int3 / int2 (asymmetric per channel) measured worse rotated (int4c 3.56e-3 -> 5.39e-3;
+  // int8c / int4c / int3 / int2 (asymmetric per channel) measured worse rotated (int4c 3.56e-3 -> 5.39e-3;
   // f16 hot 32: int2 1.57e-2 -> 2.70e-2, int3 2.78e-3 -> 3.01e-3): rotation spreads an outlier
   // channel, which a channel scale isolates.
   auto grouped = [](KvType t) { return t == KvType::kInt8 || t == KvType::kInt4; };

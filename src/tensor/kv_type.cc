@@ -14,6 +14,7 @@ const char* kv_type_name(KvType t) {
     case KvType::kInt8: return "int8";
     case KvType::kInt4: return "int4";
     case KvType::kInt4c: return "int4c";
+    case KvType::kInt8c: return "int8c";
     case KvType::kInt3: return "int3";
     case KvType::kInt2: return "int2";
   }
@@ -32,7 +33,7 @@ std::optional<KvType> kv_type_from_name(std::string_view name) {
 
 const std::vector<KvType>& all_kv_types() {
   static const std::vector<KvType> kAll = {KvType::kF32, KvType::kF16, KvType::kBF16,
-                                           KvType::kFp8, KvType::kInt8, KvType::kInt4,
+                                           KvType::kFp8, KvType::kInt8, KvType::kInt8c, KvType::kInt4,
                                            KvType::kInt4c, KvType::kInt3, KvType::kInt2};
   return kAll;
 }
@@ -41,7 +42,7 @@ int kv_type_element_bits(KvType t) {
   switch (t) {
     case KvType::kF32: return 32;
     case KvType::kF16: case KvType::kBF16: return 16;
-    case KvType::kFp8: case KvType::kInt8: return 8;
+    case KvType::kFp8: case KvType::kInt8: case KvType::kInt8c: return 8;
     case KvType::kInt4: case KvType::kInt4c: return 4;
     case KvType::kInt3: return 3;
     case KvType::kInt2: return 2;

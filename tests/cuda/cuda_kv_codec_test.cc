@@ -29,6 +29,7 @@ const char* codec_name(KvCodec c) {
     case KvCodec::kInt8: return "int8";
     case KvCodec::kInt4: return "int4";
     case KvCodec::kInt4c: return "int4c";
+    case KvCodec::kInt8c: return "int8c";
     case KvCodec::kInt3: return "int3";
     case KvCodec::kInt2: return "int2";
   }

@@ -17,7 +17,8 @@ namespace hz::kernels {
 namespace {
 
 constexpr KvCodec kCodecs[] = {KvCodec::kF32,  KvCodec::kF16,  KvCodec::kBF16, KvCodec::kFp8,
-                               KvCodec::kInt8, KvCodec::kInt4, KvCodec::kInt4c, KvCodec::kInt3, KvCodec::kInt2};
+                               KvCodec::kInt8, KvCodec::kInt8c, KvCodec::kInt4, KvCodec::kInt4c,
+                               KvCodec::kInt3, KvCodec::kInt2};
 constexpr int64_t kHeadDims[] = {4, 8, 32, 64, 128};
 
 // `rows` encoded rows of random values of magnitude about `mag`.

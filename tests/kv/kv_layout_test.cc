@@ -29,6 +29,7 @@ TEST(KvLayoutTest, QuantizedTypesCarryTheirScales) {
   // int4c: 64 bytes per head row + a scale and an offset byte per channel of each head per block.
   EXPECT_EQ(kv_plane_bytes(kLlama3, KvType::kInt4c, 16), 8u * (16 * 64 + 2 * 128));
   EXPECT_EQ(kv_bytes_per_token(kLlama3, KvType::kInt4c, 16), 2.0 * 32 * 8 * (64 + 16));
+  EXPECT_EQ(kv_bytes_per_token(kLlama3, KvType::kInt8c, 16), 2.0 * 32 * 8 * (128 + 16));
   // fp8 per-token bytes shrink with larger blocks (the scale is per block).
   EXPECT_LT(kv_bytes_per_token(kLlama3, KvType::kFp8, 256), kv_bytes_per_token(kLlama3, KvType::kFp8, 16));
 }

@@ -185,6 +185,7 @@ TEST(KvOptionsTest, RotationAutoIsOnForIntegerTypesOnly) {
   EXPECT_FALSE(rotated(KvType::kInt4, 0, KvType::kInt4, KvRotationMode::kOff));
   // int4c / int3 / int2 scale per channel, which rotation only hurts (measured): off unless asked.
   EXPECT_FALSE(rotated(KvType::kInt4c, 0, KvType::kInt4c, kAuto));
+  EXPECT_FALSE(rotated(KvType::kInt8c, 0, KvType::kInt8c, kAuto));
   EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt4c, kAuto));
   EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt2, kAuto));
   EXPECT_FALSE(rotated(KvType::kF16, 32, KvType::kInt3, kAuto));
@@ -223,6 +224,10 @@ TEST(KvOptionsTest, PerChannelInt4IsUsableAloneAndCold) {
   // 4 + 16 / 16 bits per value with 16-token blocks (int4 at head dim 64: 4.5).
   EXPECT_EQ(kv_bytes_per_token(demand().geometry, KvType::kInt4c, 16) * 8 / (2.0 * 2 * 2 * 64), 5.0);
   EXPECT_EQ(kv_type_from_name("INT4C"), KvType::kInt4c);
+  o.hot_type = KvType::kInt8c;  // 8 + 16 / 16 bits
+  p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(kv_bytes_per_token(demand().geometry, KvType::kInt8c, 16) * 8 / (2.0 * 2 * 2 * 64), 9.0);
   o.hot_type = KvType::kF16;
   o.hot_window = 32;
   o.cold_type = KvType::kInt4c;

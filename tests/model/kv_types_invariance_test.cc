@@ -72,6 +72,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"synth-tiny-f16.gguf", "synth_fp8", {KvType::kFp8, 0, KvType::kFp8}},
                       Param{"synth-tiny-f16.gguf", "synth_int4", {KvType::kInt4, 0, KvType::kInt4}},
                       Param{"synth-tiny-f16.gguf", "synth_int4c", {KvType::kInt4c, 0, KvType::kInt4c}},
+                      Param{"stories260K.gguf", "stories_int8c", {KvType::kInt8c, 0, KvType::kInt8c}},
                       Param{"stories260K.gguf", "stories_hot40_int4c", {KvType::kF16, 40, KvType::kInt4c}},
                       Param{"stories260K.gguf", "stories_hot40_int4", {KvType::kF16, 40, KvType::kInt4}},
                       Param{"synth-tiny-f16.gguf", "synth_hot20_int4", {KvType::kF16, 20, KvType::kInt4}},

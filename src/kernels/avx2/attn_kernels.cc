@@ -75,6 +75,17 @@ struct LoadI3 {
     return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
   }
 };
+// The same for int8c (one code per byte).
+struct LoadI8c {
+  const float* d;
+  const float* off;
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    int64_t v;
+    std::memcpy(&v, row + i, 8);
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v)));
+    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
+  }
+};
 // The same for int4c (element 2j of the chunk in the low nibble of its byte j).
 struct LoadI4c {
   const float* d;
@@ -102,13 +113,13 @@ struct LoadI2 {
   }
 };
 
-// The channel scales and offsets of an int4c/int3/int2 head as floats (head_dim <= 512, vector_ok).
+// The channel scales and offsets of a channel-scaled head as floats (head_dim <= 512, vector_ok).
 struct ChannelScales {
   float d[512], off[512];
-  ChannelScales(const uint8_t* scales, int64_t hd) {
+  ChannelScales(KvCodec c, const uint8_t* scales, int64_t hd) {
     for (int64_t i = 0; i < hd; ++i) {
       d[i] = kv_byte_scale(scales[i]);
-      off[i] = kv_channel_offset(scales, hd, i);
+      off[i] = kv_channel_offset(c, scales, hd, i);
     }
   }
 };
@@ -318,7 +329,7 @@ void accumulate_dispatch(KvCodec c, const float* p, int32_t num_heads, const uin
 // groups for the coefficient buffer.
 bool vector_ok(int64_t hd) { return hd % 8 == 0 && kv_groups(hd) <= kMaxGroups; }
 
-// Calls f with the row loader of codec c (int4c/int3/int2 decode their per-channel scales first).
+// Calls f with the row loader of codec c (channel-scaled codecs decode their scales first).
 template <class F>
 void with_loader(KvCodec c, const uint8_t* scales, int64_t hd, F&& f) {
   switch (c) {
@@ -328,16 +339,20 @@ void with_loader(KvCodec c, const uint8_t* scales, int64_t hd, F&& f) {
     case KvCodec::kFp8: return f(LoadFp8{});
     case KvCodec::kInt8: return f(LoadI8{});
     case KvCodec::kInt4: return f(LoadI4{});
+    case KvCodec::kInt8c: {
+      const ChannelScales d(c, scales, hd);
+      return f(LoadI8c{d.d, d.off});
+    }
     case KvCodec::kInt4c: {
-      const ChannelScales d(scales, hd);
+      const ChannelScales d(c, scales, hd);
       return f(LoadI4c{d.d, d.off});
     }
     case KvCodec::kInt3: {
-      const ChannelScales d(scales, hd);
+      const ChannelScales d(c, scales, hd);
       return f(LoadI3{d.d, d.off});
     }
     case KvCodec::kInt2: {
-      const ChannelScales d(scales, hd);
+      const ChannelScales d(c, scales, hd);
       return f(LoadI2{d.d, d.off});
     }
   }

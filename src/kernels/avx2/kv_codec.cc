@@ -2,7 +2,7 @@
 // reference: every element is one int->float conversion and one multiply, as there. Encoding runs
 // once per block and head when a block is finalized, off the hot path, so it reuses the reference
 // (its round-half-away-from-zero is not one AVX2 instruction, and the bytes must match exactly;
-// int4c/int3/int2 also search their scale).
+// the channel-scaled codecs also search their scales).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -42,6 +42,13 @@ inline __m256 load8_i4(const uint8_t* p) {
   const __m128i inter = _mm_unpacklo_epi8(lo, hi);
   const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(inter), _mm256_set1_epi32(8));
   return _mm256_cvtepi32_ps(q);
+}
+
+// 8 int8c codes from 8 bytes.
+inline __m256 load8_u8(const uint8_t* p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v)));
 }
 
 // 8 int4c codes from 4 bytes (element 2j in the low nibble of byte j).
@@ -113,6 +120,7 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
       for (; i < n; ++i) y[i] = t[elems[i]] * s;
       return;
     }
+    case KvCodec::kInt8c:
     case KvCodec::kInt4c:
     case KvCodec::kInt3:
     case KvCodec::kInt2: {
@@ -122,15 +130,16 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
       float d[512], off[512];  // the channel scales and offsets
       for (int64_t i = 0; i < hd; ++i) {
         d[i] = kv_byte_scale(scales[i]);
-        off[i] = kv_channel_offset(scales, hd, i);
+        off[i] = kv_channel_offset(c, scales, hd, i);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* er = elems + r * reb;
         float* yr = y + r * hd;
         for (int64_t i = 0; i < hd; i += 8) {
-          const __m256 q = c == KvCodec::kInt4c  ? load8_u4(er + i / 2)
-                           : c == KvCodec::kInt3 ? load8_i3(er + 3 * i / 8)
-                                                 : load8_i2(er + i / 4);
+          const __m256 q = c == KvCodec::kInt8c   ? load8_u8(er + i)
+                           : c == KvCodec::kInt4c ? load8_u4(er + i / 2)
+                           : c == KvCodec::kInt3  ? load8_i3(er + 3 * i / 8)
+                                                  : load8_i2(er + i / 4);
           _mm256_storeu_ps(yr + i, _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i)));
         }
       }

@@ -13,7 +13,7 @@ namespace {
 
 
 // Element i of a row as the codec stores it, before any scale: the value for f32/f16/bf16, the
-// E4M3 value for fp8, the signed integer code for int8/int4, the unsigned code for int4c/int3/int2.
+// E4M3 value for fp8, the signed integer code for int8/int4, the unsigned code for the channel-scaled codecs.
 float raw(KvCodec c, const uint8_t* row, int64_t i) {
   switch (c) {
     case KvCodec::kF32: return load_f32(row + 4 * i);
@@ -22,7 +22,7 @@ float raw(KvCodec c, const uint8_t* row, int64_t i) {
     case KvCodec::kFp8: return e4m3_to_f32(row[i]);
     case KvCodec::kInt8: return static_cast<float>(static_cast<int8_t>(row[i]));
     case KvCodec::kInt4: return static_cast<float>(((row[i / 2] >> ((i & 1) * 4)) & 15) - 8);
-    case KvCodec::kInt4c: case KvCodec::kInt3: case KvCodec::kInt2:
+    case KvCodec::kInt8c: case KvCodec::kInt4c: case KvCodec::kInt3: case KvCodec::kInt2:
       return static_cast<float>(kv_channel_code(c, row, i));
   }
   return 0;
@@ -30,11 +30,11 @@ float raw(KvCodec c, const uint8_t* row, int64_t i) {
 
 bool grouped(KvCodec c) { return kv_grouped(c); }
 
-// Element i as it enters the dot products: the raw value; for int4c/int3/int2 (q + off) * d with its
+// Element i as it enters the dot products: the raw value; for channel-scaled codecs (q + off) * d with its
 // channel's offset and scale (`hd` channels).
 float elem(KvCodec c, const uint8_t* row, const uint8_t* scales, int64_t hd, int64_t i) {
   const float v = raw(c, row, i);
-  return kv_channel_scaled(c) ? (v + kv_channel_offset(scales, hd, i)) * kv_byte_scale(scales[i]) : v;
+  return kv_channel_scaled(c) ? (v + kv_channel_offset(c, scales, hd, i)) * kv_byte_scale(scales[i]) : v;
 }
 
 }  // namespace

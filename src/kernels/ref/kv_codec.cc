@@ -61,11 +61,11 @@ int low_bit_code(float x, float m, float inv, int top) {
   return static_cast<int>(std::round(t));
 }
 
-// Channel `ch` of `rows` rows x[rows][hd] in int4c / int3 / int2 (kv_codec.h): the scale byte and
-// offset of least squared error over the finite values, among the quarter octaves from 0.6 to 1.19 times
-// (max - min) / top (and large enough for the offset byte to reach min) and the offsets near min;
-// then the codes into each row's bit stream.
-void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int top, int bits, int64_t reb,
+// Channel `ch` of `rows` rows x[rows][hd] in int8c / int4c / int3 / int2 (kv_codec.h): the scale
+// byte and offset of least squared error over the finite values, among the quarter octaves from 0.6
+// to 1.19 times (max - min) / top (and large enough for the offset byte to reach min) and the
+// offsets near min (in units of `unit` steps); then the codes into each row's bit stream.
+void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int top, int bits, float unit, int64_t reb,
                     uint8_t* elems, uint8_t* scales) {
   float mn = std::numeric_limits<float>::infinity(), mx = -mn;
   for (int64_t r = 0; r < rows; ++r) {
@@ -83,16 +83,16 @@ void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int to
       const float c = 4.0f * std::log2(d) + 64.0f;
       return !(c < 127.0f) ? 127 : c < 1.0f ? 1 : static_cast<int>(std::lround(c));
     };
-    // |m| = |z| d / 4 <= 32 d must reach min: d >= amax / 31 (one step of slack).
-    const float reach = 4.0f * std::log2(amax / 31.0f) + 64.0f;
+    // |m| = |z| u d <= 128 u d must reach min: d >= amax / (128 u - 1) (one step of slack).
+    const float reach = 4.0f * std::log2(amax / (128.0f * unit - 1.0f)) + 64.0f;
     const int c_reach = !(reach < 127.0f) ? 127 : reach < 1.0f ? 1 : static_cast<int>(std::ceil(reach));
     const int c0 = mx > mn ? code_of((mx - mn) / static_cast<float>(top)) : c_reach;
     float best_err = std::numeric_limits<float>::infinity();
     for (int c = std::max(c0 - 3, c_reach); c <= std::min(127, std::max(c0 + 1, c_reach)); ++c) {
       const float d = kv_byte_scale(static_cast<uint8_t>(c)), inv = 1.0f / d;
-      const int z0 = static_cast<int>(std::clamp(std::round(4.0f * mn * inv), -128.0f, 127.0f));
+      const int z0 = static_cast<int>(std::clamp(std::round(mn * inv / unit), -128.0f, 127.0f));
       for (int z = std::max(-128, z0 - 2); z <= std::min(127, z0 + 1); ++z) {
-        const float off = 0.25f * static_cast<float>(z), m = off * d;
+        const float off = unit * static_cast<float>(z), m = off * d;
         float err = 0;
         for (int64_t r = 0; r < rows; ++r) {
           const float v = x[r * hd + ch];
@@ -111,7 +111,7 @@ void encode_channel(const float* x, int64_t rows, int64_t hd, int64_t ch, int to
   scales[ch] = best_c;
   scales[hd + ch] = static_cast<uint8_t>(best_z);
   const float d = kv_byte_scale(best_c), inv = d != 0 ? 1.0f / d : 0.0f;
-  const float m = 0.25f * static_cast<float>(best_z) * d;
+  const float m = unit * static_cast<float>(best_z) * d;
   const int64_t bit = ch * bits, byte = bit >> 3, sh = bit & 7;
   for (int64_t r = 0; r < rows; ++r) {
     const uint32_t u = static_cast<uint32_t>(low_bit_code(x[r * hd + ch], m, inv, top));
@@ -184,12 +184,14 @@ void encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t
       }
       return;
     }
+    case KvCodec::kInt8c:
     case KvCodec::kInt4c:
     case KvCodec::kInt3:
     case KvCodec::kInt2: {
       const int bits = kv_type_element_bits(c), top = (1 << bits) - 1;
+      const float unit = kv_channel_offset_unit(c);
       std::memset(elems, 0, rows * reb);
-      for (int64_t ch = 0; ch < hd; ++ch) encode_channel(x, rows, hd, ch, top, bits, reb, elems, scales);
+      for (int64_t ch = 0; ch < hd; ++ch) encode_channel(x, rows, hd, ch, top, bits, unit, reb, elems, scales);
       return;
     }
   }
@@ -230,6 +232,7 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
       }
       return;
     }
+    case KvCodec::kInt8c:
     case KvCodec::kInt4c:
     case KvCodec::kInt3:
     case KvCodec::kInt2: {
@@ -237,7 +240,7 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
         const uint8_t* er = elems + r * reb;
         for (int64_t e = 0; e < hd; ++e) {
           const int q = kv_channel_code(c, er, e);
-          y[r * hd + e] = (static_cast<float>(q) + kv_channel_offset(scales, hd, e)) * kv_byte_scale(scales[e]);
+          y[r * hd + e] = (static_cast<float>(q) + kv_channel_offset(c, scales, hd, e)) * kv_byte_scale(scales[e]);
         }
       }
       return;
