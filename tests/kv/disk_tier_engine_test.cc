@@ -205,7 +205,9 @@ TEST(DiskTierEngine, WriteErrorsDegradeToRamOnlyAndRequestsSucceed) {
   const char* faults[] = {"", "grow", "write", "index"};
   for (int mode = 0; mode < 4; ++mode) {
     const std::string dir = test::make_temp_dir("hz_kvdisk");
-    if (mode == 0) ASSERT_EQ(0, ::symlink("/dev/full", kvstore::store_data_path(dir).c_str()));
+    if (mode == 0) {
+      ASSERT_EQ(0, ::symlink("/dev/full", kvstore::store_data_path(dir).c_str()));
+    }
     auto e = make_engine(dir, KvType::kF16, 26 * block_bytes);
     ASSERT_NE(e, nullptr);
     const std::string fault = faults[mode];

@@ -39,7 +39,9 @@ class KvSinkTest : public ::testing::Test {
     o.ram_tokens = ram_tokens;
     o.prefill_chunk = 16;
     auto s = std::make_unique<SingleSequence>(*model_, pool_, o);
-    if (!far_dir.empty()) EXPECT_TRUE(s->enable_far(far_dir, 8u << 20).ok());
+    if (!far_dir.empty()) {
+      EXPECT_TRUE(s->enable_far(far_dir, 8u << 20).ok());
+    }
     logits_ = s->append(tokens(model_->config().vocab));
     return s;
   }

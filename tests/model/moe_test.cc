@@ -272,7 +272,8 @@ TEST(MoeLoadTest, BadMetadataAndTensorsAreErrors) {
   }
   {
     TinyModel tm = TinyModel::random(mixtral_spec());
-    tm.dims["blk.0.ffn_down_exps.weight"] = {tm.spec.ffn, tm.spec.hidden, 3};  // 3 experts, 6 declared
+    // 3 experts, 6 declared
+    tm.dims["blk.0.ffn_down_exps.weight"] = {static_cast<uint64_t>(tm.spec.ffn), static_cast<uint64_t>(tm.spec.hidden), 3};
     tm.w["blk.0.ffn_down_exps.weight"].resize(tm.spec.ffn * tm.spec.hidden * 3);
     auto m = Model::load(write_model(tm, "short_exps"));
     ASSERT_FALSE(m.ok());

@@ -37,7 +37,9 @@ void expect_same_logits(const std::string& path, bool expect_experts) {
   const LayerWeights& L = packed->weights().layers[0];
   EXPECT_EQ(plain->weights().layers[0].wq.packed, nullptr);
   EXPECT_NE(L.wq.packed, nullptr) << "packing not in use";
-  if (expect_experts) EXPECT_NE(L.gate_exps.m.packed, nullptr) << "experts not packed";
+  if (expect_experts) {
+    EXPECT_NE(L.gate_exps.m.packed, nullptr) << "experts not packed";
+  }
   std::vector<int32_t> tokens;
   for (int i = 0; i < 45; ++i) tokens.push_back(1 + (i * 37) % 200);
   for (int threads : {1, 2}) {
