@@ -29,6 +29,7 @@ struct PplOptions {
   std::string sweep_windows = "16,32,64";
   int32_t sweep_sinks = 4;
   bool sweep_all = false;
+  std::string sweep_types;  // empty: every row
 };
 
 // One row of the --kv-sweep table.
@@ -87,6 +88,29 @@ Result<std::vector<int32_t>> parse_windows(const std::string& text) {
   return out;
 }
 
+// --kv-sweep-types: keeps the rows whose stored type (the cold type under a window, else the only
+// one) is listed; names as --kv-cache-dtype takes them.
+Result<std::vector<SweepConfig>> filter_types(std::vector<SweepConfig> rows, const std::string& text) {
+  if (text.empty()) return rows;
+  std::vector<KvType> keep;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    HZ_ASSIGN_OR_RETURN(KvType t, parse_kv_type(text.substr(at, comma - at), "--kv-sweep-types"));
+    keep.push_back(t);
+    at = comma + 1;
+  }
+  std::erase_if(rows, [&](const SweepConfig& r) {
+    const KvType stored = r.p.hot_window > 0 ? r.p.cold : r.p.hot;
+    return std::find(keep.begin(), keep.end(), stored) == keep.end();
+  });
+  if (rows.empty())
+    return invalid_argument("--kv-sweep-types '{}': no row of the sweep stores these types (its rows store f16, fp8, "
+                            "int8, int8c, int4, int4c, and int3 / int2 under the --kv-sweep-windows)",
+                            text);
+  return rows;
+}
+
 // --kv-sweep: an exact (f32 KV) base run, then every configuration of sweep_configs against it, as
 // one table a user can pick from: size (bits per value with scales, bytes per token) against loss
 // (KL divergence, top-1 agreement, perplexity change).
@@ -94,7 +118,9 @@ int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vec
   auto windows = parse_windows(o.sweep_windows);
   if (!windows.ok()) return fail(windows.status().message());
   if (o.sweep_sinks < 0) return fail("--kv-sweep-sinks must be 0 or more");
-  const std::vector<SweepConfig> configs = sweep_configs(*windows, o.sweep_sinks, o.sweep_all);
+  auto filtered = filter_types(sweep_configs(*windows, o.sweep_sinks, o.sweep_all), o.sweep_types);
+  if (!filtered.ok()) return fail(filtered.status().message());
+  const std::vector<SweepConfig> configs = std::move(filtered).value();
   const ModelConfig& c = m.config();
   KvGeometry g;
   g.num_layers = static_cast<uint64_t>(c.num_layers);
@@ -256,6 +282,9 @@ Subcommand kPerplexity("perplexity", "Perplexity and KL divergence of a model (a
                                         "Sink tokens of the sweep's rows with sinks (default 4; 0: no such rows)");
                          app.add_flag("--kv-sweep-all", o->sweep_all,
                                       "Also measure int3 / int2 rotated, and with and without sink tokens");
+                         app.add_option("--kv-sweep-types", o->sweep_types,
+                                        "Only the sweep's rows that store these types, comma-separated (e.g. "
+                                        "int8c,int4c; at depth every row is a long run)");
                          return [o] { return run_perplexity(*o); };
                        });
 

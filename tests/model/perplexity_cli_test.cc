@@ -51,6 +51,19 @@ TEST(PerplexityCliTest, KvSweepPrintsOneRowPerChoiceAgainstExactKv) {
   EXPECT_NE(out.find("\nf16 (hot 32) + int2" + std::string(25, ' ') + "3.00"), std::string::npos) << out;
 }
 
+// --kv-sweep-types keeps the rows that store the listed types (cold type under a window).
+TEST(PerplexityCliTest, KvSweepTypesKeepsTheRowsOfTheListedTypes) {
+  std::string out, err;
+  ASSERT_EQ(0, test::run_command(bin() + " perplexity -m " + model() + " -f " + corpus() +
+                                     " --ctx 128 -t 2 --kv-sweep --kv-sweep-windows 32 --kv-sweep-types int8c,q4_0",
+                                 &out, &err))
+      << err;
+  for (const char* row : {"\nint8c ", "\nint8c rotated ", "\nint4 ", "\nint4 rotated ", "\nf16 (hot 32) + int4 "})
+    EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
+  for (const char* row : {"\nf16  ", "\nint8 ", "\nint4c ", "\nfp8 ", "+ int2", "+ int4c", "+ int8 "})
+    EXPECT_EQ(out.find(row), std::string::npos) << row << "\n" << out;
+}
+
 TEST(PerplexityCliTest, ErrorsNameTheFlag) {
   struct Case {
     std::string args, needle;
@@ -67,6 +80,8 @@ TEST(PerplexityCliTest, ErrorsNameTheFlag) {
       {"-f " + corpus() + " --ctx 2", "--ctx"},
       {"-f " + corpus() + " --kv-rotation maybe", "--kv-rotation"},
       {"-f " + corpus() + " --kv-sweep --kv-sweep-windows 16,x", "--kv-sweep-windows"},
+      {"-f " + corpus() + " --kv-sweep --kv-sweep-types int8c,int9", "--kv-sweep-types 'int9'"},
+      {"-f " + corpus() + " --kv-sweep --kv-sweep-types bf16", "no row of the sweep"},
       {"--kv-sweep --kl-divergence-base " + corpus(), "--kv-sweep"},
   };
   for (const Case& c : cases) {
