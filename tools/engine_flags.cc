@@ -43,7 +43,8 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "(default 0)");
   app.add_option("--kv-rotation", kv_rotation,
                  "Store K and V rotated by a fixed random-sign Hadamard transform per head, which spreads outlier "
-                 "channels before quantizing: auto (default: on for int8 and int4, where it lowers the error; off for fp8 and the per-channel types int8c, int4c, int3 and int2, where it raises it), on, off");
+                 "channels before quantizing: auto (default: on for int8 and int4, where it lowers the error; off "
+                 "for fp8 and the per-channel types int8c, int4c, int3 and int2, where it raises it), on, off");
   app.add_flag("--enable-prefix-caching", opts.enable_prefix_caching,
                "Reuse the KV blocks of prompt prefixes seen before (full blocks, LRU eviction)");
   app.add_option("--block-size,--kv-block-size", opts.block_size, "Tokens per KV block (16..256, multiple of 16)");
