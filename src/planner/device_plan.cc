@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/byte_size.h"
+#include "kernels/kv_codec.h"
 
 namespace hz {
 namespace {
@@ -24,6 +25,11 @@ Result<DevicePlan> make_device_plan(const PlanReport& host, const std::string& d
   const ModelShape& s = host.shape;
   const PlanOptions& o = host.options;
   if (o.kv.hot_window > 0) return unimplemented("--kv-hot-window is not available with --device cuda yet");
+  // The GPU codecs (kernels/cuda/kv_codec.cu) scale per row group or per head, not per channel.
+  if (kernels::kv_channel_scaled(o.kv.hot))
+    return unimplemented("--kv-cache-dtype {} is not available with --device cuda yet (the GPU stores f32, f16, bf16, "
+                         "fp8, int8 and int4)",
+                         kv_type_name(o.kv.hot));
   if (s.is_mla()) return unimplemented("--device cuda: {} uses latent attention (MLA), not planned on the GPU yet", s.architecture);
   if (device_bytes == 0) return invalid_argument("--device-memory must be more than 0 bytes");
   DevicePlan p;

@@ -58,6 +58,14 @@ TEST(DevicePlanTest, ErrorsNameTheFlag) {
                          &out, &err);
   EXPECT_NE(rc, 0);
   EXPECT_NE(err.find("--kv-hot-window"), std::string::npos) << err;
+  for (const char* t : {"int4c", "int8c"}) {  // per-channel types: no GPU codec yet
+    rc = test::run_command(std::string(HORIZON_BINARY) + " plan " + llama8b() +
+                               " --device cuda --device-memory 80GiB --kv-cache-dtype " + t,
+                           &out, &err);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(err.find(std::string("--kv-cache-dtype ") + t + " is not available with --device cuda"), std::string::npos)
+        << err;
+  }
   // Without a GPU and without --device-memory: one error saying what to do.
   if (!device::require_gpu("probe").ok()) {
     rc = test::run_command(std::string(HORIZON_BINARY) + " plan " + llama8b() + " --device cuda", &out, &err);
