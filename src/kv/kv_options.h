@@ -20,8 +20,9 @@ struct KvPlan;
 // it on where it was measured to lower the KL divergence (kv_rotation_on).
 enum class KvRotationMode { kAuto, kOn, kOff };
 Result<KvRotationMode> parse_kv_rotation(const std::string& name, const char* flag);
-// Whether `mode` rotates a cache of precision `p`. kAuto: on when an integer type (int8, int4) is
-// stored, where it was measured to help; off for exact types (f32, f16, bf16) and fp8.
+// Whether `mode` rotates a cache of precision `p`. kAuto: on when an integer type scaled per row
+// group (int8, int4) is stored, where it was measured to help; off for exact types (f32, f16,
+// bf16), fp8 and the per-channel types (int8c, int4c, int3, int2).
 bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p);
 
 struct KvOptions {

@@ -7,7 +7,7 @@
 namespace hz {
 namespace {
 
-bool has_scales(kernels::KvCodec c) {  // fp8, int8, int4, int3, int2
+bool has_scales(kernels::KvCodec c) {  // fp8, int8, int4 and the per-channel types
   return c == kernels::KvCodec::kFp8 || kernels::kv_grouped(c) || kernels::kv_channel_scaled(c);
 }
 
