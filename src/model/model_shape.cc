@@ -368,7 +368,8 @@ Result<ModelShape> model_shape_from_hf_config(const nlohmann::json& config, cons
     if (s.rope_scaling.type == "default") s.rope_scaling.type.clear();
     HZ_ASSIGN_OR_RETURN(s.rope_scaling.factor, r.number(rs, "factor", 1.0));
     HZ_ASSIGN_OR_RETURN(double orig, r.number(rs, "original_max_position_embeddings", 0.0));
-    if (orig < 0) return invalid_argument("{}: rope_scaling.original_max_position_embeddings is negative", source);
+    if (!(orig >= 0 && orig <= 1e12))  // NaN fails too; the cast below needs a representable value
+      return invalid_argument("{}: rope_scaling.original_max_position_embeddings {} is out of range", source, orig);
     s.rope_scaling.original_max_positions = static_cast<uint64_t>(orig);
   }
   HZ_RETURN_IF_ERROR(s.validate());

@@ -81,11 +81,11 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
     for (size_t k = 0; k < content.size(); ++k) {
       const ojson& b = content[k];
       const std::string bf = fmt::format("{}.content[{}]", field, k);
-      const std::string type = b.is_object() ? b.value("type", "") : "";
+      const std::string type = string_field(b, "type");
       if (type == "text" && b.contains("text") && b["text"].is_string()) {
         text += b["text"].get<std::string>();
       } else if (type == "tool_use" && role == "assistant" && b.contains("name") && b["name"].is_string()) {
-        calls.push_back({{"id", b.value("id", "")},
+        calls.push_back({{"id", string_field(b, "id")},
                          {"type", "function"},
                          {"function", {{"name", b["name"]}, {"arguments", b.value("input", ojson::object()).dump()}}}});
       } else if (type == "tool_result" && role == "user" && b.contains("tool_use_id") && b["tool_use_id"].is_string()) {
@@ -128,7 +128,7 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
   }
   if (j.contains("tool_choice") && !j["tool_choice"].is_null()) {
     const ojson& c = j["tool_choice"];
-    const std::string type = c.is_object() ? c.value("type", "") : "";
+    const std::string type = string_field(c, "type");
     if (type == "auto") out["tool_choice"] = "auto";
     else if (type == "any") out["tool_choice"] = "required";
     else if (type == "none") out["tool_choice"] = "none";

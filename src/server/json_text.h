@@ -19,6 +19,15 @@ inline std::string dump_json(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+// o[key] when o is an object holding a string there, else "": a field of the wrong type is then
+// refused as a bad value, never thrown on (nlohmann's value() throws on a non-string).
+template <class Json>
+std::string string_field(const Json& o, const char* key) {
+  if (!o.is_object()) return {};
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->template get<std::string>() : std::string();
+}
+
 // `event: <name>\ndata: <json>\n\n` (the Anthropic and Responses streams name their events).
 std::string sse_event(std::string_view name, const nlohmann::ordered_json& data);
 

@@ -82,7 +82,7 @@ std::optional<ApiError> convert_tools(const ojson& j, ojson* out) {
     for (size_t i = 0; i < j["tools"].size(); ++i) {
       const ojson& t = j["tools"][i];
       const std::string field = fmt::format("tools[{}]", i);
-      if (!t.is_object() || t.value("type", "") != "function") {
+      if (!t.is_object() || string_field(t, "type") != "function") {
         return bad_request(fmt::format("'{}.type' must be function (this server runs no built-in tools)", field),
                            field + ".type");
       }
@@ -102,7 +102,7 @@ std::optional<ApiError> convert_tools(const ojson& j, ojson* out) {
     const ojson& c = j["tool_choice"];
     if (c.is_string()) {
       (*out)["tool_choice"] = c;
-    } else if (c.is_object() && c.value("type", "") == "function" && c.contains("name")) {
+    } else if (c.is_object() && string_field(c, "type") == "function" && c.contains("name")) {
       (*out)["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
     } else {
       return bad_request("'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\": ...}",
@@ -124,7 +124,7 @@ std::optional<ApiError> convert_text_format(const ojson& j, ojson* out) {
   }
   if (!text.contains("format") || text["format"].is_null()) return std::nullopt;
   const ojson& f = text["format"];
-  const std::string type = f.is_object() ? f.value("type", "") : "";
+  const std::string type = string_field(f, "type");
   if (type == "text") return std::nullopt;
   if (type == "json_object") {
     (*out)["response_format"] = {{"type", "json_object"}};
