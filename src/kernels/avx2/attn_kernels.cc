@@ -10,6 +10,7 @@
 
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx2/avx2_common.h"
+#include "kernels/avx2/kv_codes.h"
 #include "tensor/dtype.h"
 
 namespace hz::kernels::avx2 {
@@ -44,74 +45,30 @@ struct LoadFp8 {
 };
 constexpr float kFp8Unscale = 256.0f;
 struct LoadI8 {
-  __m256 operator()(const uint8_t* row, int64_t i) const {
-    int64_t v;
-    std::memcpy(&v, row + i, 8);
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(v)));
-  }
+  __m256 operator()(const uint8_t* row, int64_t i) const { return _mm256_cvtepi32_ps(kv_codes_i8(row, i)); }
 };
-// 8 int4 codes (element 2j in the low nibble of byte j) minus 8.
+// 8 int4 codes minus 8.
 struct LoadI4 {
   __m256 operator()(const uint8_t* row, int64_t i) const {
-    int32_t v;
-    std::memcpy(&v, row + i / 2, 4);
-    const __m128i b = _mm_cvtsi32_si128(v);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    const __m128i inter = _mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m));
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(inter), _mm256_set1_epi32(8)));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(kv_codes_u4(row, i), _mm256_set1_epi32(8)));
   }
 };
-// 8 int3 codes (element j of the chunk at bits [3j, 3j + 3) of its 3 bytes) as values: (q + off) *
+// 8 codes of a channel-scaled codec (int8c, int4c, int3, int2: kv_codes.h) as values: (q + off) *
 // d with their channels' offsets and scales (decoded once per call), so the plain paths need no
 // scales. The same operations as the reference, element by element.
-struct LoadI3 {
+template <__m256i (*Codes)(const uint8_t*, int64_t)>
+struct LoadChannelScaled {
   const float* d;
   const float* off;
   __m256 operator()(const uint8_t* row, int64_t i) const {
-    const uint8_t* b = row + 3 * i / 8;
-    const int32_t v = b[0] | (b[1] << 8) | (b[2] << 16);
-    const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21));
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(7)));
+    const __m256 q = _mm256_cvtepi32_ps(Codes(row, i));
     return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
   }
 };
-// The same for int8c (one code per byte).
-struct LoadI8c {
-  const float* d;
-  const float* off;
-  __m256 operator()(const uint8_t* row, int64_t i) const {
-    int64_t v;
-    std::memcpy(&v, row + i, 8);
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v)));
-    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
-  }
-};
-// The same for int4c (element 2j of the chunk in the low nibble of its byte j).
-struct LoadI4c {
-  const float* d;
-  const float* off;
-  __m256 operator()(const uint8_t* row, int64_t i) const {
-    int32_t v;
-    std::memcpy(&v, row + i / 2, 4);
-    const __m128i b = _mm_cvtsi32_si128(v);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    const __m128i inter = _mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m));
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(inter));
-    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
-  }
-};
-// The same for int2 (element j at bits [2j, 2j + 2) of its 2 bytes).
-struct LoadI2 {
-  const float* d;
-  const float* off;
-  __m256 operator()(const uint8_t* row, int64_t i) const {
-    uint16_t v;
-    std::memcpy(&v, row + i / 4, 2);
-    const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(3)));
-    return _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i));
-  }
-};
+using LoadI8c = LoadChannelScaled<kv_codes_u8>;
+using LoadI4c = LoadChannelScaled<kv_codes_u4>;
+using LoadI3 = LoadChannelScaled<kv_codes_u3>;
+using LoadI2 = LoadChannelScaled<kv_codes_u2>;
 
 // The channel scales and offsets of a channel-scaled head as floats (head_dim <= 512, vector_ok).
 struct ChannelScales {

@@ -10,6 +10,7 @@
 
 #include "kernels/avx2/avx2_common.h"
 #include "kernels/avx2/avx2_kernels.h"
+#include "kernels/avx2/kv_codes.h"
 #include "kernels/kv_codec.h"
 #include "tensor/dtype.h"
 
@@ -23,57 +24,6 @@ const float* e4m3_table() {
     return t;
   }();
   return table;
-}
-
-inline __m256 load8_i8(const uint8_t* p) {
-  int64_t v;
-  std::memcpy(&v, p, 8);
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(v)));
-}
-
-// 8 int4 values from 4 bytes (element 2j in the low nibble of byte j), minus 8.
-inline __m256 load8_i4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  const __m128i b = _mm_cvtsi32_si128(v);
-  const __m128i m = _mm_set1_epi8(0x0f);
-  const __m128i lo = _mm_and_si128(b, m);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-  const __m128i inter = _mm_unpacklo_epi8(lo, hi);
-  const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(inter), _mm256_set1_epi32(8));
-  return _mm256_cvtepi32_ps(q);
-}
-
-// 8 int8c codes from 8 bytes.
-inline __m256 load8_u8(const uint8_t* p) {
-  int64_t v;
-  std::memcpy(&v, p, 8);
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v)));
-}
-
-// 8 int4c codes from 4 bytes (element 2j in the low nibble of byte j).
-inline __m256 load8_u4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  const __m128i b = _mm_cvtsi32_si128(v);
-  const __m128i m = _mm_set1_epi8(0x0f);
-  const __m128i inter = _mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m));
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(inter));
-}
-
-// 8 int2 codes from 2 bytes (element j at bits [2j, 2j + 2)).
-inline __m256 load8_i2(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-  return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(3)));
-}
-
-// 8 int3 codes from 3 bytes (element j at bits [3j, 3j + 3)).
-inline __m256 load8_i3(const uint8_t* p) {
-  const int32_t v = p[0] | (p[1] << 8) | (p[2] << 16);
-  const __m256i w = _mm256_srlv_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21));
-  return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(7)));
 }
 
 }  // namespace
@@ -136,10 +86,11 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
         const uint8_t* er = elems + r * reb;
         float* yr = y + r * hd;
         for (int64_t i = 0; i < hd; i += 8) {
-          const __m256 q = c == KvCodec::kInt8c   ? load8_u8(er + i)
-                           : c == KvCodec::kInt4c ? load8_u4(er + i / 2)
-                           : c == KvCodec::kInt3  ? load8_i3(er + 3 * i / 8)
-                                                  : load8_i2(er + i / 4);
+          const __m256i codes = c == KvCodec::kInt8c   ? kv_codes_u8(er, i)
+                                : c == KvCodec::kInt4c ? kv_codes_u4(er, i)
+                                : c == KvCodec::kInt3  ? kv_codes_u3(er, i)
+                                                       : kv_codes_u2(er, i);
+          const __m256 q = _mm256_cvtepi32_ps(codes);
           _mm256_storeu_ps(yr + i, _mm256_mul_ps(_mm256_add_ps(q, _mm256_loadu_ps(off + i)), _mm256_loadu_ps(d + i)));
         }
       }
@@ -159,7 +110,9 @@ void decode_kv_rows(KvCodec c, const uint8_t* elems, const uint8_t* scales, int6
           const __m256 d = _mm256_set1_ps(f16_to_f32(dh));
           const int64_t b = gi * g, e = std::min<int64_t>(hd, b + g);
           for (int64_t i = b; i < e; i += 8) {
-            __m256 q = c == KvCodec::kInt8 ? load8_i8(er + i) : load8_i4(er + i / 2);
+            const __m256i codes = c == KvCodec::kInt8 ? kv_codes_i8(er, i)
+                                                      : _mm256_sub_epi32(kv_codes_u4(er, i), _mm256_set1_epi32(8));
+            const __m256 q = _mm256_cvtepi32_ps(codes);
             _mm256_storeu_ps(yr + i, _mm256_mul_ps(q, d));
           }
         }
