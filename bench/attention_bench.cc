@@ -76,7 +76,7 @@ void old_attend(const KvCache& kv, const BlockRef* table, int32_t kv_head, const
     for (int64_t t0 = s0; t0 < std::min(pos + 1, s0 + 256); t0 += 16) {
       const int32_t n = static_cast<int32_t>(std::min<int64_t>(16, pos + 1 - t0));
       const BlockRef block = table[t0 / bt];
-      const kernels::KvCodec c = kv.arena_type();
+      const kernels::KvCodec c = kv.arena_type(0);  // K and V share the type here
       const uint8_t* kp = kv.plane(block, 0, 0);
       const uint8_t* vp = kv.plane(block, 0, 1);
       const uint64_t reb = kernels::kv_row_elem_bytes(c, hd), rsb = kernels::kv_row_scale_bytes(c, hd);
@@ -139,7 +139,7 @@ std::vector<float> random_q() {
 }
 
 double kv_bytes(const KvCache& kv, int64_t depth) {
-  const kernels::KvCodec c = kv.arena_type();
+  const kernels::KvCodec c = kv.arena_type(0);
   const double row = static_cast<double>(kernels::kv_row_elem_bytes(c, kHd) + kernels::kv_row_scale_bytes(c, kHd));
   return row * 2 * kKvHeads * static_cast<double>(depth + 1);
 }

@@ -130,10 +130,7 @@ int run_bench_engine(const EngineBenchFlags& f) {
   bench::EngineBenchOptions o;
   o.model_path = eo->model_path;
   o.threads = eo->threads;
-  o.kv.hot = eo->kv_dtype;
-  o.kv.hot_window = static_cast<uint64_t>(eo->kv_hot_window);
-  o.kv.cold = eo->kv_cold_dtype;
-  o.kv.sink_tokens = static_cast<uint64_t>(eo->kv_sink_tokens);
+  o.kv = kv_precision(*eo);
   o.block_size = eo->block_size;
   o.prefill_chunk = eo->prefill_chunk;
   o.prompt_lengths = f.prompts;

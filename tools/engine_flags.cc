@@ -28,14 +28,21 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "int8c / int4c (8 / 4 bits with a scale and an offset per channel of each 16-token block: 9 / 5 "
                  "bits per value, far more accurate than int8 / int4, above all where keys have outlier channels); "
                  "int3 and int2 only as --kv-cold-dtype");
-  app.add_option("--cache-type-k", cache_type_k, "KV element type of keys (-ctk; q8_0 = int8, q4_0 = int4)");
-  app.add_option("--cache-type-v", cache_type_v, "KV element type of values (-ctv); must equal the keys' type for now");
+  app.add_option("--kv-cache-dtype-k,--cache-type-k", kv_dtype_k,
+                 "KV element type of keys only (llama.cpp's -ctk; q8_0 = int8, q4_0 = int4); default --kv-cache-dtype");
+  app.add_option("--kv-cache-dtype-v,--cache-type-v", kv_dtype_v,
+                 "KV element type of values only (-ctv); default --kv-cache-dtype. Keys carry the outlier channels: "
+                 "e.g. --kv-cache-dtype-k int8c --kv-cache-dtype-v int4c");
   app.add_option("--kv-hot-window", opts.kv_hot_window,
                  "Keep the newest N tokens in --kv-cache-dtype, older blocks in --kv-cold-dtype (0 = off)");
   app.add_option("--kv-cold-dtype", kv_cold_dtype,
                  "KV element type of blocks beyond --kv-hot-window (default int8; needs --kv-hot-window): any type, "
                  "or int3 / int2 (scaled per channel like int4c: 4 / 3 bits per value with scales in 16-token "
                  "blocks)");
+  app.add_option("--kv-cold-dtype-k", kv_cold_dtype_k, "Cold KV element type of keys only (default --kv-cold-dtype)");
+  app.add_option("--kv-cold-dtype-v", kv_cold_dtype_v,
+                 "Cold KV element type of values only (default --kv-cold-dtype): values tolerate fewer bits than keys, "
+                 "e.g. --kv-cold-dtype-k int3 --kv-cold-dtype-v int2");
   app.add_option("--kv-sink-tokens", opts.kv_sink_tokens,
                  "Keep the first N positions of every sequence in --kv-cache-dtype however old (attention sinks; "
                  "needs --kv-hot-window and a --kv-cold-dtype). Whole blocks: the blocks holding positions < N are "
@@ -155,21 +162,31 @@ Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
     return invalid_argument("--spec '{}' is not one of off, ngram", spec);
   }
   HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype, "--kv-cache-dtype"));
-  if (!cache_type_k.empty() || !cache_type_v.empty()) {
-    // llama.cpp's default for the one not given is f16.
-    HZ_ASSIGN_OR_RETURN(KvType k, parse_kv_type(cache_type_k.empty() ? "f16" : cache_type_k, "--cache-type-k"));
-    HZ_ASSIGN_OR_RETURN(KvType v, parse_kv_type(cache_type_v.empty() ? "f16" : cache_type_v, "--cache-type-v"));
-    if (k != v)
-      return invalid_argument("--cache-type-k {} and --cache-type-v {}{} differ: keys and values share one KV type for now, "
-                              "give both the same type (or --kv-cache-dtype)",
-                              kv_type_name(k), kv_type_name(v), cache_type_v.empty() || cache_type_k.empty() ? " (the default)" : "");
-    if (kv_dtype != "auto" && o.kv_dtype != k)
-      return invalid_argument("--kv-cache-dtype {} and --cache-type-k/-v {} differ: give one", kv_dtype, kv_type_name(k));
-    o.kv_dtype = k;
+  // Keys and values: --kv-cache-dtype for both, -k / -v for one of them (llama.cpp's -ctk / -ctv,
+  // whose default for the one not given is f16, as --kv-cache-dtype's).
+  KvType hot_v = o.kv_dtype;
+  if (!kv_dtype_k.empty()) {
+    HZ_ASSIGN_OR_RETURN(o.kv_dtype, parse_kv_type(kv_dtype_k, "--kv-cache-dtype-k"));
   }
-  if (!kv_cold_dtype.empty()) {
-    if (opts.kv_hot_window == 0) return invalid_argument("--kv-cold-dtype needs --kv-hot-window N");
-    HZ_ASSIGN_OR_RETURN(o.kv_cold_dtype, parse_kv_type(kv_cold_dtype, "--kv-cold-dtype"));
+  if (!kv_dtype_v.empty()) {
+    HZ_ASSIGN_OR_RETURN(hot_v, parse_kv_type(kv_dtype_v, "--kv-cache-dtype-v"));
+  }
+  if (hot_v != o.kv_dtype) o.kv_dtype_v = hot_v;
+  const bool cold_given = !kv_cold_dtype.empty() || !kv_cold_dtype_k.empty() || !kv_cold_dtype_v.empty();
+  if (cold_given) {
+    const char* flag = !kv_cold_dtype.empty() ? "--kv-cold-dtype" : !kv_cold_dtype_k.empty() ? "--kv-cold-dtype-k" : "--kv-cold-dtype-v";
+    if (opts.kv_hot_window == 0) return invalid_argument("{} needs --kv-hot-window N", flag);
+    if (!kv_cold_dtype.empty()) {
+      HZ_ASSIGN_OR_RETURN(o.kv_cold_dtype, parse_kv_type(kv_cold_dtype, "--kv-cold-dtype"));
+    }
+    KvType cold_v = o.kv_cold_dtype;
+    if (!kv_cold_dtype_k.empty()) {
+      HZ_ASSIGN_OR_RETURN(o.kv_cold_dtype, parse_kv_type(kv_cold_dtype_k, "--kv-cold-dtype-k"));
+    }
+    if (!kv_cold_dtype_v.empty()) {
+      HZ_ASSIGN_OR_RETURN(cold_v, parse_kv_type(kv_cold_dtype_v, "--kv-cold-dtype-v"));
+    }
+    if (cold_v != o.kv_cold_dtype) o.kv_cold_dtype_v = cold_v;
   }
   HZ_ASSIGN_OR_RETURN(o.kv_rotation, parse_kv_rotation(kv_rotation, "--kv-rotation"));
   if (!flash_attn.empty()) {

@@ -16,8 +16,9 @@ struct EngineFlags {
   EngineOptions opts;
   std::string model_positional;  // `horizon serve MODEL` (vLLM) = -m MODEL
   std::string kv_dtype = "auto";
-  std::string cache_type_k, cache_type_v;  // llama.cpp's -ctk / -ctv: "" = --kv-cache-dtype
+  std::string kv_dtype_k, kv_dtype_v;      // --kv-cache-dtype-k/-v (llama.cpp's -ctk / -ctv): "" = --kv-cache-dtype
   std::string kv_cold_dtype;               // "" = int8 (only with --kv-hot-window)
+  std::string kv_cold_dtype_k, kv_cold_dtype_v;  // "" = --kv-cold-dtype
   std::string kv_rotation = "auto";        // auto, on, off
   std::string kv_budget;  // bytes ("4GiB") or a share of RAM ("50%")
   std::string kv_disk_budget = "64GiB";

@@ -31,7 +31,8 @@ struct KvFlags {
 };
 
 std::string type_name(uint8_t t) {
-  return t < all_kv_types().size() ? kv_type_name(static_cast<KvType>(t)) : fmt::format("type{}", t);
+  const auto pair = kv_type_pair_from_code(t);
+  return pair ? kv_type_pair_name(*pair) : fmt::format("type{}", t);
 }
 std::string codec_label(uint8_t c) {
   return c <= 2 ? kvstore::codec_name(static_cast<kvstore::Codec>(c)) : fmt::format("codec{}", c);

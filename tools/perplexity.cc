@@ -40,8 +40,9 @@ struct SweepConfig {
 
 // The KV choices --kv-sweep measures: every type usable alone, with and without rotation; int4 /
 // int4c / int8 cold under f16 hot windows of the given sizes; int3 / int2 cold (not rotated:
-// measured worse rotated; int2 also with `sinks` sink tokens). `all` adds the rotated and the
-// with/without-sinks variants of every int3 / int2 row.
+// measured worse rotated; int2 also with `sinks` sink tokens); keys and values in different types
+// (keys take the outlier channels, so they get the wider or per-channel type). `all` adds the
+// rotated and the with/without-sinks variants of every int3 / int2 row.
 std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int32_t sinks, bool all) {
   std::vector<SweepConfig> out;
   auto add = [&](KvType hot, int32_t window, KvType cold, bool rotated, int32_t sink_tokens = 0) {
@@ -49,11 +50,30 @@ std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int3
                   window > 0 ? static_cast<uint64_t>(sink_tokens) : 0};
     out.push_back({kv_precision_name(p), p});
   };
+  // Keys in `k`, values in `v` (cold types under a window of f16 when window > 0); V rotated when
+  // its type is scaled per row group (as --kv-rotation auto does), K never.
+  auto add_split = [&](int32_t window, KvType k, KvType v, int32_t sink_tokens = 0) {
+    KvPrecision p;
+    p.hot_window = static_cast<uint64_t>(window);
+    if (window > 0) {
+      p.cold = k;
+      p.cold_v = v;
+      p.sink_tokens = static_cast<uint64_t>(sink_tokens);
+    } else {
+      p.hot = p.cold = k;
+      p.hot_v = p.cold_v = v;
+    }
+    p.rotated_v = v == KvType::kInt8 || v == KvType::kInt4;
+    p = kv_canonical(p);
+    out.push_back({kv_precision_name(p), p});
+  };
   add(KvType::kF16, 0, KvType::kF16, false);
   for (KvType t : {KvType::kFp8, KvType::kInt8, KvType::kInt8c, KvType::kInt4, KvType::kInt4c}) {
     add(t, 0, t, false);
     add(t, 0, t, true);
   }
+  add_split(0, KvType::kInt8c, KvType::kInt4c);
+  add_split(0, KvType::kInt4c, KvType::kInt4);
   for (int32_t w : windows) {
     add(KvType::kF16, w, KvType::kInt4, false);
     add(KvType::kF16, w, KvType::kInt4, true);
@@ -68,6 +88,9 @@ std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int3
         }
       }
     }
+    add_split(w, KvType::kInt3, KvType::kInt2, sinks);
+    add_split(w, KvType::kInt4c, KvType::kInt2, sinks);
+    if (all && sinks > 0) add_split(w, KvType::kInt3, KvType::kInt2);
   }
   return out;
 }
@@ -101,8 +124,9 @@ Result<std::vector<SweepConfig>> filter_types(std::vector<SweepConfig> rows, con
     at = comma + 1;
   }
   std::erase_if(rows, [&](const SweepConfig& r) {
-    const KvType stored = r.p.hot_window > 0 ? r.p.cold : r.p.hot;
-    return std::find(keep.begin(), keep.end(), stored) == keep.end();
+    const KvTypePair stored = r.p.arena_types();
+    auto listed = [&](KvType t) { return std::find(keep.begin(), keep.end(), t) != keep.end(); };
+    return !listed(stored.k) && !listed(stored.v);
   });
   if (rows.empty())
     return invalid_argument("--kv-sweep-types '{}': no row of the sweep stores these types (its rows store f16, fp8, "
@@ -164,20 +188,20 @@ int run_kv_sweep(const PplOptions& o, Model& m, ThreadPool& pool, const std::vec
   std::printf("model %s | ctx %d | block %d | %d windows, %lld scored tokens | base: f32 KV, ppl %.4f, mean top-1 p %.3f\n",
               c.name.c_str(), po.ctx, po.block_tokens, base->num_windows, static_cast<long long>(base->num_scored),
               base->ppl, scored > 0 ? top1 / static_cast<double>(scored) : 0.0);
-  std::printf("%-38s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
+  std::printf("%-44s %9s %10s %10s %11s %11s %8s %9s %8s\n", "KV", "bits/val", "cold B/tok", "B/tok@ctx", "mean KLD",
               "p99 KLD", "top-1 %", "ppl", "dppl %");
   for (const Row& row : rows) {
     const KvPrecision& p = row.cfg->p;
-    const KvType cold = p.hot_window > 0 ? p.cold : p.hot;
-    const double cold_bpt = kv_bytes_per_token(g, cold, static_cast<uint64_t>(po.block_tokens));
+    const double cold_bpt = static_cast<double>(kv_block_bytes(g, p.arena_types(), static_cast<uint64_t>(po.block_tokens))) /
+                            po.block_tokens;
     const double ctx_bpt = static_cast<double>(kv_bytes_for_tokens(g, p, static_cast<uint64_t>(po.block_tokens),
                                                                    static_cast<uint64_t>(po.ctx))) / po.ctx;
-    std::printf("%-38s %9.2f %10.1f %10.1f %11.3e %11.3e %8.2f %9.4f %+8.2f\n", row.cfg->name.c_str(),
+    std::printf("%-44s %9.2f %10.1f %10.1f %11.3e %11.3e %8.2f %9.4f %+8.2f\n", row.cfg->name.c_str(),
                 cold_bpt * 8 / values_per_token, cold_bpt, ctx_bpt, row.k.mean, row.k.p99,
                 100.0 * (1.0 - row.k.top_token_change_rate), row.r.ppl, 100.0 * (row.r.ppl / base->ppl - 1.0));
   }
-  std::printf("bits/val: bits per stored K/V value of the cold (or only) type, scales included; B/tok@ctx: bytes per "
-              "token of a --ctx sequence in whole blocks, hot part included\n");
+  std::printf("bits/val: bits per stored K/V value of the cold (or only) types (the mean of K's and V's), scales "
+              "included; B/tok@ctx: bytes per token of a --ctx sequence in whole blocks, hot part included\n");
   return 0;
 }
 
@@ -223,11 +247,7 @@ int run_perplexity(const PplOptions& o) {
   if (base && eo.max_model_len > 0 && eo.max_model_len != base->ctx)
     return fail(fmt::format("--ctx {} differs from the base run's {}", eo.max_model_len, base->ctx));
   po.block_tokens = eo.block_size;
-  po.kv.hot = eo.kv_dtype;
-  po.kv.hot_window = static_cast<uint64_t>(eo.kv_hot_window);
-  po.kv.cold = eo.kv_cold_dtype;
-  po.kv.sink_tokens = static_cast<uint64_t>(eo.kv_sink_tokens);
-  po.kv.rotated = kv_rotation_on(eo.kv_rotation, po.kv);
+  po.kv = kv_precision(eo);
   po.prefill_chunk = eo.prefill_chunk;
   po.bos_id = (*tok)->bos_id();
   po.keep_logprobs = !o.kl_base.empty();

@@ -26,10 +26,7 @@ Result<PlanOptions> PlanFlags::to_options(const EngineOptions& e, const HostInfo
     if (!plannable) return invalid_argument("--weight-type: '{}' is not one of f32 f16 bf16 q8_0 q6_K q5_K q4_K q4_0", weight_type);
     o.weight_type = *t;
   }
-  o.kv.hot = e.kv_dtype;
-  o.kv.cold = e.kv_hot_window > 0 ? e.kv_cold_dtype : e.kv_dtype;
-  o.kv.hot_window = static_cast<uint64_t>(e.kv_hot_window);
-  o.kv.sink_tokens = static_cast<uint64_t>(std::max(0, e.kv_sink_tokens));
+  o.kv = kv_precision(e);
   if (e.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
   o.max_num_seqs = static_cast<uint64_t>(e.max_num_seqs);
   o.max_model_len = static_cast<uint64_t>(std::max(0, e.max_model_len));

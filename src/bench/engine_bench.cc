@@ -156,7 +156,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   so.block_tokens = o.block_size;
   so.kv_precision = o.kv;
   if (o.kv_budget_bytes > 0) {
-    const KvType arena = o.kv.hot_window > 0 && o.kv.hot != o.kv.cold ? o.kv.cold : o.kv.hot;
+    const KvTypePair arena = o.kv.arena_types();
     KvGeometry g;
     g.num_layers = static_cast<uint64_t>(c.num_layers);
     g.num_streams = 2;

@@ -9,8 +9,9 @@
 namespace hz {
 
 DiskTier::DiskTier(KvCache& kv, PrefixCache& cache, kvstore::KvStore& store, std::optional<KvType> disk_type)
-    : kv_(kv), cache_(cache), store_(store), disk_type_(disk_type.value_or(kv.arena_type())) {
-  transcode_ = disk_type_ != kv.arena_type();
+    : kv_(kv), cache_(cache), store_(store),
+      disk_type_(disk_type ? KvTypePair{*disk_type, *disk_type} : kv.arena_types()) {
+  transcode_ = disk_type_ != kv.arena_types();
   HZ_CHECK(store.options().block_bytes == kv.block_bytes_for(disk_type_));
   if (transcode_) scratch_.resize(store.options().block_bytes);
   HZ_CHECK(store.options().block_tokens == static_cast<uint32_t>(kv.config().block_tokens));
@@ -35,7 +36,7 @@ Status DiskTier::write(int32_t block, uint64_t hash, uint64_t parent, const int3
     kv_.transcode_out(block, disk_type_, scratch_.data());
     raw = scratch_.data();
   }
-  return store_.put(hash, parent, static_cast<uint8_t>(disk_type_), tokens, raw);
+  return store_.put(hash, parent, kv_type_pair_code(disk_type_), tokens, raw);
 }
 
 int32_t DiskTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
@@ -53,7 +54,7 @@ int32_t DiskTier::promote_prefix(const int32_t* tokens, int32_t max_blocks) {
       held.push_back(in_ram);
     } else {
       const kvstore::IndexEntry* e = store_.find(h);
-      if (e == nullptr || e->kv_type != static_cast<uint8_t>(disk_type_)) break;
+      if (e == nullptr || e->kv_type != kv_type_pair_code(disk_type_)) break;
       auto b = pool.allocate();
       if (!b) break;
       Status s = store_.get(h, t, transcode_ ? scratch_.data() : kv_.block_data_mut(*b));

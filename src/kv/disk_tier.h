@@ -25,14 +25,14 @@ struct DiskTierStats {
 class DiskTier {
  public:
   // Registers itself as the prefix cache's demotion hook. All three must outlive it. Blocks are
-  // stored in `disk_type` (re-quantized on the way out and back; lossy when narrower than the
-  // arena's type), by default in the arena's type, byte for byte.
+  // stored in `disk_type` for both K and V (re-quantized on the way out and back; lossy when
+  // narrower than the arena's types), by default in the arena's types, byte for byte.
   DiskTier(KvCache& kv, PrefixCache& cache, kvstore::KvStore& store, std::optional<KvType> disk_type = std::nullopt);
   ~DiskTier();
   DiskTier(const DiskTier&) = delete;
   DiskTier& operator=(const DiskTier&) = delete;
 
-  KvType disk_type() const { return disk_type_; }
+  KvTypePair disk_types() const { return disk_type_; }
   // Demotion hook: writes block `block` (key, parent key, token ids) unless it is on disk already.
   void demote(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens);
   // Brings blocks of `tokens`' chain (its first `max_blocks` full blocks) that are on disk but not
@@ -50,8 +50,8 @@ class DiskTier {
   KvCache& kv_;
   PrefixCache& cache_;
   kvstore::KvStore& store_;
-  KvType disk_type_;
-  bool transcode_ = false;        // disk_type_ differs from the arena type
+  KvTypePair disk_type_;
+  bool transcode_ = false;        // disk_type_ differs from the arena types
   std::vector<uint8_t> scratch_;  // one block in disk_type_
   DiskTierStats stats_;
 };

@@ -44,13 +44,13 @@ Status write_all(int fd, const uint8_t* p, uint64_t n, uint64_t off) {
 }  // namespace
 
 Result<std::unique_ptr<FarTier>> FarTier::open(const FarTierOptions& o) {
-  if (o.num_layers < 1 || o.plane_bytes == 0) return invalid_argument("KV far tier: empty block geometry");
-  const uint64_t block_bytes = 2 * o.plane_bytes * static_cast<uint64_t>(o.num_layers);
+  if (o.num_layers < 1 || o.layer_bytes == 0) return invalid_argument("KV far tier: empty block geometry");
+  const uint64_t block_bytes = o.layer_bytes * static_cast<uint64_t>(o.num_layers);
   const uint64_t slots = std::clamp<uint64_t>(o.budget_bytes / block_bytes, 1, INT32_MAX / 2);
   std::unique_ptr<FarTier> t(new FarTier());
   t->capacity_ = static_cast<int32_t>(slots);
   t->num_layers_ = o.num_layers;
-  t->plane_bytes_ = o.plane_bytes;
+  t->layer_bytes_ = o.layer_bytes;
   t->map_bytes_ = slots * block_bytes;
   // Unlinked from the start: private to this process, gone with it whatever way it ends.
   t->fd_ = ::open(o.dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -69,9 +69,9 @@ Result<std::unique_ptr<FarTier>> FarTier::open(const FarTierOptions& o) {
   t->base_ = static_cast<uint8_t*>(m);
   ::madvise(m, t->map_bytes_, MADV_RANDOM);  // attention reads whole planes; no read-ahead past them
   t->segments_ = o.segments;
-  if (t->segments_.empty()) t->segments_.push_back({0, 2 * o.plane_bytes, 0, 0});
+  if (t->segments_.empty()) t->segments_.push_back({0, o.layer_bytes, 0, 0});
   for (const FarSegment& g : t->segments_) {
-    if (g.offset + g.bytes > 2 * o.plane_bytes || g.offset2 + g.bytes2 > 2 * o.plane_bytes)
+    if (g.offset + g.bytes > o.layer_bytes || g.offset2 + g.bytes2 > o.layer_bytes)
       return invalid_argument("KV far tier: a checksum segment lies outside the layer");
   }
   return t;
@@ -95,7 +95,7 @@ std::optional<int32_t> FarTier::put(const std::function<const uint8_t*(int32_t)>
     return std::nullopt;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t n = 2 * plane_bytes_;
+  const uint64_t n = layer_bytes_;
   const size_t segs = segments_.size();
   if (sums_.size() < static_cast<size_t>(slot + 1) * num_layers_ * segs) {
     sums_.resize(static_cast<size_t>(slot + 1) * num_layers_ * segs);
@@ -162,7 +162,7 @@ void FarTier::set_verified(int32_t slot, int32_t layer, uint8_t v) {
 }
 
 void FarTier::unverify(uint64_t begin, uint64_t end) {
-  const uint64_t block = 2 * plane_bytes_, layer_bytes = static_cast<uint64_t>(capacity_) * block;
+  const uint64_t block = layer_bytes_, layer_bytes = static_cast<uint64_t>(capacity_) * block;
   for (uint64_t off = begin - begin % block; off < end; off += block) {
     set_verified(static_cast<int32_t>((off % layer_bytes) / block), static_cast<int32_t>(off / layer_bytes), 0);
   }
@@ -192,7 +192,7 @@ void FarTier::begin_layer(int32_t layer) {
   if (high_water_ == 0) return;
   const auto [b, e] = layer_pages(layer);
   if (e <= b) return;
-  read_bytes_.fetch_add(static_cast<uint64_t>(num_used_) * 2 * plane_bytes_, std::memory_order_relaxed);
+  read_bytes_.fetch_add(static_cast<uint64_t>(num_used_) * layer_bytes_, std::memory_order_relaxed);
   // Pages outside the page cache are read from disk by this pass: every block with bytes in one
   // (of this layer, or a neighbouring layer's block sharing the page) is checked again. If
   // residency cannot be told, all are.
@@ -237,7 +237,7 @@ void FarTier::evict_for_test() const {
 }
 
 Status FarTier::corrupt_for_test(int32_t slot, int32_t layer, uint64_t offset) {
-  HZ_CHECK(offset < 2 * plane_bytes_);
+  HZ_CHECK(offset < layer_bytes_);
   uint8_t b = static_cast<uint8_t>(layer_data(slot, layer)[offset] ^ 0x5a);
   set_verified(slot, layer, 0);
   return write_all(fd_, &b, 1, layer_offset(slot, layer) + offset);

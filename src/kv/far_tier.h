@@ -4,7 +4,7 @@
 //
 // One unlinked temporary file in the KV disk folder (private to this process; nothing to clean up
 // after a crash), laid out layer-major: layer l of slot s — its K and V planes, contiguous as in
-// the arena — sits at ((l * capacity + s) * 2) * plane_bytes. The file is mapped read-only and
+// the arena — sits at (l * capacity + s) * layer_bytes. The file is mapped read-only and
 // written with pwrite. Attention reads layer l of every far block through the mapping (the read
 // tables of kv/kv_read_table.h point into it), so the pages of one layer of the far blocks are
 // resident while that layer's attention runs; drop() unmaps them afterwards (they stay in the
@@ -48,7 +48,7 @@ struct FarTierOptions {
   std::string dir;            // where the (unlinked) file lives
   uint64_t budget_bytes = 0;  // capacity = budget / block bytes, at least 1 slot
   int32_t num_layers = 0;
-  uint64_t plane_bytes = 0;   // one K or V plane of one layer of one block
+  uint64_t layer_bytes = 0;   // one layer of one block: its K plane, then its V plane
   std::vector<FarSegment> segments;  // per layer; empty: one segment, the whole layer
 };
 
@@ -78,14 +78,14 @@ class FarTier {
   int32_t num_free() const { return degraded_ ? 0 : capacity_ - num_used_; }
   bool degraded() const { return degraded_; }
 
-  // Writes a block — `layer_planes(l)` gives the 2 * plane_bytes of layer l (K then V) — into a
+  // Writes a block — `layer_planes(l)` gives the layer_bytes of layer l (K then V) — into a
   // free slot and returns it; nullopt when full or degraded (an I/O error degrades the tier).
   std::optional<int32_t> put(const std::function<const uint8_t*(int32_t layer)>& layer_planes);
   void release(int32_t slot);
 
   // Layer `layer` of `slot`: K plane, then V plane (through the mapping).
   const uint8_t* layer_data(int32_t slot, int32_t layer) const {
-    return base_ + ((static_cast<uint64_t>(layer) * capacity_ + slot) * 2) * plane_bytes_;
+    return base_ + (static_cast<uint64_t>(layer) * capacity_ + slot) * layer_bytes_;
   }
   int32_t num_segments() const { return static_cast<int32_t>(segments_.size()); }
   // Starts the attention pass of `layer`: the blocks whose pages left the page cache are marked for
@@ -114,7 +114,7 @@ class FarTier {
  private:
   FarTier() = default;
   uint64_t layer_offset(int32_t slot, int32_t layer) const {
-    return ((static_cast<uint64_t>(layer) * capacity_ + slot) * 2) * plane_bytes_;
+    return (static_cast<uint64_t>(layer) * capacity_ + slot) * layer_bytes_;
   }
   // Page-aligned [begin, end) offsets of `layer` of the slots ever used.
   std::pair<uint64_t, uint64_t> layer_pages(int32_t layer) const;
@@ -128,7 +128,7 @@ class FarTier {
   uint64_t map_bytes_ = 0;
   int32_t capacity_ = 0;
   int32_t num_layers_ = 0;
-  uint64_t plane_bytes_ = 0;
+  uint64_t layer_bytes_ = 0;
   std::vector<int32_t> free_;         // min-heap of negated slots: lowest first, so runs stay contiguous
   int32_t next_fresh_ = 0;            // slots [next_fresh_, capacity_) never used
   int32_t num_used_ = 0;

@@ -20,12 +20,7 @@ KvPrecision KvCacheConfig::resolved_precision() const {
     HZ_CHECK(dtype == DType::kF16 || dtype == DType::kF32);
     p.hot = p.cold = dtype == DType::kF32 ? KvType::kF32 : KvType::kF16;
   }
-  if (p.hot_window == 0 || p.hot == p.cold) {
-    p.hot_window = 0;
-    p.cold = p.hot;
-    p.sink_tokens = 0;  // every block is in the one type already
-  }
-  return p;
+  return kv_canonical(p);
 }
 
 KvGeometry KvCacheConfig::geometry() const {
@@ -41,13 +36,19 @@ KvCache::KvCache(const KvCacheConfig& cfg)
     : cfg_(cfg), prec_(cfg.resolved_precision()), pool_(cfg.num_blocks), staging_of_(cfg.num_blocks, -1), sealed_upto_(cfg.num_blocks, 0) {
   HZ_CHECK(cfg.block_tokens >= 16 && cfg.block_tokens % 16 == 0);
   HZ_CHECK(cfg.head_dim > 0 && cfg.num_kv_heads > 0 && cfg.num_layers > 0);
-  arena_type_ = prec_.hot_window > 0 ? prec_.cold : prec_.hot;
+  arena_types_ = prec_.arena_types();
   sink_blocks_ = static_cast<int64_t>(kv_sink_blocks(prec_, static_cast<uint64_t>(cfg.block_tokens)));
-  exact_codec_ = prec_.hot == KvType::kF32 ? kernels::KvCodec::kF32 : kernels::KvCodec::kF16;
-  staged_ = !(prec_.hot_window == 0 && (prec_.hot == KvType::kF16 || prec_.hot == KvType::kF32));
-  plane_bytes_ = kv_plane_bytes(cfg.geometry(), arena_type_, cfg.block_tokens);
-  // The planner's layout and the codecs' row sizes must describe the same bytes.
-  HZ_CHECK_MSG(plane_bytes_ == plane_bytes_for(arena_type_), "KV plane size disagrees with the planner");
+  exact_codec_ = kv_staging_type(prec_);
+  // Unstaged: one f16 or f32 type for every position and stream, written and read in place.
+  const KvTypePair hot = prec_.hot_types();
+  staged_ = !(!prec_.mixed() && hot.same() && hot.k == exact_codec_);
+  for (int32_t st = 0; st < 2; ++st) {
+    plane_bytes_[st] = kv_plane_bytes(cfg.geometry(), arena_types_[st], cfg.block_tokens);
+    // The planner's layout and the codecs' row sizes must describe the same bytes.
+    HZ_CHECK_MSG(plane_bytes_[st] == plane_bytes_for(arena_types_[st]), "KV plane size disagrees with the planner");
+  }
+  HZ_CHECK_MSG(block_bytes() == kv_block_bytes(cfg.geometry(), arena_types_, cfg.block_tokens),
+               "KV block size disagrees with the planner");
   exact_row_bytes_ = kernels::kv_row_elem_bytes(exact_codec_, cfg.head_dim);
   staging_plane_bytes_ = exact_row_bytes_ * cfg.block_tokens * cfg.num_kv_heads;
   // calloc: never-written slots read as zeros, and large pools are mapped lazily (pages are
@@ -162,6 +163,11 @@ void KvCache::encode_head(kernels::KvCodec c, int32_t block, int32_t layer, int3
                           plane_out + head_scale_offset(c, head));
 }
 
+void KvCache::encode_arena_plane(int32_t block, int32_t layer, int32_t stream, float* tmp) {
+  const kernels::KvCodec c = arena_types_[stream];
+  for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, block, layer, stream, h, tmp, plane_mut(block, layer, stream));
+}
+
 int64_t KvCache::finalized_blocks(int64_t num_positions) const {
   const int64_t lag = prec_.hot_window > 0 ? static_cast<int64_t>(prec_.hot_window) - 1 : 0;
   const int64_t done = num_positions - lag;
@@ -179,11 +185,8 @@ void KvCache::commit(const BlockRef* block_table, int64_t num_positions) {
     // Older blocks were finalized by earlier calls (released, or retained for the prefix cache).
     if (staging_of_[b] < 0 || (!retained_.empty() && retained_[b] != 0)) break;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(cfg_.block_tokens) * cfg_.head_dim);
-    const kernels::KvCodec c = arena_type_;
     for (int32_t l = sealed_upto_[b]; l < cfg_.num_layers; ++l) {
-      for (int32_t st = 0; st < 2; ++st) {
-        for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, l, st, h, tmp.data(), plane_mut(b, l, st));
-      }
+      for (int32_t st = 0; st < 2; ++st) encode_arena_plane(b, l, st, tmp.data());
     }
     sealed_upto_[b] = cfg_.num_layers;
     // Not only cacheable blocks: the scheduler registers a step's blocks after this call, and a
@@ -200,7 +203,6 @@ void KvCache::commit(const BlockRef* block_table, int64_t num_positions) {
 void KvCache::seal_layer(int32_t layer, const BlockRef* block_table, int64_t begin, int64_t end) {
   if (!staged_ || end <= begin) return;
   const int64_t bt = cfg_.block_tokens;
-  const kernels::KvCodec c = arena_type_;
   std::vector<float> tmp;
   // Blocks whose last position lies in [begin, end): those writes completed them.
   for (int64_t i = begin / bt; (i + 1) * bt <= end; ++i) {
@@ -209,9 +211,7 @@ void KvCache::seal_layer(int32_t layer, const BlockRef* block_table, int64_t beg
     const int32_t b = block_table[i].idx;
     if (staging_of_[b] < 0 || sealed_upto_[b] != layer) continue;
     if (tmp.empty()) tmp.resize(static_cast<size_t>(bt) * cfg_.head_dim);
-    for (int32_t st = 0; st < 2; ++st) {
-      for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) encode_head(c, b, layer, st, h, tmp.data(), plane_mut(b, layer, st));
-    }
+    for (int32_t st = 0; st < 2; ++st) encode_arena_plane(b, layer, st, tmp.data());
     sealed_upto_[b] = layer + 1;
   }
 }
@@ -225,17 +225,18 @@ bool KvCache::reopen_block(BlockRef block) {
 }
 
 std::vector<FarSegment> KvCache::far_segments() const {
-  const kernels::KvCodec c = arena_type_;
-  const uint64_t elems = static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_elem_bytes(c, cfg_.head_dim);
-  const uint64_t scales = static_cast<uint64_t>(kernels::kv_head_scale_bytes(c, cfg_.head_dim)) +
-                          static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
   std::vector<FarSegment> out;
   for (int32_t st = 0; st < 2; ++st) {
+    const kernels::KvCodec c = arena_types_[st];
+    const uint64_t elems = static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_elem_bytes(c, cfg_.head_dim);
+    const uint64_t scales = static_cast<uint64_t>(kernels::kv_head_scale_bytes(c, cfg_.head_dim)) +
+                            static_cast<uint64_t>(cfg_.block_tokens) * kernels::kv_row_scale_bytes(c, cfg_.head_dim);
+    const uint64_t plane = st != 0 ? plane_bytes_[0] : 0;
     for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) {
       FarSegment g;
-      g.offset = st * plane_bytes_ + head_elem_offset(c, h);
+      g.offset = plane + head_elem_offset(c, h);
       g.bytes = elems;
-      g.offset2 = st * plane_bytes_ + head_scale_offset(c, h);
+      g.offset2 = plane + head_scale_offset(c, h);
       g.bytes2 = scales;
       out.push_back(g);
     }
@@ -268,42 +269,45 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
 namespace {
 
 // One block of `from` planes to `to` planes, through f32, head by head (fp8's scale is per head).
-void transcode(const KvCache& kv, kernels::KvCodec from, const uint8_t* src, kernels::KvCodec to, uint8_t* dst) {
+void transcode(const KvCache& kv, KvTypePair from, const uint8_t* src, KvTypePair to, uint8_t* dst) {
   const KvCacheConfig& c = kv.config();
-  const uint64_t pf = kv.plane_bytes_for(from), pt = kv.plane_bytes_for(to);
   std::vector<float> tmp(static_cast<size_t>(c.block_tokens) * c.head_dim);
-  for (int32_t p = 0; p < 2 * c.num_layers; ++p) {
-    const uint8_t* s = src + p * pf;
-    uint8_t* d = dst + p * pt;
-    for (int32_t h = 0; h < c.num_kv_heads; ++h) {
-      kernels::decode_kv_rows(from, s + kv.head_elem_offset(from, h), s + kv.head_scale_offset(from, h), c.block_tokens,
-                              c.head_dim, tmp.data());
-      kernels::encode_kv_rows(to, tmp.data(), c.block_tokens, c.head_dim, d + kv.head_elem_offset(to, h),
-                              d + kv.head_scale_offset(to, h));
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    for (int32_t st = 0; st < 2; ++st) {
+      const kernels::KvCodec f = from[st], t = to[st];
+      for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+        kernels::decode_kv_rows(f, src + kv.head_elem_offset(f, h), src + kv.head_scale_offset(f, h), c.block_tokens,
+                                c.head_dim, tmp.data());
+        kernels::encode_kv_rows(t, tmp.data(), c.block_tokens, c.head_dim, dst + kv.head_elem_offset(t, h),
+                                dst + kv.head_scale_offset(t, h));
+      }
+      src += kv.plane_bytes_for(f);
+      dst += kv.plane_bytes_for(t);
     }
   }
 }
 
 }  // namespace
 
-void KvCache::transcode_out(int32_t block, kernels::KvCodec to, uint8_t* out) const {
-  transcode(*this, arena_type_, block_data(block), to, out);
+void KvCache::transcode_out(int32_t block, KvTypePair to, uint8_t* out) const {
+  transcode(*this, arena_types_, block_data(block), to, out);
 }
 
-void KvCache::transcode_in(int32_t block, kernels::KvCodec from, const uint8_t* in) {
-  transcode(*this, from, in, arena_type_, block_data_mut(block));
+void KvCache::transcode_in(int32_t block, KvTypePair from, const uint8_t* in) {
+  transcode(*this, from, in, arena_types_, block_data_mut(block));
 }
 
 KvMemory KvCache::memory() const {
   KvMemory m;
   m.block_tokens = cfg_.block_tokens;
   m.precision = prec_;
-  m.arena.type = arena_type_;
+  m.arena.type = arena_types_.k;
+  m.arena.type_v = arena_types_.v;
   m.arena.bytes_per_block = block_bytes();
   m.arena.blocks_total = cfg_.num_blocks;
   m.arena.blocks_in_use = pool_.num_used();
   m.arena.blocks_cached = pool_.num_cached();
-  m.staging.type = exact_codec_ == kernels::KvCodec::kF32 ? KvType::kF32 : KvType::kF16;
+  m.staging.type = m.staging.type_v = exact_codec_ == kernels::KvCodec::kF32 ? KvType::kF32 : KvType::kF16;
   m.staging.bytes_per_block = 2 * staging_plane_bytes_ * cfg_.num_layers;
   m.staging.blocks_total = num_staging_slots();
   m.staging.blocks_in_use = num_staging_in_use();

@@ -62,16 +62,20 @@ class KvCache : public KvStorage {
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
 
-  // Arena type: the cold type with a hot window, else the cache type. Equals the planner's layout.
-  KvType arena_type() const { return arena_type_; }
+  // Arena types of K (stream 0) and V (stream 1): the cold types with a hot window, else the cache
+  // types. Equal the planner's layout.
+  KvTypePair arena_types() const { return arena_types_; }
+  KvType arena_type(int32_t stream) const { return arena_types_[stream]; }
   // Whether writes go through staging (any type other than a plain f16 / f32 cache).
   bool staged() const { return staged_; }
   // Element type of written rows and exact reads: kF32 for f32 caches, else kF16.
   kernels::KvCodec exact_codec() const { return exact_codec_; }
 
-  // Bytes of one plane (K or V of one layer in one block) and of one block, as the planner computes.
-  uint64_t plane_bytes() const { return plane_bytes_; }
-  uint64_t block_bytes() const { return 2 * plane_bytes_ * cfg_.num_layers; }
+  // Bytes of one plane (K or V of one layer in one block), of one layer (K plane, then V plane) and
+  // of one block, as the planner computes.
+  uint64_t plane_bytes(int32_t stream) const { return plane_bytes_[stream]; }
+  uint64_t layer_bytes() const { return plane_bytes_[0] + plane_bytes_[1]; }
+  uint64_t block_bytes() const { return layer_bytes() * cfg_.num_layers; }
   uint64_t total_bytes() const { return block_bytes() * cfg_.num_blocks; }
   uint64_t exact_row_bytes() const { return exact_row_bytes_; }
 
@@ -97,11 +101,12 @@ class KvCache : public KvStorage {
   bool has_staging(int32_t block) const { return staging_of_[block] >= 0; }
   // Arena plane of pool block `block`: elements [num_kv_heads][block_tokens][row elem bytes], then scales.
   const uint8_t* plane(int32_t block, int32_t layer, int32_t stream) const {
-    return arena_.get() + static_cast<uint64_t>(block) * block_bytes() + (2 * static_cast<uint64_t>(layer) + stream) * plane_bytes_;
+    return arena_.get() + static_cast<uint64_t>(block) * block_bytes() + static_cast<uint64_t>(layer) * layer_bytes() +
+           (stream != 0 ? plane_bytes_[0] : 0);
   }
   // The same for any block: a far block's bytes through the far tier's mapping.
   const uint8_t* plane(BlockRef block, int32_t layer, int32_t stream) const {
-    if (block.is_far()) return far_->layer_data(block.idx, layer) + stream * plane_bytes_;
+    if (block.is_far()) return far_->layer_data(block.idx, layer) + (stream != 0 ? plane_bytes_[0] : 0);
     return plane(block.idx, layer, stream);
   }
 
@@ -133,13 +138,13 @@ class KvCache : public KvStorage {
   // disk tier stores and restores. Valid for finalized blocks (no staging copy left).
   const uint8_t* block_data(int32_t block) const { return plane(block, 0, 0); }
   uint8_t* block_data_mut(int32_t block) { return plane_mut(block, 0, 0); }
-  // Bytes of one block in type `t` (the arena's layout with `t`'s planes).
-  uint64_t block_bytes_for(kernels::KvCodec t) const { return 2 * plane_bytes_for(t) * cfg_.num_layers; }
-  // Re-quantization for a disk tier in another type: `block`'s arena bytes decoded and encoded as a
-  // block of type `to` into `out` (block_bytes_for(to) bytes), and back (`in` of type `from` into
-  // the arena). Deterministic; lossy when the target type is narrower.
-  void transcode_out(int32_t block, kernels::KvCodec to, uint8_t* out) const;
-  void transcode_in(int32_t block, kernels::KvCodec from, const uint8_t* in);
+  // Bytes of one block with K planes of type t.k and V planes of type t.v (the arena's layout).
+  uint64_t block_bytes_for(KvTypePair t) const { return (plane_bytes_for(t.k) + plane_bytes_for(t.v)) * cfg_.num_layers; }
+  // Re-quantization for a disk tier in other types: `block`'s arena bytes decoded and encoded as a
+  // block of types `to` into `out` (block_bytes_for(to) bytes), and back (`in` of types `from` into
+  // the arena). Deterministic; lossy when a target type is narrower.
+  void transcode_out(int32_t block, KvTypePair to, uint8_t* out) const;
+  void transcode_in(int32_t block, KvTypePair from, const uint8_t* in);
   // Offsets of head `head`'s first row elements and scales inside a plane of type `c`.
   uint64_t head_elem_offset(kernels::KvCodec c, int32_t head) const;
   uint64_t head_scale_offset(kernels::KvCodec c, int32_t head) const;  // from the plane start
@@ -205,6 +210,8 @@ class KvCache : public KvStorage {
   uint8_t* plane_mut(int32_t block, int32_t layer, int32_t stream) {
     return const_cast<uint8_t*>(static_cast<const KvCache*>(this)->plane(block, layer, stream));
   }
+  // Encodes every head of (block, layer, stream) from staging into the arena.
+  void encode_arena_plane(int32_t block, int32_t layer, int32_t stream, float* tmp);
   uint8_t* staging_plane(int32_t slot, int32_t layer, int32_t stream) const {
     return staging_[slot].get() + (2 * static_cast<uint64_t>(layer) + stream) * staging_plane_bytes_;
   }
@@ -214,12 +221,12 @@ class KvCache : public KvStorage {
 
   KvCacheConfig cfg_;
   KvPrecision prec_;
-  KvType arena_type_;
+  KvTypePair arena_types_;
   bool staged_ = false;
   int64_t sink_blocks_ = 0;
   kernels::KvCodec exact_codec_;
   BlockPool pool_;
-  uint64_t plane_bytes_ = 0;
+  uint64_t plane_bytes_[2] = {0, 0};  // K, V
   uint64_t exact_row_bytes_ = 0;
   uint64_t staging_plane_bytes_ = 0;
   struct FreeDeleter {

@@ -3,8 +3,9 @@
 //
 // Layout (one block = `block_tokens` positions of every layer; kv/kv_cache.h allocates it):
 //   storage [num_blocks][num_layers][stream][...], stream = K, V (GQA) or the one latent (MLA).
-//   One stream of one layer in one block = a "plane":
-//     elements: [num_heads][block_tokens][head_dim], codec = KV type
+//   One stream of one layer in one block = a "plane" (K's and V's may be of different types, so
+//   of different sizes: KvTypePair; V's plane starts where K's ends):
+//     elements: [num_heads][block_tokens][head_dim], codec = the stream's KV type
 //     then scales (quantized types only), right after the elements of that plane:
 //   f32 / f16 / bf16: 4 / 2 / 2 bytes per element, no scales.
 //   fp8 (E4M3): 1 byte per element + one f32 scale per (plane, head): [num_heads] f32.
@@ -48,6 +49,24 @@ uint64_t kv_scale_group(uint64_t head_dim);
 uint64_t kv_plane_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens);
 // Bytes of one block across all layers and streams: what the pool allocates per block.
 uint64_t kv_block_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens);
+
+// The element types of a block's two streams: K and V (GQA/MHA). MLA's one latent stream takes `k`.
+struct KvTypePair {
+  KvType k = KvType::kF16;
+  KvType v = KvType::kF16;
+  KvType operator[](int32_t stream) const { return stream == 0 ? k : v; }
+  bool same() const { return k == v; }
+  bool operator==(const KvTypePair&) const = default;
+};
+// "int8", or "K int8 / V int4" when the streams differ.
+std::string kv_type_pair_name(KvTypePair t);
+// One byte for the record headers of the KV stores: the KvType when both streams share it, else
+// 16 + 16 * k + v (never a single type's value).
+uint8_t kv_type_pair_code(KvTypePair t);
+std::optional<KvTypePair> kv_type_pair_from_code(uint8_t code);  // nullopt: not a code of kv_type_pair_code
+// Bytes of one block with K planes in t.k and V planes in t.v (MLA: t.k only).
+uint64_t kv_block_bytes(const KvGeometry& g, KvTypePair t, uint64_t block_tokens);
+uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvTypePair t, uint64_t block_tokens, uint64_t num_tokens);
 // Bytes per token: kv_block_bytes / block_tokens (exact; fractional when scales are per block).
 double kv_bytes_per_token(const KvGeometry& g, KvType t, uint64_t block_tokens);
 // Bytes for a sequence of `num_tokens` positions: whole blocks.
@@ -60,17 +79,38 @@ uint64_t kv_bytes_for_tokens(const KvGeometry& g, KvType t, uint64_t block_token
 // `sink_tokens` (only with a hot window): the blocks holding positions [0, sink_tokens) stay in the
 // hot type for every query, however old (attention sinks: the first tokens draw outsized
 // attention); whole blocks, so a block of 16 tokens keeps positions 0-15 for any value 1-16.
+// Keys and values may take different types (`hot_v`, `cold_v`; unset: the keys' type) and only one
+// of them may be rotated (`rotated_v`; unset: as the keys): `hot`, `cold` and `rotated` are the
+// keys' (and, unless overridden, the values') settings. MLA's one stream follows the keys'.
 struct KvPrecision {
   KvType hot = KvType::kF16;
   uint64_t hot_window = 0;
   KvType cold = KvType::kF16;
   bool rotated = false;
   uint64_t sink_tokens = 0;
+  std::optional<KvType> hot_v;
+  std::optional<KvType> cold_v;
+  std::optional<bool> rotated_v;
+
+  KvTypePair hot_types() const { return {hot, hot_v.value_or(hot)}; }
+  KvTypePair cold_types() const { return {cold, cold_v.value_or(cold)}; }
+  bool rotated_stream(int32_t stream) const { return stream == 0 ? rotated : rotated_v.value_or(rotated); }
+  bool any_rotated() const { return rotated_stream(0) || rotated_stream(1); }
+  // Whether anything is stored in a type other than the hot one (a window whose types differ).
+  bool mixed() const { return hot_window > 0 && hot_types() != cold_types(); }
+  // The types of what the arena holds: the cold types with a window, else the hot ones.
+  KvTypePair arena_types() const { return mixed() ? cold_types() : hot_types(); }
 };
 // Blocks kept in the hot type as sinks: ceil(sink_tokens / block_tokens) with a hot window, else 0.
 uint64_t kv_sink_blocks(const KvPrecision& p, uint64_t block_tokens);
 uint64_t kv_bytes_for_tokens(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t num_tokens);
-std::string kv_precision_name(const KvPrecision& p);  // "f16", "f16 (hot 4096) + int4", "int4 rotated",
-                                                      // "f16 (hot 32, sinks 4) + int2 rotated"
+// "f16", "f16 (hot 4096) + int4", "int4 rotated", "f16 (hot 32, sinks 4) + int2 rotated",
+// "f16 (hot 32) + K int3 / V int2", "K int4c / V int4 (V rotated)". Keys every tier's fingerprint.
+std::string kv_precision_name(const KvPrecision& p);
+// Type of the staging copies (written rows, exact reads): f32 when a hot type is f32, else f16.
+KvType kv_staging_type(const KvPrecision& p);
+// The same precision with its redundant parts dropped: a window whose hot and cold types match (and
+// its sinks), V settings equal to the keys'. Names and comparisons see the canonical form.
+KvPrecision kv_canonical(KvPrecision p);
 
 }  // namespace hz

@@ -43,8 +43,8 @@ Result<std::unique_ptr<KvManager>> KvManager::open(const KvOptions& o, const KvP
 Status KvManager::open_store(const KvOptions& o, const KvPlan& plan, const KvModelInfo& m) {
   kvstore::FingerprintInputs fi = m.fingerprint_inputs ? m.fingerprint_inputs() : kvstore::FingerprintInputs{};
   fi.kv_type = kv_precision_name(plan.precision);
-  const KvType disk_type = o.disk_type.value_or(cache_->arena_type());
-  fi.kv_type += std::string(" disk ") + kv_type_name(disk_type);
+  const KvTypePair disk_type = o.disk_type ? KvTypePair{*o.disk_type, *o.disk_type} : cache_->arena_types();
+  fi.kv_type += " disk " + kv_type_pair_name(disk_type);
   fi.block_tokens = static_cast<uint32_t>(block_tokens_);
   fingerprint_ = kvstore::make_fingerprint(fi);
 
@@ -79,7 +79,7 @@ void KvManager::open_far(const KvOptions& o) {
   fo.dir = o.disk_dir;
   fo.budget_bytes = o.disk_budget_bytes;
   fo.num_layers = cache_->config().num_layers;
-  fo.plane_bytes = cache_->plane_bytes();
+  fo.layer_bytes = cache_->layer_bytes();
   fo.segments = cache_->far_segments();
   auto far = FarTier::open(fo);
   if (!far.ok()) {

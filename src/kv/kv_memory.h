@@ -10,7 +10,8 @@
 namespace hz {
 
 struct KvMemoryTier {
-  KvType type = KvType::kF16;
+  KvType type = KvType::kF16;    // keys (MLA: the latent)
+  KvType type_v = KvType::kF16;  // values
   uint64_t bytes_per_block = 0;  // all layers, K and V
   int64_t blocks_total = 0;      // reserved (arena) or created (staging)
   int64_t blocks_in_use = 0;     // referenced (arena) or holding a block's copy (staging)

@@ -38,15 +38,14 @@ Status check_remote(const KvOptions& o) {
 KvPrecision resolve_precision(const KvOptions& o) {
   KvPrecision p;
   p.hot = o.hot_type;
+  p.hot_v = o.hot_type_v;
   p.hot_window = static_cast<uint64_t>(o.hot_window);
   p.cold = o.cold_type;
+  p.cold_v = o.cold_type_v;
   p.sink_tokens = static_cast<uint64_t>(std::max(o.sink_tokens, 0));
-  if (p.hot_window == 0 || p.hot == p.cold) {
-    p.hot_window = 0;
-    p.cold = p.hot;
-  }
-  p.rotated = kv_rotation_on(o.rotation, p);
-  return p;
+  p = kv_canonical(p);
+  apply_kv_rotation(o.rotation, p);
+  return kv_canonical(p);
 }
 
 // The default budget: room for max_num_seqs full-length sequences, capped at a quarter of RAM.
@@ -61,7 +60,7 @@ uint64_t default_budget(const KvPlan& p, const KvDemand& d) {
 // enough for every sequence slot's attach point (hot blocks + 1) four times over, at most a quarter.
 int32_t retained_blocks(const KvPlan& p, const KvDemand& d) {
   if (!p.prefix_caching || p.precision.hot_window == 0) return 0;
-  const KvType staging = p.precision.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16;
+  const KvType staging = kv_staging_type(p.precision);
   const uint64_t staging_bytes = kv_block_bytes(d.geometry, staging, p.block_tokens);
   return static_cast<int32_t>(
       std::min<uint64_t>(4 * static_cast<uint64_t>(p.hot_blocks + 1) * static_cast<uint64_t>(d.max_num_seqs),
@@ -77,7 +76,7 @@ Result<KvRotationMode> parse_kv_rotation(const std::string& name, const char* fl
   return invalid_argument("{} '{}' is not one of auto, on, off", flag, name);
 }
 
-bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p) {
+bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p, int32_t stream) {
   if (mode != KvRotationMode::kAuto) return mode == KvRotationMode::kOn;
   // Measured on stories260K (ctx 256, mean KLD vs f32 KV): int8 3.2e-4 -> 1.6e-4, int4 0.14 ->
   // 0.061, int4 under a 32-token f16 window 1.2e-2 -> 3.8e-3; fp8 4.2e-3 -> 7.4e-3 (worse: its one
@@ -86,21 +85,31 @@ bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p) {
   // f16 hot 32: int2 1.57e-2 -> 2.70e-2, int3 2.78e-3 -> 3.01e-3): rotation spreads an outlier
   // channel, which a channel scale isolates.
   auto grouped = [](KvType t) { return t == KvType::kInt8 || t == KvType::kInt4; };
-  return grouped(p.hot) || (p.hot_window > 0 && grouped(p.cold));
+  return grouped(p.hot_types()[stream]) || (p.mixed() && grouped(p.cold_types()[stream]));
+}
+
+void apply_kv_rotation(KvRotationMode mode, KvPrecision& p) {
+  p.rotated = kv_rotation_on(mode, p, 0);
+  p.rotated_v = kv_rotation_on(mode, p, 1);
+  if (p.rotated_v == p.rotated) p.rotated_v.reset();
 }
 
 Status KvOptions::check_types() const {
-  if (kv_type_cold_only(hot_type)) {
-    return invalid_argument("--kv-cache-dtype {0} is too lossy for every position: use it as --kv-cold-dtype {0} "
-                            "under a --kv-hot-window of a wider --kv-cache-dtype (e.g. --kv-hot-window 32 "
-                            "--kv-cold-dtype {0})",
-                            kv_type_name(hot_type));
+  for (int32_t st = 0; st < 2; ++st) {
+    const KvType t = st == 0 ? hot_type : hot_type_v.value_or(hot_type);
+    if (!kv_type_cold_only(t)) continue;
+    const char* flag = st == 0 ? (hot_type_v ? "--kv-cache-dtype-k" : "--kv-cache-dtype") : "--kv-cache-dtype-v";
+    return invalid_argument("{1} {0} is too lossy for every position: use it as --kv-cold-dtype{2} {0} "
+                            "under a --kv-hot-window of a wider {1} (e.g. --kv-hot-window 32 "
+                            "--kv-cold-dtype{2} {0})",
+                            kv_type_name(t), flag, st == 0 ? (hot_type_v ? "-k" : "") : "-v");
   }
   if (disk_type && kv_type_cold_only(*disk_type))
     return invalid_argument("--kv-disk-dtype {}: int3 and int2 are only usable as --kv-cold-dtype under a hot window",
                             kv_type_name(*disk_type));
   if (sink_tokens < 0) return invalid_argument("--kv-sink-tokens must be 0 or more, got {}", sink_tokens);
-  if (sink_tokens > 0 && (hot_window == 0 || hot_type == cold_type))
+  const KvTypePair hot{hot_type, hot_type_v.value_or(hot_type)}, cold{cold_type, cold_type_v.value_or(cold_type)};
+  if (sink_tokens > 0 && (hot_window == 0 || hot == cold))
     return invalid_argument("--kv-sink-tokens {} needs --kv-hot-window N and a --kv-cold-dtype other than "
                             "--kv-cache-dtype: sink tokens stay in the hot type while older tokens take the cold "
                             "type, and without a cold type every position is stored alike",
@@ -114,6 +123,9 @@ Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
   KvPlan p;
   p.block_tokens = block_tokens;
   p.precision = resolve_precision(*this);
+  if (d.geometry.num_streams < 2 && (!p.precision.hot_types().same() || !p.precision.cold_types().same()))
+    return invalid_argument("--kv-cache-dtype-v / --kv-cold-dtype-v: this model stores one latent stream per position "
+                            "(MLA), not separate keys and values; give one type (--kv-cache-dtype)");
   const bool hot_window = p.precision.hot_window > 0;
   p.hot_blocks = hot_window ? static_cast<int32_t>((p.precision.hot_window - 1 + block_tokens - 1) / block_tokens) : 0;
   // The disk's prefix store is a tier of the prefix cache: it implies it, but not with a hot window.
@@ -127,10 +139,10 @@ Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
   if (!disk_dir.empty() && hot_window)
     p.warnings.push_back("--kv-disk-dir with --kv-hot-window: the prefix store is off (blocks would come back from disk "
                          "in their cold form only); long contexts still keep their far blocks on disk");
-  p.block_bytes = kv_block_bytes(d.geometry, hot_window ? p.precision.cold : p.precision.hot, block_tokens);
+  p.block_bytes = kv_block_bytes(d.geometry, p.precision.arena_types(), block_tokens);
   p.budget_bytes = budget_bytes > 0 ? budget_bytes : default_budget(p, d);
   p.retained_blocks = retained_blocks(p, d);
-  const KvType staging = p.precision.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16;
+  const KvType staging = kv_staging_type(p.precision);
   // Every sequence holds the staging copies of its sink blocks for its whole life.
   p.sink_blocks = static_cast<int32_t>(kv_sink_blocks(p.precision, static_cast<uint64_t>(block_tokens)));
   const uint64_t staged_blocks =

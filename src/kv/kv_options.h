@@ -20,16 +20,22 @@ struct KvPlan;
 // it on where it was measured to lower the KL divergence (kv_rotation_on).
 enum class KvRotationMode { kAuto, kOn, kOff };
 Result<KvRotationMode> parse_kv_rotation(const std::string& name, const char* flag);
-// Whether `mode` rotates a cache of precision `p`. kAuto: on when an integer type scaled per row
-// group (int8, int4) is stored, where it was measured to help; off for exact types (f32, f16,
-// bf16), fp8 and the per-channel types (int8c, int4c, int3, int2).
-bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p);
+// Whether `mode` rotates stream `stream` (0 = K, 1 = V) of a cache of precision `p`. kAuto: on when
+// that stream stores an integer type scaled per row group (int8, int4), where it was measured to
+// help; off for exact types (f32, f16, bf16), fp8 and the per-channel types (int8c, int4c, int3,
+// int2). So with keys in int4c and values in int4, auto rotates the values only.
+bool kv_rotation_on(KvRotationMode mode, const KvPrecision& p, int32_t stream);
+// Sets p.rotated / p.rotated_v from `mode`.
+void apply_kv_rotation(KvRotationMode mode, KvPrecision& p);
 
 struct KvOptions {
   int32_t block_tokens = 16;               // positions per block (16..256, a multiple of 16)
   KvType hot_type = KvType::kF16;          // the newest hot_window tokens, or every token
   int32_t hot_window = 0;                  // 0: one type for every position
   KvType cold_type = KvType::kInt8;        // blocks older than the hot window
+  // Values' types when they differ from the keys' (hot_type / cold_type are then the keys' only).
+  std::optional<KvType> hot_type_v;
+  std::optional<KvType> cold_type_v;
   KvRotationMode rotation = KvRotationMode::kAuto;  // Hadamard-rotated K/V rows (kv/kv_rotation.h)
   int32_t sink_tokens = 0;                 // the blocks of positions < N stay in hot_type (needs a window)
   uint64_t budget_bytes = 0;               // 0: room for the demand's sequences, capped at 25% of RAM
@@ -60,6 +66,8 @@ struct KvOptions {
   //  - a remote URL implies prefix caching and the remote tier, which needs a secret; with a hot
   //    window it is off, like the disk prefix store and for the same reason (a warning);
   //  - the far tier needs a pool that holds one running sequence's RAM part, else it is off (a warning).
+  //  - keys and values may take different types (K and V planes of their own sizes), except for
+  //    MLA's single latent stream (refused);
   //  - int3 / int2 only as the cold type under a hot window (refused as --kv-cache-dtype or
   //    --kv-disk-dtype); sink tokens need a hot window with a cold type other than the hot one
   //    (without one every position is in one type already: refused, so the flag never silently
@@ -81,7 +89,7 @@ struct KvDemand {
 
 // The composed configuration: what validate() decided, every decision in one place.
 struct KvPlan {
-  KvPrecision precision;            // resolved: a window whose types match is dropped
+  KvPrecision precision;            // resolved (kv_canonical): a window whose types match is dropped
   int32_t block_tokens = 16;
   bool prefix_caching = false;      // requested, or implied by the prefix store
   bool prefix_store = false;        // disk store of cached prefixes

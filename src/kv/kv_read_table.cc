@@ -49,31 +49,32 @@ void KvReadTable::reset(const KvCache& kv, const BlockRef* blocks, int64_t q_beg
     s.head_scales = static_cast<uint64_t>(kernels::kv_head_scale_bytes(t, head_dim_)) + s.row_scales * bt;
     s.scales = kv.head_scale_offset(t, 0);
   }
-  enc_plane_bytes_ = std::max(kv.plane_bytes_for(kv.arena_type()), kv.plane_bytes_for(kv.precision().hot));
+  enc_plane_bytes_ = 0;
+  const KvTypePair arena = kv.arena_types(), hot = kv.precision().hot_types();
+  for (KvType t : {arena.k, arena.v, hot.k, hot.v}) enc_plane_bytes_ = std::max(enc_plane_bytes_, kv.plane_bytes_for(t));
 }
 
 KvBlockDesc KvReadTable::stored(BlockRef b, int32_t layer, bool exact) const {
   KvBlockDesc d;
   if (exact) {
-    d.codec = kv_->exact_codec();
+    d.k_codec = d.v_codec = kv_->exact_codec();
     d.k_elems = kv_->exact_plane(b.idx, layer, 0);
     d.v_elems = kv_->exact_plane(b.idx, layer, 1);
     HZ_DCHECK(d.k_elems != nullptr);
     return d;
   }
-  d.codec = kv_->arena_type();
+  d.k_codec = kv_->arena_type(0);
+  d.v_codec = kv_->arena_type(1);
   d.k_elems = kv_->plane(b, layer, 0);
   d.v_elems = kv_->plane(b, layer, 1);
-  if (has_scales(d.codec)) {
-    const uint64_t so = strides_[static_cast<size_t>(d.codec)].scales;
-    d.k_scales = d.k_elems + so;
-    d.v_scales = d.v_elems + so;
-  }
+  if (has_scales(d.k_codec)) d.k_scales = d.k_elems + strides_[static_cast<size_t>(d.k_codec)].scales;
+  if (has_scales(d.v_codec)) d.v_scales = d.v_elems + strides_[static_cast<size_t>(d.v_codec)].scales;
   return d;
 }
 
-void KvReadTable::add_encode(int64_t block_idx, KvBlockDesc* d, kernels::KvCodec c) {
-  d->codec = c;
+void KvReadTable::add_encode(int64_t block_idx, KvBlockDesc* d, KvTypePair c) {
+  d->k_codec = c.k;
+  d->v_codec = c.v;
   // The planes are placed once enc_ has its final size (plan_layer).
   jobs_.push_back({block_idx, d, c});
   ++num_encodes_;
@@ -81,10 +82,11 @@ void KvReadTable::add_encode(int64_t block_idx, KvBlockDesc* d, kernels::KvCodec
 
 void KvReadTable::add_hot(int64_t block_idx, KvBlockDesc* d, int32_t layer) {
   HZ_CHECK_MSG(blocks_[block_idx].is_pool(), "a block read hot is on the far tier");
-  if (kv_->precision().hot == kv_->exact_codec()) {
+  const KvTypePair hot = kv_->precision().hot_types();
+  if (hot.k == kv_->exact_codec() && hot.v == kv_->exact_codec()) {
     *d = stored(blocks_[block_idx], layer, true);
   } else {
-    add_encode(block_idx, d, kv_->precision().hot);
+    add_encode(block_idx, d, hot);
   }
 }
 
@@ -97,11 +99,11 @@ void KvReadTable::plan_layer(int32_t layer) {
     const BlockRef b = blocks_[i];
     if (b.is_far()) {
       cold_[i] = stored(b, layer, false);
-      jobs_.push_back({i, nullptr, cold_[i].codec});
+      jobs_.push_back({i, nullptr, kv_->arena_types()});
     } else if (!staged_ || kv_->arena_valid(b.idx, layer)) {
       cold_[i] = stored(b, layer, false);
     } else {
-      add_encode(i, &cold_[i], kv_->arena_type());  // not sealed: its arena form made from staging
+      add_encode(i, &cold_[i], kv_->arena_types());  // not sealed: its arena form made from staging
     }
   }
   if (staged_) {
@@ -128,13 +130,8 @@ void KvReadTable::plan_layer(int32_t layer) {
     uint8_t* k = enc_.data() + (2 * static_cast<uint64_t>(slot++)) * enc_plane_bytes_;
     j.desc->k_elems = k;
     j.desc->v_elems = k + enc_plane_bytes_;
-    if (has_scales(j.codec)) {
-      const uint64_t so = strides_[static_cast<size_t>(j.codec)].scales;
-      j.desc->k_scales = j.desc->k_elems + so;
-      j.desc->v_scales = j.desc->v_elems + so;
-    } else {
-      j.desc->k_scales = j.desc->v_scales = nullptr;
-    }
+    j.desc->k_scales = has_scales(j.codecs.k) ? j.desc->k_elems + strides_[static_cast<size_t>(j.codecs.k)].scales : nullptr;
+    j.desc->v_scales = has_scales(j.codecs.v) ? j.desc->v_elems + strides_[static_cast<size_t>(j.codecs.v)].scales : nullptr;
   }
 }
 
@@ -151,7 +148,7 @@ void KvReadTable::run_job(const Job& j, float* tmp) const {
   // encoder commit() uses, so readers see the bytes the arena will hold.
   uint8_t* planes[2] = {const_cast<uint8_t*>(j.desc->k_elems), const_cast<uint8_t*>(j.desc->v_elems)};
   for (int32_t st = 0; st < 2; ++st) {
-    for (int32_t h = 0; h < num_heads; ++h) kv_->encode_head(j.codec, block, layer_, st, h, tmp, planes[st]);
+    for (int32_t h = 0; h < num_heads; ++h) kv_->encode_head(j.codecs[st], block, layer_, st, h, tmp, planes[st]);
   }
 }
 

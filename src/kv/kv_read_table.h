@@ -23,23 +23,26 @@ namespace hz {
 // One block of one layer as a reader sees it. Planes as in kv/kv_layout.h: elements
 // [num_kv_heads][block_tokens][row elem bytes], then scales ([num_kv_heads][block_tokens][row scale
 // bytes]; fp8: [num_kv_heads] f32). The pointers are head 0, slot 0; scales are null for types
-// without them (f32, f16, bf16).
+// without them (f32, f16, bf16). K and V may be in different codecs (separate K and V types).
 struct KvBlockDesc {
   const uint8_t* k_elems = nullptr;
   const uint8_t* v_elems = nullptr;
   const uint8_t* k_scales = nullptr;
   const uint8_t* v_scales = nullptr;
-  kernels::KvCodec codec = kernels::KvCodec::kF16;
+  kernels::KvCodec k_codec = kernels::KvCodec::kF16;
+  kernels::KvCodec v_codec = kernels::KvCodec::kF16;
 };
 
 // The rows of one tile (consecutive positions inside one block) of one KV head.
 struct KvTile {
-  kernels::KvCodec codec = kernels::KvCodec::kF16;
+  kernels::KvCodec k_codec = kernels::KvCodec::kF16;
+  kernels::KvCodec v_codec = kernels::KvCodec::kF16;
   const uint8_t* k = nullptr;   // first row's elements
   const uint8_t* v = nullptr;
   const uint8_t* ks = nullptr;  // first row's scales (fp8: the head's scale); null without scales
   const uint8_t* vs = nullptr;
-  uint64_t bytes = 0;           // element bytes of the tile's rows (for prefetching)
+  uint64_t bytes = 0;           // element bytes of the tile's K rows (for prefetching)
+  uint64_t v_bytes = 0;         // and of its V rows
 };
 
 class KvReadTable {
@@ -79,19 +82,18 @@ class KvReadTable {
   // The `n` rows of KV head `head` from position `t0` (one block) as a query at `query_pos` reads them.
   KvTile tile(int32_t head, int64_t query_pos, int64_t t0, int32_t n) const {
     const KvBlockDesc& d = block(query_pos, t0 / block_tokens_);
-    const Strides& s = strides_[static_cast<size_t>(d.codec)];
-    const uint64_t slot = static_cast<uint64_t>(t0 % block_tokens_);
-    const uint64_t eoff = static_cast<uint64_t>(head) * s.head_elems + slot * s.row_elems;
+    const Strides& sk = strides_[static_cast<size_t>(d.k_codec)];
+    const Strides& sv = strides_[static_cast<size_t>(d.v_codec)];
+    const uint64_t slot = static_cast<uint64_t>(t0 % block_tokens_), h = static_cast<uint64_t>(head);
     KvTile t;
-    t.codec = d.codec;
-    t.k = d.k_elems + eoff;
-    t.v = d.v_elems + eoff;
-    if (d.k_scales != nullptr) {
-      const uint64_t soff = static_cast<uint64_t>(head) * s.head_scales + slot * s.row_scales;
-      t.ks = d.k_scales + soff;
-      t.vs = d.v_scales + soff;
-    }
-    t.bytes = static_cast<uint64_t>(n) * s.row_elems;
+    t.k_codec = d.k_codec;
+    t.v_codec = d.v_codec;
+    t.k = d.k_elems + h * sk.head_elems + slot * sk.row_elems;
+    t.v = d.v_elems + h * sv.head_elems + slot * sv.row_elems;
+    if (d.k_scales != nullptr) t.ks = d.k_scales + h * sk.head_scales + slot * sk.row_scales;
+    if (d.v_scales != nullptr) t.vs = d.v_scales + h * sv.head_scales + slot * sv.row_scales;
+    t.bytes = static_cast<uint64_t>(n) * sk.row_elems;
+    t.v_bytes = static_cast<uint64_t>(n) * sv.row_elems;
     return t;
   }
 
@@ -101,7 +103,7 @@ class KvReadTable {
   struct Job {
     int64_t block_idx;
     KvBlockDesc* desc;   // encode target (its planes point into enc_); null: a far check
-    kernels::KvCodec codec;
+    KvTypePair codecs;   // K and V codecs of the encode
   };
   struct Strides {
     uint64_t row_elems = 0, head_elems = 0, row_scales = 0, head_scales = 0;
@@ -110,7 +112,7 @@ class KvReadTable {
   // Fills the descriptors of `layer` and lists the encodes and checks in jobs_.
   void plan_layer(int32_t layer);
   KvBlockDesc stored(BlockRef b, int32_t layer, bool exact) const;
-  void add_encode(int64_t block_idx, KvBlockDesc* d, kernels::KvCodec c);
+  void add_encode(int64_t block_idx, KvBlockDesc* d, KvTypePair c);
   // `d` = the hot form of block `block_idx`: its staging copy, or an encode of it in the hot type.
   void add_hot(int64_t block_idx, KvBlockDesc* d, int32_t layer);
   void run_job(const Job& j, float* tmp) const;
@@ -131,7 +133,7 @@ class KvReadTable {
   int64_t sink_blocks_ = 0;            // blocks every later query reads hot (KvCache::sink_blocks)
   std::vector<KvBlockDesc> sinks_;     // [blocks before near_begin_]: the hot form of sink blocks
   std::vector<Job> jobs_;
-  std::vector<uint8_t> enc_;           // encoded planes: [encodes][K, V] planes of the arena's plane size at most
+  std::vector<uint8_t> enc_;           // encoded planes: [encodes][K, V] planes of enc_plane_bytes_ each
   uint64_t enc_plane_bytes_ = 0;
   int32_t num_encodes_ = 0;
 };

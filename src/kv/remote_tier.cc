@@ -18,7 +18,7 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const KvOptions& o, const K
   kvstore::FingerprintInputs fi = inputs ? inputs() : kvstore::FingerprintInputs{};
   // Replicas exchange arena bytes: the same model is not enough, the bytes' type, layout and the
   // backend that computed them must match too (CPU and GPU kernels differ in the last bits).
-  fi.kv_type = fmt::format("{} remote {} backend {}", kv_precision_name(plan.precision), kv_type_name(kv.arena_type()),
+  fi.kv_type = fmt::format("{} remote {} backend {}", kv_precision_name(plan.precision), kv_type_pair_name(kv.arena_types()),
                            o.backend);
   fi.block_tokens = static_cast<uint32_t>(plan.block_tokens);
   kvstore::RemoteOptions ro;
@@ -27,7 +27,7 @@ Result<std::unique_ptr<RemoteTier>> RemoteTier::open(const KvOptions& o, const K
   ro.fingerprint = kvstore::make_fingerprint(fi);
   ro.block_tokens = static_cast<uint32_t>(plan.block_tokens);
   ro.block_bytes = kv.block_bytes();
-  ro.kv_type = static_cast<uint8_t>(kv.arena_type());
+  ro.kv_type = kv_type_pair_code(kv.arena_types());
   ro.timeout_ms = o.remote_timeout_ms;
   ro.queue_bytes = o.remote_queue_bytes;
   ro.ttl_s = o.remote_ttl_s;

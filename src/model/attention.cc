@@ -24,14 +24,10 @@ namespace {
 // Consecutive tiles live in different blocks (far apart, in other pages), which the hardware
 // prefetchers do not follow: the next tile's rows are requested while this one is computed.
 void prefetch(const KvTile& t) {
-  for (uint64_t o = 0; o < t.bytes; o += 64) {
-    __builtin_prefetch(t.k + o);
-    __builtin_prefetch(t.v + o);
-  }
-  if (t.ks != nullptr) {
-    __builtin_prefetch(t.ks);
-    __builtin_prefetch(t.vs);
-  }
+  for (uint64_t o = 0; o < t.bytes; o += 64) __builtin_prefetch(t.k + o);
+  for (uint64_t o = 0; o < t.v_bytes; o += 64) __builtin_prefetch(t.v + o);
+  if (t.ks != nullptr) __builtin_prefetch(t.ks);
+  if (t.vs != nullptr) __builtin_prefetch(t.vs);
 }
 
 int32_t tile_len(int64_t t0, int64_t key_end) {
@@ -47,7 +43,7 @@ void tile_update(int32_t hd, const float* q, int32_t heads, const KvTile& cur, i
   float* sum = part + heads;
   float* acc = part + 2 * heads;
   float* scores = sc->scores.data();
-  kernels::kv_scores(cur.codec, q, heads, cur.k, cur.ks, n, hd, scores);
+  kernels::kv_scores(cur.k_codec, q, heads, cur.k, cur.ks, n, hd, scores);
   for (int32_t h = 0; h < heads; ++h) {
     float* s = scores + h * n;
     float tile_max = s[0];
@@ -66,7 +62,7 @@ void tile_update(int32_t hd, const float* q, int32_t heads, const KvTile& cur, i
     }
     sum[h] += kernels::exp_shift_sum(s, n, mx[h]);  // scores become probabilities
   }
-  kernels::kv_accumulate(cur.codec, scores, heads, cur.v, cur.vs, n, hd, acc);
+  kernels::kv_accumulate(cur.v_codec, scores, heads, cur.v, cur.vs, n, hd, acc);
 }
 
 }  // namespace

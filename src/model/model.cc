@@ -98,9 +98,10 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   const bool exact_f16 = kv.exact_codec() == kernels::KvCodec::kF16;
   // A rotated cache (kv/kv_rotation.h) holds R K and R V: queries get the keys' R (scores are
   // unchanged, R is orthogonal) and attention outputs, sums of rotated values, get R^T below.
-  const bool rotated = kv.precision().rotated;
+  // Keys and values are rotated independently (a per-channel K type with a per-row V type rotates V only).
+  const bool rotated_k = kv.precision().rotated_stream(0), rotated_v = kv.precision().rotated_stream(1);
   const int32_t group = c.num_heads / c.num_kv_heads;
-  if (rotated && kv_rotation_.empty()) kv_rotation_ = KvRotation(c.num_layers, c.num_kv_heads, c.head_dim);
+  if ((rotated_k || rotated_v) && kv_rotation_.empty()) kv_rotation_ = KvRotation(c.num_layers, c.num_kv_heads, c.head_dim);
   int64_t t = 0;
   for (const auto& s : batch) {
     for (int32_t i = 0; i < s.num_tokens; ++i, ++t) {
@@ -119,13 +120,15 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
       const int64_t pos = s.start_pos + i;
       rope_.apply(q, c.num_heads, pos);
       rope_.apply(k, c.num_kv_heads, pos);
-      if (rotated) {
+      if (rotated_k) {
         for (int32_t h = 0; h < c.num_heads; ++h)
           kernels::hadamard_rows(q + h * c.head_dim, 1, c.head_dim, kv_rotation_.signs(layer, 0, h / group), 0);
-        for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+        for (int32_t h = 0; h < c.num_kv_heads; ++h)
           kernels::hadamard_rows(k + h * c.head_dim, 1, c.head_dim, kv_rotation_.signs(layer, 0, h), 0);
+      }
+      if (rotated_v) {
+        for (int32_t h = 0; h < c.num_kv_heads; ++h)
           kernels::hadamard_rows(v + h * c.head_dim, 1, c.head_dim, kv_rotation_.signs(layer, 1, h), 0);
-        }
       }
       const BlockRef block = s.block_table[pos / kc.block_tokens];
       const int32_t slot = static_cast<int32_t>(pos % kc.block_tokens);
@@ -169,7 +172,7 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   job.num_tokens = total;
   attn_runner_.run(job, pool);
   kv_reader_.end_layer(layer);
-  if (rotated) {
+  if (rotated_v) {
     for (int64_t i = 0; i < total; ++i) {
       for (int32_t h = 0; h < c.num_heads; ++h) {
         kernels::hadamard_rows(&attn_[(i * c.num_heads + h) * c.head_dim], 1, c.head_dim,

@@ -48,16 +48,15 @@ uint64_t kv_far_window_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t
                              uint64_t ram_tokens) {
   if (block_tokens == 0 || g.num_layers == 0 || context_tokens <= ram_tokens) return 0;
   const uint64_t far_blocks = (context_tokens - ram_tokens + block_tokens - 1) / block_tokens;
-  const KvType arena = p.hot_window > 0 && p.hot != p.cold ? p.cold : p.hot;
-  return sat_mul(far_blocks, kv_block_bytes(g, arena, block_tokens) / g.num_layers);
+  return sat_mul(far_blocks, kv_block_bytes(g, p.arena_types(), block_tokens) / g.num_layers);
 }
 
 uint64_t kv_staging_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t block_tokens, uint64_t prefill_chunk_tokens,
                           uint64_t num_seqs) {
-  const bool window = p.hot_window > 0 && p.hot != p.cold;
-  const bool staged = window || !(p.hot == KvType::kF16 || p.hot == KvType::kF32);
+  const bool window = p.mixed();
+  const KvType exact = kv_staging_type(p);
+  const bool staged = window || !(p.hot_types().same() && p.hot == exact);
   if (!staged || block_tokens == 0) return 0;
-  const KvType exact = p.hot == KvType::kF32 ? KvType::kF32 : KvType::kF16;
   const uint64_t w = window ? p.hot_window : 0;
   // A query reads exactly the block it is in and hot every block overlapping its window; a chunk
   // writes (and reads exactly) every block it spans; a block not aligned to either adds one.
@@ -65,8 +64,8 @@ uint64_t kv_staging_bytes(const KvGeometry& g, const KvPrecision& p, uint64_t bl
   const uint64_t chunk_blocks = (prefill_chunk_tokens + block_tokens - 1) / block_tokens + 1;
   uint64_t bytes = (std::max<uint64_t>(num_seqs, 1) * per_seq_blocks + chunk_blocks) * kv_block_bytes(g, exact, block_tokens);
   if (window) {
-    const uint64_t cold = kv_bytes_for_tokens(g, p.cold, block_tokens, w);
-    const uint64_t hot = kv_bytes_for_tokens(g, p.hot, block_tokens, w);
+    const uint64_t cold = kv_bytes_for_tokens(g, p.cold_types(), block_tokens, w);
+    const uint64_t hot = kv_bytes_for_tokens(g, p.hot_types(), block_tokens, w);
     bytes = cold >= hot ? bytes + std::max<uint64_t>(num_seqs, 1) * (cold - hot)
                         : bytes - std::min(bytes, std::max<uint64_t>(num_seqs, 1) * (hot - cold));
   }
@@ -77,12 +76,12 @@ uint64_t max_tokens_per_seq(const KvGeometry& g, const KvPrecision& p, uint64_t 
                             uint64_t num_seqs) {
   if (num_seqs == 0) return 0;
   const uint64_t per_seq = kv_budget / num_seqs;
-  const uint64_t hot_block = kv_block_bytes(g, p.hot, block_tokens);
+  const uint64_t hot_block = kv_block_bytes(g, p.hot_types(), block_tokens);
   if (hot_block == 0) return 0;
-  if (p.hot_window == 0 || p.hot == p.cold) return per_seq / hot_block * block_tokens;
-  const uint64_t hot_full = kv_bytes_for_tokens(g, p.hot, block_tokens, p.hot_window);
+  if (!p.mixed()) return per_seq / hot_block * block_tokens;
+  const uint64_t hot_full = kv_bytes_for_tokens(g, p.hot_types(), block_tokens, p.hot_window);
   if (per_seq < hot_full) return std::min(p.hot_window, per_seq / hot_block * block_tokens);
-  const uint64_t cold_block = kv_block_bytes(g, p.cold, block_tokens);
+  const uint64_t cold_block = kv_block_bytes(g, p.cold_types(), block_tokens);
   return p.hot_window + (per_seq - hot_full) / cold_block * block_tokens;
 }
 
@@ -278,7 +277,7 @@ Result<PlanReport> make_plan(const ModelShape& s, const PlanOptions& o) {
   for (KvType t : all_kv_types()) {
     if (!kv_type_cold_only(t)) rows.push_back(KvPrecision{t, 0, t});  // int3 / int2: not usable alone
   }
-  if (o.kv.hot_window > 0 && o.kv.hot != o.kv.cold) rows.push_back(o.kv);
+  if (o.kv.mixed() || !o.kv.hot_types().same()) rows.push_back(o.kv);
   for (const KvPrecision& p : rows) {
     MaxContextRow row{kv_precision_name(p), {}};
     for (uint64_t conc : o.concurrencies) {

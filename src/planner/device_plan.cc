@@ -25,6 +25,10 @@ Result<DevicePlan> make_device_plan(const PlanReport& host, const std::string& d
   const ModelShape& s = host.shape;
   const PlanOptions& o = host.options;
   if (o.kv.hot_window > 0) return unimplemented("--kv-hot-window is not available with --device cuda yet");
+  if (!o.kv.hot_types().same())
+    return unimplemented("--kv-cache-dtype-k {} / --kv-cache-dtype-v {}: separate key and value types are not available "
+                         "with --device cuda yet (give one --kv-cache-dtype)",
+                         kv_type_name(o.kv.hot_types().k), kv_type_name(o.kv.hot_types().v));
   // The GPU codecs (kernels/cuda/kv_codec.cu) scale per row group or per head, not per channel.
   if (kernels::kv_channel_scaled(o.kv.hot))
     return unimplemented("--kv-cache-dtype {} is not available with --device cuda yet (the GPU stores f32, f16, bf16, "

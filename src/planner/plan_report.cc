@@ -85,9 +85,9 @@ nlohmann::ordered_json plan_to_json(const PlanReport& r) {
   }
   j["max_context"] = table;
   const PlanOptions& o = r.options;
-  j["requested"] = {{"kv_cache_dtype", kv_type_name(o.kv.hot)},
+  j["requested"] = {{"kv_cache_dtype", kv_type_pair_name(o.kv.hot_types())},
                     {"kv_hot_window", o.kv.hot_window},
-                    {"kv_cold_dtype", o.kv.hot_window > 0 ? json(kv_type_name(o.kv.cold)) : json(nullptr)},
+                    {"kv_cold_dtype", o.kv.hot_window > 0 ? json(kv_type_pair_name(o.kv.cold_types())) : json(nullptr)},
                     {"max_num_seqs", o.max_num_seqs},
                     {"max_model_len", r.requested_context},
                     {"kv_bytes_per_token", number(r.requested_kv_bytes_per_token)},

@@ -1,5 +1,7 @@
 #include "runtime/engine_options.h"
 
+#include <algorithm>
+
 namespace hz {
 
 KvOptions kv_options(const EngineOptions& o) {
@@ -8,6 +10,8 @@ KvOptions kv_options(const EngineOptions& o) {
   k.hot_type = o.kv_dtype;
   k.hot_window = o.kv_hot_window;
   k.cold_type = o.kv_cold_dtype;
+  k.hot_type_v = o.kv_dtype_v;
+  k.cold_type_v = o.kv_cold_dtype_v;
   k.rotation = o.kv_rotation;
   k.sink_tokens = o.kv_sink_tokens;
   k.budget_bytes = o.kv_budget_bytes;
@@ -25,6 +29,19 @@ KvOptions kv_options(const EngineOptions& o) {
   k.remote_ttl_s = o.kv_remote_ttl_s;
   k.remote_codec = o.kv_remote_codec;
   return k;
+}
+
+KvPrecision kv_precision(const EngineOptions& o) {
+  KvPrecision p;
+  p.hot = o.kv_dtype;
+  p.hot_v = o.kv_dtype_v;
+  p.hot_window = static_cast<uint64_t>(std::max(o.kv_hot_window, 0));
+  p.cold = o.kv_cold_dtype;
+  p.cold_v = o.kv_cold_dtype_v;
+  p.sink_tokens = static_cast<uint64_t>(std::max(o.kv_sink_tokens, 0));
+  p = kv_canonical(p);
+  apply_kv_rotation(o.kv_rotation, p);
+  return kv_canonical(p);
 }
 
 }  // namespace hz

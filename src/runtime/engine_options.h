@@ -29,6 +29,9 @@ struct EngineOptions {
   KvType kv_dtype = KvType::kF16;  // the hot type: the newest kv_hot_window tokens, or all of them
   int32_t kv_hot_window = 0;       // 0: one type for every position
   KvType kv_cold_dtype = KvType::kInt8;  // blocks older than the hot window
+  // Values' types when they differ from the keys' (kv_dtype / kv_cold_dtype are then the keys').
+  std::optional<KvType> kv_dtype_v;
+  std::optional<KvType> kv_cold_dtype_v;
   KvRotationMode kv_rotation = KvRotationMode::kAuto;  // Hadamard-rotated K/V (kv/kv_rotation.h)
   int32_t kv_sink_tokens = 0;      // the blocks of positions < N stay in the hot type (needs a hot window)
   bool enable_prefix_caching = false;
@@ -69,5 +72,8 @@ struct EngineOptions {
 // The KV cache's settings among them (kv/kv_options.h).
 // TODO: hold a KvOptions in EngineOptions instead of the flat kv_* fields once the CLI maps onto it.
 KvOptions kv_options(const EngineOptions& o);
+// The KV precision those settings resolve to (types, window, sinks, rotation; kv_canonical), for
+// the tools that build a KV cache without a KvManager (bench engine, perplexity, plan).
+KvPrecision kv_precision(const EngineOptions& o);
 
 }  // namespace hz

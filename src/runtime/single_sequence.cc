@@ -31,7 +31,7 @@ Status SingleSequence::enable_far(const std::string& dir, uint64_t budget_bytes)
   fo.dir = dir;
   fo.budget_bytes = budget_bytes;
   fo.num_layers = kv_->config().num_layers;
-  fo.plane_bytes = kv_->plane_bytes();
+  fo.layer_bytes = kv_->layer_bytes();
   fo.segments = kv_->far_segments();
   HZ_ASSIGN_OR_RETURN(far_, FarTier::open(fo));
   kv_->attach_far(far_.get());

@@ -26,13 +26,14 @@ constexpr int32_t kPromptTokens = 320;  // 20 blocks of 16; 19 are reusable (the
 
 std::unique_ptr<LocalEngine> make_engine(const std::string& dir, KvType type, uint64_t kv_budget = 16u << 20,
                                          std::optional<KvType> disk_type = std::nullopt, const char* codec = "none",
-                                         const char* policy = "lru") {
+                                         const char* policy = "lru", std::optional<KvType> v_type = std::nullopt) {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
   o.max_model_len = 1024;
   o.max_num_seqs = 1;
   o.kv_dtype = type;
+  o.kv_dtype_v = v_type;
   o.kv_budget_bytes = kv_budget;
   o.kv_disk_dir = dir;
   o.kv_disk_budget_bytes = 64u << 20;
@@ -107,6 +108,33 @@ TEST(DiskTierEngine, RestartServesPrefixFromDiskBitIdenticalEveryKvType) {
     EXPECT_EQ(warm->final_event.cached_tokens, 19 * 16) << name;
     expect_same(*cold, *warm, name);
   }
+}
+
+// Keys and values in different types: records hold both planes per layer, in their own sizes, and
+// come back bit-identical; a store written with other K/V types is never reused.
+TEST(DiskTierEngine, SeparateKeyAndValueTypesRestartBitIdentical) {
+  const std::string dir = test::make_temp_dir("hz_kvdisk");
+  std::shared_ptr<CollectSink> cold;
+  {
+    auto e = make_engine(dir, KvType::kInt8c, 16u << 20, std::nullopt, "zstd", "lru", KvType::kInt4);
+    ASSERT_NE(e, nullptr);
+    cold = generate(*e, prompt(4));
+  }
+  {
+    auto e = make_engine(dir, KvType::kInt8c, 16u << 20, std::nullopt, "zstd", "lru", KvType::kInt4);
+    ASSERT_NE(e, nullptr);
+    auto warm = generate(*e, prompt(4));
+    EXPECT_EQ(e->stats().kv_disk_promotions, 19u);
+    EXPECT_EQ(warm->final_event.cached_tokens, 19 * 16);
+    expect_same(*cold, *warm, "K int8c / V int4");
+  }
+  // The same types the other way round are another precision: nothing is reused.
+  auto e = make_engine(dir, KvType::kInt4, 16u << 20, std::nullopt, "zstd", "lru", KvType::kInt8c);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->stats().kv_disk_blocks, 0u);
+  auto other = generate(*e, prompt(4));
+  EXPECT_EQ(other->final_event.cached_tokens, 0);
+  EXPECT_NE(other->top, cold->top) << "keys and values really are stored in their own types";
 }
 
 TEST(DiskTierEngine, RamPressureDemotesAndPromotesWithEitherPolicy) {

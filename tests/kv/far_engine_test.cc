@@ -22,7 +22,8 @@ using test::CollectSink;
 constexpr uint64_t kBlockBytes = 16 * 1024;  // synth-tiny-f16: 4 layers x K,V x 2 heads x 32 x f16, 16 positions
 constexpr int32_t kRamBlocks = 12;
 
-std::unique_ptr<LocalEngine> make_engine(const std::string& far_dir, int32_t max_seqs = 1, int32_t hot_window = 0) {
+std::unique_ptr<LocalEngine> make_engine(const std::string& far_dir, int32_t max_seqs = 1, int32_t hot_window = 0,
+                                         std::optional<KvTypePair> cold = std::nullopt) {
   EngineOptions o;
   o.model_path = test::model_path("synth-tiny-f16.gguf");
   o.threads = 2;
@@ -34,6 +35,10 @@ std::unique_ptr<LocalEngine> make_engine(const std::string& far_dir, int32_t max
   if (hot_window > 0) {
     o.kv_hot_window = hot_window;
     o.kv_cold_dtype = KvType::kInt4;
+  }
+  if (cold) {
+    o.kv_cold_dtype = cold->k;
+    o.kv_cold_dtype_v = cold->v;
   }
   o.kv_budget_bytes = far_dir.empty() ? (uint64_t{16} << 20) : kRamBlocks * kBlockBytes * static_cast<uint64_t>(max_seqs);
   o.kv_disk_dir = far_dir;
@@ -121,6 +126,26 @@ TEST(FarEngineTest, HotWindowOverInt4) {
   expect_same(*want, *got);
   EXPECT_GT(far->stats().kv_far_spills, 0u);
   EXPECT_FALSE(far->stats().kv_disk_enabled);
+  far.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Cold keys and values in different types (K int4c, V int2): far blocks keep both planes, in their
+// own sizes, with their own checksum segments.
+TEST(FarEngineTest, HotWindowOverSeparateKeyAndValueTypes) {
+  const std::string dir = test::make_temp_dir("far_engine");
+  const auto p = prompt(10, 900);
+  const KvTypePair cold{KvType::kInt4c, KvType::kInt2};
+  auto ram = make_engine("", 1, 32, cold);
+  ASSERT_NE(ram, nullptr);
+  auto want = generate(*ram, p);
+  ram.reset();
+  auto far = make_engine(dir, 1, 32, cold);
+  ASSERT_NE(far, nullptr);
+  auto got = generate(*far, p);
+  expect_same(*want, *got);
+  EXPECT_GT(far->stats().kv_far_spills, 0u);
+  EXPECT_EQ(far->stats().kv_far_checksum_failures, 0u);
   far.reset();
   std::filesystem::remove_all(dir);
 }

@@ -34,7 +34,7 @@ std::unique_ptr<FarTier> open_tier(const std::string& dir, int32_t slots) {
   o.dir = dir;
   o.budget_bytes = 2 * kPlane * kLayers * slots;
   o.num_layers = kLayers;
-  o.plane_bytes = kPlane;
+  o.layer_bytes = 2 * kPlane;
   auto t = FarTier::open(o);
   EXPECT_TRUE(t.ok()) << t.status().message();
   return t.ok() ? std::move(t).value() : nullptr;
@@ -153,7 +153,7 @@ TEST(FarTierTest, BytesAreHashedAgainOnlyWhenTheyMayComeFromDisk) {
   FarTierOptions o;
   o.dir = dir;
   o.num_layers = 2;
-  o.plane_bytes = 4096;
+  o.layer_bytes = 2 * 4096;
   o.budget_bytes = 2 * 4096 * 2 * 4;
   auto t = FarTier::open(o);
   ASSERT_TRUE(t.ok()) << t.status().message();
@@ -208,7 +208,7 @@ TEST(FarTierTest, SegmentsAreCheckedSeparately) {
   o.dir = dir;
   o.budget_bytes = 2 * kPlane * kLayers * 2;
   o.num_layers = kLayers;
-  o.plane_bytes = kPlane;
+  o.layer_bytes = 2 * kPlane;
   o.segments = {{0, 100, 4000, 10}, {kPlane, 100, 0, 0}};
   auto t = FarTier::open(o);
   ASSERT_TRUE(t.ok()) << t.status().message();
@@ -239,7 +239,7 @@ TEST(FarTierTest, MissingFolderIsAnIoError) {
   o.dir = "/nonexistent/far";
   o.budget_bytes = 1 << 20;
   o.num_layers = 1;
-  o.plane_bytes = 64;
+  o.layer_bytes = 2 * 64;
   auto t = FarTier::open(o);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kIoError);

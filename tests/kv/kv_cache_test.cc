@@ -39,7 +39,8 @@ TEST(KvCacheTest, PoolAllocatesExactlyThePlannersBytes) {
   }
   // With a hot window the arena holds the cold type.
   KvCache mixed(config(2, 2, 64, 16, KvPrecision{KvType::kF16, 64, KvType::kInt4}));
-  EXPECT_EQ(mixed.arena_type(), KvType::kInt4);
+  EXPECT_EQ(mixed.arena_type(0), KvType::kInt4);
+  EXPECT_EQ(mixed.arena_type(1), KvType::kInt4);
   EXPECT_EQ(mixed.block_bytes(), kv_block_bytes(KvGeometry{2, 2, 2, 64}, KvType::kInt4, 16));
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace hz {
 namespace {
 
@@ -73,6 +76,52 @@ TEST(KvLayoutTest, NamesRoundTrip) {
   for (KvType t : all_kv_types()) EXPECT_EQ(kv_type_from_name(kv_type_name(t)), t);
   EXPECT_EQ(kv_type_from_name("FP8_E4M3"), KvType::kFp8);
   EXPECT_FALSE(kv_type_from_name("q4_0").has_value());
+}
+
+TEST(KvLayoutTest, KeysAndValuesOfDifferentTypes) {
+  // Llama-3-8B with K int8 and V int4: each layer one int8 plane and one int4 plane.
+  const KvTypePair kv{KvType::kInt8, KvType::kInt4};
+  EXPECT_EQ(kv_block_bytes(kLlama3, kv, 16),
+            32 * (kv_plane_bytes(kLlama3, KvType::kInt8, 16) + kv_plane_bytes(kLlama3, KvType::kInt4, 16)));
+  EXPECT_EQ(kv_block_bytes(kLlama3, KvTypePair{KvType::kInt8, KvType::kInt8}, 16), kv_block_bytes(kLlama3, KvType::kInt8, 16));
+  EXPECT_EQ(kv_bytes_for_tokens(kLlama3, kv, 16, 17), 2 * kv_block_bytes(kLlama3, kv, 16));
+  // MLA's one stream takes the keys' type.
+  EXPECT_EQ(kv_block_bytes(kDeepSeekV3, kv, 16), kv_block_bytes(kDeepSeekV3, KvType::kInt8, 16));
+  EXPECT_EQ(kv_type_pair_name(kv), "K int8 / V int4");
+  EXPECT_EQ(kv_type_pair_name(KvTypePair{KvType::kF16, KvType::kF16}), "f16");
+}
+
+TEST(KvLayoutTest, TypePairCodesRoundTripAndNeverAliasASingleType) {
+  std::vector<uint8_t> seen;
+  for (KvType k : all_kv_types()) {
+    for (KvType v : all_kv_types()) {
+      const uint8_t code = kv_type_pair_code({k, v});
+      if (k == v) EXPECT_EQ(code, static_cast<uint8_t>(k));  // the record byte of stores written before
+      auto back = kv_type_pair_from_code(code);
+      ASSERT_TRUE(back.has_value()) << int(code);
+      EXPECT_EQ(*back, (KvTypePair{k, v}));
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), code), 0) << int(code);
+      seen.push_back(code);
+    }
+  }
+  EXPECT_FALSE(kv_type_pair_from_code(12).has_value());
+  EXPECT_FALSE(kv_type_pair_from_code(16 + 17).has_value());  // k == v == 1 is spelled 1
+  EXPECT_FALSE(kv_type_pair_from_code(255).has_value());
+}
+
+TEST(KvLayoutTest, CanonicalPrecisionDropsWhatChangesNothing) {
+  KvPrecision p{KvType::kF16, 32, KvType::kF16};
+  p.cold_v = KvType::kF16;
+  p.sink_tokens = 4;
+  EXPECT_EQ(kv_precision_name(p), "f16");
+  EXPECT_FALSE(kv_canonical(p).mixed());
+  EXPECT_EQ(kv_canonical(p).hot_window, 0u);
+  KvPrecision q{KvType::kInt8, 0, KvType::kInt8, true};
+  q.hot_v = KvType::kInt8;
+  q.rotated_v = true;
+  EXPECT_EQ(kv_precision_name(q), "int8 rotated");
+  EXPECT_FALSE(kv_canonical(q).hot_v.has_value());
+  EXPECT_FALSE(kv_canonical(q).rotated_v.has_value());
 }
 
 }  // namespace

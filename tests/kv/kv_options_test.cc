@@ -327,3 +327,101 @@ TEST(KvOptionsTest, SinksArePartOfThePrecisionNameAndTheBytesPerToken) {
 
 }  // namespace
 }  // namespace hz
+
+namespace hz {
+namespace {
+
+// Separate key and value types: their own plane sizes, names, rotation and checks.
+KvOptions split_options(KvType k, KvType v) {
+  KvOptions o;
+  o.hot_type = k;
+  o.hot_type_v = v;
+  return o;
+}
+
+TEST(KvOptionsTest, KeysAndValuesTakeTheirOwnTypesAndPlaneSizes) {
+  const KvGeometry g = demand().geometry;
+  auto p = split_options(KvType::kInt8c, KvType::kInt4c).validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->precision.hot_types(), (KvTypePair{KvType::kInt8c, KvType::kInt4c}));
+  EXPECT_EQ(p->block_bytes, g.num_layers * (kv_plane_bytes(g, KvType::kInt8c, 16) + kv_plane_bytes(g, KvType::kInt4c, 16)));
+  EXPECT_LT(p->block_bytes, kv_block_bytes(g, KvType::kInt8c, 16));
+  EXPECT_GT(p->block_bytes, kv_block_bytes(g, KvType::kInt4c, 16));
+  EXPECT_EQ(kv_precision_name(p->precision), "K int8c / V int4c");
+  // The same type given twice is the plain precision: the same name, so the same stored KV.
+  auto same = split_options(KvType::kInt8, KvType::kInt8).validate(demand());
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->precision.hot_v.has_value());
+  EXPECT_EQ(kv_precision_name(same->precision), "int8 rotated");
+}
+
+TEST(KvOptionsTest, ColdKeysAndValuesUnderAWindowWithSinks) {
+  KvOptions o;
+  o.hot_window = 32;
+  o.cold_type = KvType::kInt3;
+  o.cold_type_v = KvType::kInt2;
+  o.sink_tokens = 4;
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->precision.arena_types(), (KvTypePair{KvType::kInt3, KvType::kInt2}));
+  EXPECT_EQ(kv_precision_name(p->precision), "f16 (hot 32, sinks 4) + K int3 / V int2");
+  EXPECT_EQ(p->sink_blocks, 1);
+  // Bytes per token of a long sequence: the cold part in K int3 + V int2 (4 + 3 bits per value).
+  const KvGeometry g = demand().geometry;
+  const uint64_t n = 1024;
+  const uint64_t cold = kv_bytes_for_tokens(g, KvTypePair{KvType::kInt3, KvType::kInt2}, 16, n - 32 - 16);
+  EXPECT_EQ(kv_bytes_for_tokens(g, p->precision, 16, n), kv_bytes_for_tokens(g, KvType::kF16, 16, 48) + cold);
+  // A cold value type alone differing from the hot ones is a window too.
+  KvOptions v_only;
+  v_only.hot_window = 32;
+  v_only.cold_type = KvType::kF16;
+  v_only.cold_type_v = KvType::kInt4c;
+  auto pv = v_only.validate(demand());
+  ASSERT_TRUE(pv.ok()) << pv.status().message();
+  EXPECT_TRUE(pv->precision.mixed());
+  EXPECT_EQ(kv_precision_name(pv->precision), "f16 (hot 32) + K f16 / V int4c");
+}
+
+TEST(KvOptionsTest, RotationAutoDecidesPerStream) {
+  KvOptions o = split_options(KvType::kInt4c, KvType::kInt4);
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE(p->precision.rotated_stream(0)) << "per-channel keys: rotation measured worse";
+  EXPECT_TRUE(p->precision.rotated_stream(1)) << "per-row values: rotation helps";
+  EXPECT_EQ(kv_precision_name(p->precision), "K int4c / V int4 (V rotated)");
+  o.rotation = KvRotationMode::kOn;
+  p = o.validate(demand());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(kv_precision_name(p->precision), "K int4c / V int4 rotated");
+  o = split_options(KvType::kInt8, KvType::kF16);
+  p = o.validate(demand());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(kv_precision_name(p->precision), "K int8 / V f16 (K rotated)");
+}
+
+TEST(KvOptionsTest, SplitTypesAreCheckedPerStreamNamingTheFlag) {
+  auto p = split_options(KvType::kF16, KvType::kInt2).validate(demand());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--kv-cache-dtype-v int2"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("--kv-cold-dtype-v int2"), std::string::npos) << p.status().message();
+  KvOptions k = split_options(KvType::kInt3, KvType::kF16);
+  p = k.validate(demand());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("--kv-cache-dtype-k int3"), std::string::npos) << p.status().message();
+  // MLA stores one latent stream: a value type has nothing to apply to.
+  KvDemand mla = demand();
+  mla.geometry.num_streams = 1;
+  p = split_options(KvType::kInt8, KvType::kInt4).validate(mla);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("MLA"), std::string::npos);
+  // Sinks need a cold type that differs from the hot ones in K or V.
+  KvOptions s;
+  s.hot_window = 32;
+  s.cold_type = KvType::kF16;
+  s.cold_type_v = KvType::kInt2;
+  s.sink_tokens = 4;
+  EXPECT_TRUE(s.validate(demand()).ok());
+}
+
+}  // namespace
+}  // namespace hz

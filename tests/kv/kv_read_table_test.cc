@@ -65,22 +65,24 @@ TEST(KvReadTableTest, TilesComeFromWhereThePositionRuleSays) {
   const uint64_t exact = row_bytes(kernels::KvCodec::kF16);
   // Query 75: block 4 holds it (exact), block 3 ends at 64 > 75 - 32 + 1 (hot), block 1 is cold.
   KvTile own = t.tile(h, 75, 4 * kBt + slot, 4);
-  EXPECT_EQ(own.codec, kernels::KvCodec::kF16);
+  EXPECT_EQ(own.k_codec, kernels::KvCodec::kF16);
+  EXPECT_EQ(own.v_codec, kernels::KvCodec::kF16);
   EXPECT_EQ(own.k, kv.exact_plane(c.table[4].idx, 1, 0) + (h * kBt + slot) * exact);
   EXPECT_EQ(own.v, kv.exact_plane(c.table[4].idx, 1, 1) + (h * kBt + slot) * exact);
   EXPECT_EQ(own.ks, nullptr);
   KvTile hot = t.tile(h, 75, 3 * kBt + slot, 4);
-  EXPECT_EQ(hot.codec, kernels::KvCodec::kF16);
+  EXPECT_EQ(hot.k_codec, kernels::KvCodec::kF16);
   EXPECT_EQ(hot.k, kv.exact_plane(c.table[3].idx, 1, 0) + (h * kBt + slot) * exact);
   const kernels::KvCodec i4 = kernels::KvCodec::kInt4;
   KvTile cold = t.tile(h, 75, 1 * kBt + slot, 4);
-  EXPECT_EQ(cold.codec, i4);
+  EXPECT_EQ(cold.k_codec, i4);
+  EXPECT_EQ(cold.v_codec, i4);
   EXPECT_EQ(cold.k, kv.plane(c.table[1], 1, 0) + kv.head_elem_offset(i4, h) + slot * row_bytes(i4));
   EXPECT_EQ(cold.vs, kv.plane(c.table[1], 1, 1) + kv.head_scale_offset(i4, h) + slot * scale_bytes(i4));
   EXPECT_EQ(cold.bytes, 4 * row_bytes(i4));
   // Block 2 ([32, 48)) is hot for query 70 (48 > 39) and cold for query 79 (48 <= 48).
-  EXPECT_EQ(t.tile(h, 70, 2 * kBt, 16).codec, kernels::KvCodec::kF16);
-  EXPECT_EQ(t.tile(h, 79, 2 * kBt, 16).codec, i4);
+  EXPECT_EQ(t.tile(h, 70, 2 * kBt, 16).k_codec, kernels::KvCodec::kF16);
+  EXPECT_EQ(t.tile(h, 79, 2 * kBt, 16).k_codec, i4);
 }
 
 TEST(KvReadTableTest, FormsTheCacheDoesNotHoldAreEncodedByTheCommitEncoder) {
@@ -99,7 +101,8 @@ TEST(KvReadTableTest, FormsTheCacheDoesNotHoldAreEncodedByTheCommitEncoder) {
         kv.encode_head(codec, c.table[block].idx, 1, st, h, tmp.data(), want.data());
         const int32_t slot = 5;
         KvTile got = t.tile(h, 77, block * kBt + slot, 8);
-        ASSERT_EQ(got.codec, codec);
+        ASSERT_EQ(got.k_codec, codec);
+        ASSERT_EQ(got.v_codec, codec);
         const uint8_t* want_rows = want.data() + kv.head_elem_offset(codec, h) + slot * row_bytes(codec);
         const uint8_t* want_scales = want.data() + kv.head_scale_offset(codec, h) + slot * scale_bytes(codec);
         EXPECT_EQ(0, std::memcmp(st == 0 ? got.k : got.v, want_rows, 8 * row_bytes(codec))) << block << " " << st << " " << h;
@@ -107,6 +110,63 @@ TEST(KvReadTableTest, FormsTheCacheDoesNotHoldAreEncodedByTheCommitEncoder) {
       }
     }
   }
+}
+
+// Keys and values of different types: each stream's tiles point into its own plane (its own
+// size, so V's plane starts after K's) with its own codec, strides and scales, hot and cold.
+TEST(KvReadTableTest, KeysAndValuesOfDifferentTypesReadTheirOwnPlanes) {
+  KvPrecision p;
+  p.hot = KvType::kInt8;
+  p.hot_v = KvType::kF16;
+  p.hot_window = 32;
+  p.cold = KvType::kInt4c;
+  p.cold_v = KvType::kInt2;
+  Cache c = make_cache(p, 80, 1);
+  const KvCache& kv = *c.kv;
+  EXPECT_EQ(kv.arena_types(), (KvTypePair{KvType::kInt4c, KvType::kInt2}));
+  EXPECT_EQ(kv.layer_bytes(), kv.plane_bytes_for(KvType::kInt4c) + kv.plane_bytes_for(KvType::kInt2));
+  KvReadTable t;
+  t.reset(kv, c.table.data(), 75, 80);
+  t.bind_layer(0);  // sealed: cold reads come from the arena
+  const int32_t h = 1, slot = 3;
+  const kernels::KvCodec k4c = KvType::kInt4c, v2 = KvType::kInt2;
+  KvTile cold = t.tile(h, 77, 1 * kBt + slot, 4);
+  EXPECT_EQ(cold.k_codec, k4c);
+  EXPECT_EQ(cold.v_codec, v2);
+  EXPECT_EQ(cold.k, kv.plane(c.table[1], 0, 0) + kv.head_elem_offset(k4c, h) + slot * row_bytes(k4c));
+  EXPECT_EQ(cold.v, kv.plane(c.table[1], 0, 0) + kv.plane_bytes(0) + kv.head_elem_offset(v2, h) + slot * row_bytes(v2));
+  EXPECT_EQ(cold.ks, kv.plane(c.table[1], 0, 0) + kv.head_scale_offset(k4c, h));
+  EXPECT_EQ(cold.vs, kv.plane(c.table[1], 0, 1) + kv.head_scale_offset(v2, h));
+  EXPECT_EQ(cold.bytes, 4 * row_bytes(k4c));
+  EXPECT_EQ(cold.v_bytes, 4 * row_bytes(v2));
+  // The hot form: K encoded in int8 (with scales), V in f16 (the staging type, no scales), each
+  // made by the commit encoder.
+  std::vector<float> tmp(kBt * kHd);
+  KvTile hot = t.tile(h, 77, 3 * kBt + slot, 4);
+  EXPECT_EQ(hot.k_codec, KvType::kInt8);
+  EXPECT_EQ(hot.v_codec, KvType::kF16);
+  EXPECT_NE(hot.ks, nullptr);
+  EXPECT_EQ(hot.vs, nullptr);
+  for (int32_t st = 0; st < 2; ++st) {
+    const kernels::KvCodec codec = st == 0 ? KvType::kInt8 : KvType::kF16;
+    std::vector<uint8_t> want(kv.plane_bytes_for(codec));
+    kv.encode_head(codec, c.table[3].idx, 0, st, h, tmp.data(), want.data());
+    EXPECT_EQ(0, std::memcmp(st == 0 ? hot.k : hot.v, want.data() + kv.head_elem_offset(codec, h) + slot * row_bytes(codec),
+                             4 * row_bytes(codec)))
+        << st;
+  }
+  // Layer 1 is not sealed: its cold reads are encoded per stream, equal to what sealing writes.
+  KvReadTable t1;
+  t1.reset(kv, c.table.data(), 75, 80);
+  t1.bind_layer(1);
+  KvTile enc = t1.tile(h, 77, 1 * kBt, 16);
+  std::vector<uint8_t> want_k(kv.plane_bytes_for(k4c)), want_v(kv.plane_bytes_for(v2));
+  kv.encode_head(k4c, c.table[1].idx, 1, 0, h, tmp.data(), want_k.data());
+  kv.encode_head(v2, c.table[1].idx, 1, 1, h, tmp.data(), want_v.data());
+  EXPECT_EQ(0, std::memcmp(enc.k, want_k.data() + kv.head_elem_offset(k4c, h), 16 * row_bytes(k4c)));
+  EXPECT_EQ(0, std::memcmp(enc.v, want_v.data() + kv.head_elem_offset(v2, h), 16 * row_bytes(v2)));
+  EXPECT_EQ(0, std::memcmp(enc.vs, want_v.data() + kv.head_scale_offset(v2, h),
+                           kernels::kv_head_scale_bytes(v2, kHd)));
 }
 
 TEST(KvReadTableTest, FarBlocksAreReadThroughTheMappingAndCheckedWhenBound) {
@@ -119,7 +179,7 @@ TEST(KvReadTableTest, FarBlocksAreReadThroughTheMappingAndCheckedWhenBound) {
   o.dir = dir;
   o.budget_bytes = 4 * kv.block_bytes();
   o.num_layers = kLayers;
-  o.plane_bytes = kv.plane_bytes();
+  o.layer_bytes = kv.layer_bytes();
   o.segments = kv.far_segments();
   auto far = FarTier::open(o);
   ASSERT_TRUE(far.ok()) << far.status().message();
@@ -137,7 +197,7 @@ TEST(KvReadTableTest, FarBlocksAreReadThroughTheMappingAndCheckedWhenBound) {
   const kernels::KvCodec i8 = kernels::KvCodec::kInt8;
   KvTile t = reader.table(0).tile(1, 47, 2, 4);
   EXPECT_EQ(t.k, (*far)->layer_data(*slot, 1) + kv.head_elem_offset(i8, 1) + 2 * row_bytes(i8));
-  EXPECT_EQ(0, std::memcmp(t.k, before.data() + 2 * kv.plane_bytes() + kv.head_elem_offset(i8, 1) + 2 * row_bytes(i8),
+  EXPECT_EQ(0, std::memcmp(t.k, before.data() + kv.layer_bytes() + kv.head_elem_offset(i8, 1) + 2 * row_bytes(i8),
                            4 * row_bytes(i8)));
   reader.end_layer(1);
   EXPECT_TRUE((*far)->take_corrupt().empty());

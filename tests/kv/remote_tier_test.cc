@@ -53,7 +53,7 @@ struct Replica {
     o.fingerprint = kvstore::Fingerprint{7, 9};
     o.block_tokens = kBt;
     o.block_bytes = kv.block_bytes();
-    o.kv_type = static_cast<uint8_t>(kv.arena_type());
+    o.kv_type = kv_type_pair_code(kv.arena_types());
     o.reconnect_ms = 100;
     auto s = kvstore::RedisStore::open(o);
     EXPECT_TRUE(s.ok()) << s.status().message();

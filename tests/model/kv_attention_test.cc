@@ -177,5 +177,65 @@ TEST(KvAttentionTest, F16BitIdenticalAcrossBlockSizes) {
   EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4));
 }
 
+// What a cache of `kv` types makes of the data, as plain numbers: every row rounded to f16 (how
+// rows are written), then, in blocks before `exact_block`, K and V each through their own codec
+// (a whole block per head, as the cache encodes them). Attention over this through an f32 cache
+// must match attention through the compact cache up to f32 rounding.
+Data as_stored(const Data& d, KvTypePair kv, int32_t bt, int32_t exact_block) {
+  Data r = d;
+  for (auto* x : {&r.k, &r.v}) {
+    for (float& f : *x) f = f16_to_f32(f32_to_f16(f));
+  }
+  std::vector<float> rows(static_cast<size_t>(bt) * d.hd), back(rows.size());
+  for (int32_t st = 0; st < 2; ++st) {
+    const kernels::KvCodec c = kv[st];
+    std::vector<uint8_t> elems(bt * kernels::kv_row_elem_bytes(c, d.hd));
+    std::vector<uint8_t> scales(kernels::kv_head_scale_bytes(c, d.hd) + bt * kernels::kv_row_scale_bytes(c, d.hd) + 1);
+    std::vector<float>& x = st == 0 ? r.k : r.v;
+    for (int32_t b = 0; b < exact_block; ++b) {
+      for (int32_t h = 0; h < d.heads; ++h) {
+        for (int32_t i = 0; i < bt; ++i)
+          std::memcpy(&rows[i * d.hd], &x[((b * bt + i) * d.heads + h) * d.hd], sizeof(float) * d.hd);
+        kernels::encode_kv_rows(c, rows.data(), bt, d.hd, elems.data(), scales.data());
+        kernels::decode_kv_rows(c, elems.data(), scales.data(), bt, d.hd, back.data());
+        for (int32_t i = 0; i < bt; ++i)
+          std::memcpy(&x[((b * bt + i) * d.heads + h) * d.hd], &back[i * d.hd], sizeof(float) * d.hd);
+      }
+    }
+  }
+  return r;
+}
+
+TEST(KvAttentionTest, KeysAndValuesAreEachReadInTheirOwnType) {
+  const int32_t bt = 16, hd = 32, n = 300, pos = 299;  // the query's own block (18) is read exactly
+  const KvTypePair cases[] = {{KvType::kInt4, KvType::kF16}, {KvType::kF16, KvType::kInt4},
+                              {KvType::kInt8c, KvType::kInt4c}, {KvType::kInt4c, KvType::kInt8}};
+  for (const KvTypePair kv : cases) {
+    Data d = random_data(hd, n, 3);
+    KvPrecision p{kv.k, 0, kv.k};
+    p.hot_v = p.cold_v = kv.v;
+    std::vector<BlockRef> table, ref_table;
+    auto cache = fill(d, p, bt, &table);
+    Data own = as_stored(d, kv, bt, pos / bt), swapped = as_stored(d, {kv.v, kv.k}, bt, pos / bt);
+    auto ref_cache = fill(own, {KvType::kF32, 0, KvType::kF32}, bt, &ref_table);
+    AttnScratch scratch;
+    std::vector<float> got(hd), want(hd);
+    double err = 0, err_swapped = 0;
+    for (int32_t h = 0; h < d.heads; ++h) {
+      attend(*cache, table.data(), 0, h, d.q.data(), pos, got.data(), &scratch);
+      attend(*ref_cache, ref_table.data(), 0, h, d.q.data(), pos, want.data(), &scratch);
+      auto ref_swapped = reference(swapped, h, pos);
+      for (int32_t i = 0; i < hd; ++i) {
+        err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
+        err_swapped = std::max(err_swapped, std::fabs(got[i] - ref_swapped[i]));
+      }
+    }
+    const std::string name = kv_type_pair_name(kv);
+    EXPECT_LE(err, 2e-5) << name;
+    // Had K been read in V's codec (or the reverse), the output would be another one.
+    EXPECT_GT(err_swapped, 50 * std::max(err, 1e-6)) << name;
+  }
+}
+
 }  // namespace
 }  // namespace hz

@@ -81,6 +81,32 @@ TEST_P(KvRotationTest, RotatedInt4IsCloserToExactAndChunkInvariant) {
   EXPECT_LT(err_rot, err_plain);
 }
 
+// Keys and values rotate independently: with exact KV, rotating only K or only V still changes the
+// logits by rounding alone (so each stream is rotated and un-rotated consistently), and the two
+// one-stream rotations differ from each other and from rotating both.
+TEST_P(KvRotationTest, KeysOrValuesAloneRotateConsistently) {
+  auto m = Model::load(test::model_path(GetParam()));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ThreadPool pool(2);
+  const auto tokens = prompt(150, (*m)->config().vocab);
+  KvPrecision plain{KvType::kF32, 0, KvType::kF32};
+  KvPrecision k_only = plain, v_only = plain, both = plain;
+  k_only.rotated = true;
+  k_only.rotated_v = false;
+  v_only.rotated_v = true;
+  both.rotated = true;
+  const auto a = logits(**m, pool, tokens, plain, 0);
+  const auto k = logits(**m, pool, tokens, k_only, 0);
+  const auto v = logits(**m, pool, tokens, v_only, 0);
+  const auto kv = logits(**m, pool, tokens, both, 0);
+  EXPECT_LT(max_abs_diff(a, k), 2e-3);
+  EXPECT_LT(max_abs_diff(a, v), 2e-3);
+  EXPECT_GT(max_abs_diff(a, k), 0.0);
+  EXPECT_GT(max_abs_diff(a, v), 0.0);
+  EXPECT_GT(max_abs_diff(k, v), 0.0);
+  EXPECT_GT(max_abs_diff(k, kv), 0.0);
+}
+
 // stories260K (8 heads, 8 KV heads) and its Qwen2 conversion (8 heads over 4 KV heads: GQA, biases).
 INSTANTIATE_TEST_SUITE_P(Models, KvRotationTest, ::testing::Values("stories260K.gguf", "stories260K-qwen2.gguf"));
 

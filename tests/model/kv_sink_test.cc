@@ -82,9 +82,9 @@ TEST_F(KvSinkTest, SinkBlocksStayBitIdenticalToAnExactRun) {
   KvReadTable t;
   t.reset(s, table.data(), kTokens - 1, kTokens);
   t.bind_layer(0);
-  EXPECT_EQ(t.block(kTokens - 1, 0).codec, kernels::KvCodec::kF16);
+  EXPECT_EQ(t.block(kTokens - 1, 0).k_codec, kernels::KvCodec::kF16);
   EXPECT_EQ(t.block(kTokens - 1, 0).k_elems, s.exact_plane(0, 0, 0));
-  EXPECT_EQ(t.block(kTokens - 1, 1).codec, kernels::KvCodec::kInt2);
+  EXPECT_EQ(t.block(kTokens - 1, 1).k_codec, kernels::KvCodec::kInt2);
   // A sink count is whole blocks: 1 and 16 keep the same block, so the same logits.
   run(sinks(1));
   const std::vector<float> one = logits_;

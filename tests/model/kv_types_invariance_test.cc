@@ -44,6 +44,21 @@ struct Param {
   KvPrecision p;
 };
 
+// Keys in k, values in v (the cold types under a window of f16 when window > 0).
+KvPrecision split(KvType k, KvType v, uint64_t window = 0, uint64_t sinks = 0) {
+  KvPrecision p;
+  if (window > 0) {
+    p.hot_window = window;
+    p.cold = k;
+    p.cold_v = v;
+    p.sink_tokens = sinks;
+  } else {
+    p.hot = p.cold = k;
+    p.hot_v = p.cold_v = v;
+  }
+  return p;
+}
+
 class KvTypesInvarianceTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(KvTypesInvarianceTest, ChunkingDoesNotChangeLogits) {
@@ -76,7 +91,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{"stories260K.gguf", "stories_hot40_int4c", {KvType::kF16, 40, KvType::kInt4c}},
                       Param{"stories260K.gguf", "stories_hot40_int4", {KvType::kF16, 40, KvType::kInt4}},
                       Param{"synth-tiny-f16.gguf", "synth_hot20_int4", {KvType::kF16, 20, KvType::kInt4}},
-                      Param{"synth-tiny-f16.gguf", "synth_int8_hot33_int4", {KvType::kInt8, 33, KvType::kInt4}}),
+                      Param{"synth-tiny-f16.gguf", "synth_int8_hot33_int4", {KvType::kInt8, 33, KvType::kInt4}},
+                      Param{"stories260K.gguf", "stories_k8c_v4c", split(KvType::kInt8c, KvType::kInt4c)},
+                      Param{"synth-tiny-f16.gguf", "synth_k4c_v4", split(KvType::kInt4c, KvType::kInt4)},
+                      Param{"stories260K.gguf", "stories_hot32_k3_v2_sinks4", split(KvType::kInt3, KvType::kInt2, 32, 4)}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Block sizes 16, 64 and 256 give bit-identical f16 logits (attention tiles by position, not block).

@@ -26,7 +26,8 @@ TEST(KvPoolEqualityTest, BlockBytesMatchThePool) {
       cfg.num_blocks = 8;
       KvCache cache(cfg);
       EXPECT_EQ(kv_block_bytes(g, kv, block_tokens), cache.block_bytes()) << kv_type_name(kv) << " " << block_tokens;
-      EXPECT_EQ(kv_plane_bytes(g, kv, block_tokens), cache.plane_bytes());
+      EXPECT_EQ(kv_plane_bytes(g, kv, block_tokens), cache.plane_bytes(0));
+      EXPECT_EQ(kv_plane_bytes(g, kv, block_tokens), cache.plane_bytes(1));
       // A sequence of n tokens: the planner's bytes = the pool's blocks x block bytes.
       for (int64_t n : {1, 15, 16, 17, 500}) {
         EXPECT_EQ(kv_bytes_for_tokens(g, kv, block_tokens, n), cache.blocks_for(n) * cache.block_bytes());

@@ -39,6 +39,36 @@ TEST(EngineFlagsCliTest, ColdTypeDefaultsToInt8Everywhere) {
   EXPECT_NE(def.dump(), plan_json("--kv-cache-dtype f16 --kv-hot-window 64 --kv-cold-dtype int4").dump());
 }
 
+TEST(EngineFlagsCliTest, KeyAndValueTypesApartAndLlamaCppSpellings) {
+  // -ctk / -ctv (llama-server) are --kv-cache-dtype-k / -v; the one not given is f16, as there.
+  auto split = plan_json("--kv-cache-dtype-k int8 --kv-cache-dtype-v int4");
+  EXPECT_EQ(split["requested"]["kv_cache_dtype"], "K int8 / V int4");
+  EXPECT_EQ(plan_json("-ctk q8_0 -ctv q4_0").dump(), split.dump());
+  EXPECT_EQ(plan_json("-ctk q8_0")["requested"]["kv_cache_dtype"], "K int8 / V f16");
+  // --kv-cache-dtype sets both, -k / -v override one; the same type twice is the plain type.
+  EXPECT_EQ(plan_json("--kv-cache-dtype int4 --kv-cache-dtype-k int8").dump(), split.dump());
+  EXPECT_EQ(plan_json("-ctk q8_0 -ctv q8_0").dump(), plan_json("--kv-cache-dtype int8").dump());
+  const double split_bpt = split["requested"]["kv_bytes_per_token"];
+  const double i8 = plan_json("--kv-cache-dtype int8")["requested"]["kv_bytes_per_token"];
+  const double i4 = plan_json("--kv-cache-dtype int4")["requested"]["kv_bytes_per_token"];
+  EXPECT_DOUBLE_EQ(split_bpt, (i8 + i4) / 2);
+  auto cold = plan_json("--kv-hot-window 32 --kv-cold-dtype-k int3 --kv-cold-dtype-v int2");
+  EXPECT_EQ(cold["requested"]["kv_cold_dtype"], "K int3 / V int2");
+  // Errors name the flag that was given.
+  std::string out, err;
+  EXPECT_NE(test::run_command(bin() + " run -p hi -m " + model() + " --kv-cold-dtype-v int2", &out, &err), 0);
+  EXPECT_NE(err.find("--kv-cold-dtype-v needs --kv-hot-window"), std::string::npos) << err;
+  EXPECT_NE(test::run_command(bin() + " run -p hi -m " + model() + " -ctv int2", &out, &err), 0);
+  EXPECT_NE(err.find("--kv-cache-dtype-v int2 is too lossy"), std::string::npos) << err;
+  // A run with separate types answers.
+  ASSERT_EQ(test::run_command(bin() + " run -p 'Once upon a time' -n 8 --temp 0 -t 1 -m " + model() +
+                                  " --kv-cache-dtype-k int8c --kv-cache-dtype-v int4c",
+                              &out, &err),
+            0)
+      << err;
+  EXPECT_FALSE(out.empty());
+}
+
 TEST(EngineFlagsCliTest, BadBlockSizeSameErrorForPlanAndRun) {
   for (const char* cmd : {" plan ", " run -p hi -m "}) {
     std::string out, err;
