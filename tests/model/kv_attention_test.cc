@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "kv/kv_cache.h"
 #include "model/attention.h"
 

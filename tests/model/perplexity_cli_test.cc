@@ -46,9 +46,13 @@ TEST(PerplexityCliTest, KvSweepPrintsOneRowPerChoiceAgainstExactKv) {
   EXPECT_EQ(out.find("+ int2 rotated"), std::string::npos) << out;  // only with --kv-sweep-all
   // int4 at 6 bits per value (4 + one f16 scale per 8 values at head dim 8), int8 at 10; int2 at 3
   // (2 + a scale and an offset byte per channel over a 16-token block).
-  EXPECT_NE(out.find("\nint4" + std::string(40, ' ') + "6.00"), std::string::npos) << out;
-  EXPECT_NE(out.find("\nint8" + std::string(39, ' ') + "10.00"), std::string::npos) << out;
-  EXPECT_NE(out.find("\nf16 (hot 32) + int2" + std::string(25, ' ') + "3.00"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nint4" + std::string(46, ' ') + "6.00"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nint8" + std::string(45, ' ') + "10.00"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nf16 (hot 32) + int2" + std::string(31, ' ') + "3.00"), std::string::npos) << out;
+  // Keys and values apart: the bits are the mean of the two streams' (K int3 4, V int2 3).
+  EXPECT_NE(out.find("\nK int8c / V int4c" + std::string(33, ' ') + "7.00"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nf16 (hot 32, sinks 4) + K int3 / V int2" + std::string(11, ' ') + "3.50"), std::string::npos)
+      << out;
 }
 
 // --kv-sweep-types keeps the rows that store the listed types (cold type under a window).

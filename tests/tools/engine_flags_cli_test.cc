@@ -98,7 +98,7 @@ TEST(EngineFlagsCliTest, DoctorChecksAServeCommandLineAsIs) {
                                  " -c 8192 -np 4 -t 2 --host 127.0.0.1 --port 0 -ctk q8_0 -ctv q8_0 -fa on --jinja --metrics"
                                  " -ngl 0 --enable-prefix-caching --served-model-name m --chat-template chatml",
                              &out, &err);
-  EXPECT_NE(out.find("4 sequence(s) x 2048 tokens at int8 KV"), std::string::npos) << out << err;
+  EXPECT_NE(out.find("4 sequence(s) x 2048 tokens at int8 rotated KV"), std::string::npos) << out << err;
   (void)rc;  // port 0 is not a port to check: its FAIL line is expected
   rc = test::run_command(bin() + " doctor -m " + model() + " --port 0 --kv-cache-dtype f13", &out, &err);
   EXPECT_NE(rc, 0);
