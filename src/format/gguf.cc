@@ -60,7 +60,7 @@ Status read_string(Reader& r, std::string* out, const std::string& what, uint64_
   if (!r.read(&len)) return data_loss("{}: truncated (string length)", what);
   if (len > r.remaining()) return data_loss("{}: string length {} exceeds the {} bytes left in the file", what, len, r.remaining());
   if (len > max_len) return data_loss("{}: string length {} exceeds the limit {}", what, len, max_len);
-  const uint8_t* p;
+  const uint8_t* p = nullptr;
   r.read_bytes(len, &p);
   out->assign(reinterpret_cast<const char*>(p), len);
   return Status();
@@ -115,7 +115,7 @@ Status read_array(Reader& r, GgufArray* a, const std::string& key, int depth) {
     if (!bytes || *bytes > r.remaining())
       return data_loss("metadata '{}': array of {} {} elements exceeds the {} bytes left in the file", key, a->count,
                        gguf_type_name(a->elem_type), r.remaining());
-    const uint8_t* p;
+    const uint8_t* p = nullptr;
     r.read_bytes(*bytes, &p);
     a->raw.assign(p, p + *bytes);
     if (a->elem_type == GgufType::kBool) {

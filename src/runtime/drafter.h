@@ -25,9 +25,9 @@ struct NgramDrafterOptions {
   int32_t window = 8192;
 };
 
-// Prompt lookup: for n from max_ngram down to min_ngram, the latest earlier position where the
-// last n tokens occur; the draft is what followed there. Stateless (a scan per call), so one
-// instance serves every sequence.
+// Prompt lookup: the earlier position where the most of the sequence's last tokens (at least
+// min_ngram, at most max_ngram) occur again, the latest on ties; the draft is what followed there.
+// Stateless (one backward scan of the window per call), so one instance serves every sequence.
 class NgramDrafter : public Drafter {
  public:
   explicit NgramDrafter(const NgramDrafterOptions& o) : o_(o) {}

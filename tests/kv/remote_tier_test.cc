@@ -4,6 +4,7 @@
 // promotion stops when the pool has no room; after Redis restarts, blocks are written again.
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -33,11 +34,12 @@ struct Replica {
   KvCache kv;
   PrefixCache cache;
   RemoteTier tier;
-  Replica(const std::string& url, int32_t num_blocks)
-      : kv(config(num_blocks)), cache(kv.pool(), kBt, "model"), tier(kv, cache, open_store(url, kv), 2000ms) {}
+  Replica(const std::string& url, int32_t num_blocks, std::optional<KvPrecision> p = std::nullopt)
+      : kv(config(num_blocks, p)), cache(kv.pool(), kBt, "model"), tier(kv, cache, open_store(url, kv), 2000ms) {}
 
-  static KvCacheConfig config(int32_t num_blocks) {
+  static KvCacheConfig config(int32_t num_blocks, std::optional<KvPrecision> p = std::nullopt) {
     KvCacheConfig c;
+    c.precision = p;
     c.num_layers = 2;
     c.num_kv_heads = 2;
     c.head_dim = 32;
@@ -120,6 +122,31 @@ TEST(RemoteTierTest, BlocksWrittenOnOneReplicaArePromotedOnAnotherByteForByte) {
   std::vector<int32_t> other = t;
   other[4 * kBt + 3] += 1;
   EXPECT_EQ(b.tier.promote_prefix(other.data(), 10), 0);
+}
+
+// Keys and values in different types: a record holds both planes of every layer and comes back
+// byte for byte; a replica storing the same sizes the other way round (K int4 / V int8) never
+// takes it, even under the same fingerprint: the record's type byte names both types.
+TEST(RemoteTierTest, SeparateKeyAndValueTypesTravelWholeAndOnlyToTheirOwnLayout) {
+  test::RedisServer redis;
+  REQUIRE_SERVICE(redis);
+  KvPrecision k8v4{KvType::kInt8, 0, KvType::kInt8};
+  k8v4.hot_v = k8v4.cold_v = KvType::kInt4;
+  KvPrecision k4v8{KvType::kInt4, 0, KvType::kInt4};
+  k4v8.hot_v = k4v8.cold_v = KvType::kInt8;
+  Replica a(redis.url(), 32, k8v4), b(redis.url(), 32, k8v4), c(redis.url(), 32, k4v8);
+  ASSERT_EQ(a.kv.block_bytes(), c.kv.block_bytes());
+  const std::vector<int32_t> t = tokens(4 * kBt, 3);
+  KvSeq s = a.compute(t, 5);
+  std::vector<std::vector<uint8_t>> want;
+  for (BlockRef blk : s.block_table) want.emplace_back(a.kv.block_data(blk.idx), a.kv.block_data(blk.idx) + a.kv.block_bytes());
+  a.release(s);
+  ASSERT_TRUE(a.tier.store().flush(5s));
+  EXPECT_EQ(c.tier.promote_prefix(t.data(), 4), 0);
+  EXPECT_EQ(b.tier.promote_prefix(t.data(), 4), 4);
+  const PrefixCache::Match m = b.cache.match(t.data(), 4);
+  ASSERT_EQ(m.blocks.size(), 4u);
+  for (size_t j = 0; j < 4; ++j) EXPECT_EQ(std::memcmp(b.kv.block_data(m.blocks[j]), want[j].data(), want[j].size()), 0) << j;
 }
 
 TEST(RemoteTierTest, PromotionStopsWhenThePoolIsFull) {

@@ -36,6 +36,19 @@ TEST(NgramDrafterTest, TriesTheLongestSuffixFirst) {
   EXPECT_EQ(propose(o, t, 2), (std::vector<int32_t>{40, 41}));
 }
 
+// A text repeated after other text (prompt P, continuation C, P again): the continuation of the
+// longest agreement is C, though a shorter suffix recurs later with other followers.
+TEST(NgramDrafterTest, TheLongestAgreementWinsOverALaterShortOne) {
+  NgramDrafterOptions o;
+  o.max_ngram = 8;
+  o.min_ngram = 2;
+  //                   P = 1 2 3 4 5 6    C = 7 8 9   ...  [5 6] 20 21   P again
+  const std::vector<int32_t> t = {1, 2, 3, 4, 5, 6, 7, 8, 9, 5, 6, 20, 21, 1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(propose(o, t, 3), (std::vector<int32_t>{7, 8, 9}));
+  o.max_ngram = 2;  // capped at 2, every candidate agrees on 2 tokens: the latest wins
+  EXPECT_EQ(propose(o, t, 3), (std::vector<int32_t>{20, 21, 1}));
+}
+
 TEST(NgramDrafterTest, NothingWithoutAMatchOrBelowTheShortestSuffix) {
   NgramDrafterOptions o;
   o.max_ngram = 3;

@@ -32,7 +32,7 @@ inline void transpose4_epi32(const __m256i in[4], __m256i out[4]) {
 }
 
 // Exact int32 sum of the first `lanes` (4 or 8) lanes.
-inline int32_t hsum_epi32(__m256i v, int lanes = 8) {
+[[gnu::always_inline]] inline int32_t hsum_epi32(__m256i v, int lanes = 8) {
   __m128i s = _mm256_castsi256_si128(v);
   if (lanes == 8) s = _mm_add_epi32(s, _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -42,7 +42,7 @@ inline int32_t hsum_epi32(__m256i v, int lanes = 8) {
 
 // The 12 packed bytes of a Q4_K / Q5_K super-block unpacked into 8 scales (bytes 0..7) and 8 mins
 // (bytes 8..15), all 6-bit; see ref::k_scale_min for the layout.
-inline __m128i unpack_scale_min(const uint8_t* packed) {
+[[gnu::always_inline]] inline __m128i unpack_scale_min(const uint8_t* packed) {
   const uint32_t u0 = static_cast<uint32_t>(load_i32(packed)), u1 = static_cast<uint32_t>(load_i32(packed + 4)),
                  u2 = static_cast<uint32_t>(load_i32(packed + 8));
   constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;

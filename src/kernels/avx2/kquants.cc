@@ -16,7 +16,7 @@ namespace hz::kernels::avx2 {
 namespace {
 
 // Shuffle mask that broadcasts int16 element g (of each 128-bit lane) to all 8 int16 of the lane.
-inline __m256i broadcast_i16_mask(int g_lo, int g_hi) {
+[[gnu::always_inline]] inline __m256i broadcast_i16_mask(int g_lo, int g_hi) {
   const short lo = static_cast<short>((2 * g_lo) | ((2 * g_lo + 1) << 8));
   const short hi = static_cast<short>((2 * g_hi) | ((2 * g_hi + 1) << 8));
   return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
@@ -29,7 +29,7 @@ struct Q8KX {
   __m256 d;
 };
 
-inline Q8KX load_q8_k(const uint8_t* row, int64_t s) {
+[[gnu::always_inline]] inline Q8KX load_q8_k(const uint8_t* row, int64_t s) {
   const uint8_t* b = row + s * sizeof(BlockQ8_K);
   return {b + offsetof(BlockQ8_K, qs), b + offsetof(BlockQ8_K, bsums),
           _mm256_set1_ps(load_f32(b + offsetof(BlockQ8_K, d)))};
@@ -46,7 +46,7 @@ struct ScaleMinW {
 
 // The scales and mins of a Q4_K / Q5_K super-block (unpack_scale_min in int_lanes.h).
 template <class Block>
-inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
+[[gnu::always_inline]] inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
   // scales 0..7, mins 0..7 as int16
   const __m256i sm16 = _mm256_cvtepu8_epi16(unpack_scale_min(b + offsetof(Block, scales)));
   ScaleMinW w;
@@ -62,20 +62,22 @@ inline ScaleMinW load_scale_min(const uint8_t* b, const uint8_t* qh) {
 // The block-order rule (ref::vec_dot_q4_k_q8_k, and the 8-row group matmuls): the running sum
 // lives in lane 0 and takes one fma per term, in super-block order. d and dmin are the products
 // d_w * d_x (every lane equal).
-inline __m256 fold_block_order(__m256 d, int32_t isum, __m256 dmin, int32_t msum, __m256 acc) {
+[[gnu::always_inline]] inline __m256 fold_block_order(__m256 d, int32_t isum, __m256 dmin, int32_t msum, __m256 acc) {
   float a = _mm256_cvtss_f32(acc);
   a = std::fma(_mm256_cvtss_f32(d), static_cast<float>(isum), a);
   a = std::fma(-_mm256_cvtss_f32(dmin), static_cast<float>(msum), a);
   return _mm256_castps128_ps256(_mm_set_ss(a));
 }
-inline __m256 fold_block_order(__m256 d, int32_t isum, __m256 acc) {
+[[gnu::always_inline]] inline __m256 fold_block_order(__m256 d, int32_t isum, __m256 acc) {
   return _mm256_castps128_ps256(_mm_set_ss(std::fma(_mm256_cvtss_f32(d), static_cast<float>(isum), _mm256_cvtss_f32(acc))));
 }
 // The sum of a block-order accumulator.
-inline float lane0(__m256 acc) { return _mm256_cvtss_f32(acc); }
+[[gnu::always_inline]] inline float lane0(__m256 acc) { return _mm256_cvtss_f32(acc); }
 
+// Inlined into the tile loops by force: as a call its vectors spill to the stack (measured: half of
+// Q4_K decode time in the call, the loads of its spilled registers).
 template <bool kFifthBit>
-inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
+[[gnu::always_inline]] inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256i sumi = _mm256_setzero_si256();
   __m256i qh;
@@ -113,11 +115,11 @@ struct Q4_KKind {
   static constexpr int kMaxTokens = 4;
   using W = ScaleMinW;
   using X = Q8KX;
-  static W load_w(const uint8_t* row, int64_t s) {
+  [[gnu::always_inline]] static W load_w(const uint8_t* row, int64_t s) {
     return load_scale_min<BlockQ4_K>(row + s * sizeof(BlockQ4_K), nullptr);
   }
-  static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
-  static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<false>(w, x, acc); }
+  [[gnu::always_inline]] static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
+  [[gnu::always_inline]] static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<false>(w, x, acc); }
   static float finish(__m256 acc) { return lane0(acc); }
 };
 
@@ -128,12 +130,12 @@ struct Q5_KKind {
   static constexpr int kMaxTokens = 4;
   using W = ScaleMinW;
   using X = Q8KX;
-  static W load_w(const uint8_t* row, int64_t s) {
+  [[gnu::always_inline]] static W load_w(const uint8_t* row, int64_t s) {
     const uint8_t* b = row + s * sizeof(BlockQ5_K);
     return load_scale_min<BlockQ5_K>(b, b + offsetof(BlockQ5_K, qh));
   }
-  static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
-  static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<true>(w, x, acc); }
+  [[gnu::always_inline]] static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
+  [[gnu::always_inline]] static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<true>(w, x, acc); }
   static float finish(__m256 acc) { return lane0(acc); }
 };
 
@@ -154,7 +156,7 @@ struct Q6_KKind {
   static constexpr int kMaxTokens = 4;
   using W = Q6_KW;
   using X = Q8KX;
-  static W load_w(const uint8_t* row, int64_t s) {
+  [[gnu::always_inline]] static W load_w(const uint8_t* row, int64_t s) {
     const uint8_t* b = row + s * sizeof(BlockQ6_K);
     W w;
     w.ql = b + offsetof(BlockQ6_K, ql);
@@ -165,8 +167,8 @@ struct Q6_KKind {
     w.d = _mm256_set1_ps(load_f16_scalar(b + offsetof(BlockQ6_K, d)));
     return w;
   }
-  static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
-  static __m256 fold(const W& w, const X& x, __m256 acc) {
+  [[gnu::always_inline]] static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
+  [[gnu::always_inline]] static __m256 fold(const W& w, const X& x, __m256 acc) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
     __m256i sumi = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {  // 128-element halves: 64 ql bytes, 32 qh bytes

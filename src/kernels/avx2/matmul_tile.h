@@ -22,14 +22,28 @@ namespace hz::kernels::avx2 {
 //   static W load_w_tail(const uint8_t* row, int64_t step, int64_t count);  (only with kHasTail)
 //   static X load_x_tail(const uint8_t* row, int64_t step, int64_t count);
 //   static __m256 fold(const W& w, const X& x, __m256 acc);
+//
+// `ahead` (may be null): `ahead_bytes` of weights the caller reads next (the next tile's rows),
+// prefetched a share per step. A tile reads its R rows as R interleaved streams of a few KB,
+// too short for the hardware prefetcher to ramp up on; with few tokens (decode) the loads then
+// wait on memory. Prefetching never changes the arithmetic.
 template <class K, int R, int T>
-void dot_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows, float* const* out) {
+void dot_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows, float* const* out,
+              const uint8_t* ahead = nullptr, uint64_t ahead_bytes = 0) {
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   const int64_t num_steps = n / K::kStep;
+  // Cache lines of `ahead` per step, so the whole span is requested by the tile's last step.
+  const uint64_t ahead_lines = (ahead_bytes + 63) / 64;
+  const uint64_t lines_per_step = num_steps > 0 ? (ahead_lines + num_steps - 1) / static_cast<uint64_t>(num_steps) : 0;
   for (int64_t s = 0; s < num_steps; ++s) {
+    if (ahead != nullptr) {
+      const uint64_t l0 = static_cast<uint64_t>(s) * lines_per_step;
+      for (uint64_t l = l0; l < l0 + lines_per_step && l < ahead_lines; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+    }
     typename K::X xv[T];
     for (int t = 0; t < T; ++t) xv[t] = K::load_x(x_rows[t], s);
     for (int r = 0; r < R; ++r) {
@@ -56,12 +70,13 @@ void dot_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_r
 // Calls dot_tile<K, num_rows, num_tokens> for run-time sizes within the kind's limits.
 template <class K, int R = 1, int T = 1>
 void dot_tile_dispatch(int num_rows, int num_tokens, int64_t n, const uint8_t* const* w_rows,
-                       const uint8_t* const* x_rows, float* const* out) {
-  if (num_rows == R && num_tokens == T) return dot_tile<K, R, T>(n, w_rows, x_rows, out);
+                       const uint8_t* const* x_rows, float* const* out, const uint8_t* ahead = nullptr,
+                       uint64_t ahead_bytes = 0) {
+  if (num_rows == R && num_tokens == T) return dot_tile<K, R, T>(n, w_rows, x_rows, out, ahead, ahead_bytes);
   if constexpr (T < K::kMaxTokens) {
-    return dot_tile_dispatch<K, R, T + 1>(num_rows, num_tokens, n, w_rows, x_rows, out);
+    return dot_tile_dispatch<K, R, T + 1>(num_rows, num_tokens, n, w_rows, x_rows, out, ahead, ahead_bytes);
   } else if constexpr (R < K::kMaxRows) {
-    return dot_tile_dispatch<K, R + 1, 1>(num_rows, num_tokens, n, w_rows, x_rows, out);
+    return dot_tile_dispatch<K, R + 1, 1>(num_rows, num_tokens, n, w_rows, x_rows, out, ahead, ahead_bytes);
   }
 }
 
@@ -91,6 +106,11 @@ void matmul_kind(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
       const int nr = static_cast<int>(row_end - r0 < K::kMaxRows ? row_end - r0 : K::kMaxRows);
       const uint8_t* w_rows[K::kMaxRows];
       for (int r = 0; r < nr; ++r) w_rows[r] = wb + (r0 + r) * w_row_bytes;
+      // The next tile's rows (contiguous after these), fetched while this tile computes: with
+      // decode's one pass over the tokens the weights stream from memory once.
+      const int64_t next_rows = row_end - (r0 + nr) < K::kMaxRows ? row_end - (r0 + nr) : K::kMaxRows;
+      const uint8_t* ahead = next_rows > 0 && tb_end - tb <= K::kMaxTokens ? wb + (r0 + nr) * w_row_bytes : nullptr;
+      const uint64_t ahead_bytes = ahead != nullptr ? static_cast<uint64_t>(next_rows) * w_row_bytes : 0;
       for (int64_t t0 = tb; t0 < tb_end; t0 += K::kMaxTokens) {
         const int nt = static_cast<int>(tb_end - t0 < K::kMaxTokens ? tb_end - t0 : K::kMaxTokens);
         const uint8_t* x_rows[K::kMaxTokens];
@@ -99,7 +119,7 @@ void matmul_kind(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
         for (int r = 0; r < nr; ++r) {
           for (int t = 0; t < nt; ++t) out[r * nt + t] = y + (t0 + t) * y_stride + r0 + r;
         }
-        dot_tile_dispatch<K>(nr, nt, n, w_rows, x_rows, out);
+        dot_tile_dispatch<K>(nr, nt, n, w_rows, x_rows, out, ahead, ahead_bytes);
       }
     }
   }
