@@ -87,7 +87,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                  "context, verified in one batched step; same output, faster on repetitive text; off for requests "
                  "with a grammar)");
   app.add_option("--spec-draft", opts.spec_draft_tokens, "Tokens drafted per step at most with --spec (default 4)");
-  app.add_option("--spec-ngram-max", opts.spec_ngram_max, "--spec ngram: longest suffix looked up in the context (default 3)");
+  app.add_option("--spec-ngram-max", opts.spec_ngram_max, "--spec ngram: longest suffix looked up in the context (default 16)");
   app.add_option("--spec-ngram-min", opts.spec_ngram_min, "--spec ngram: shortest suffix looked up (default 2)");
   app.add_flag("--quiet", quiet, "No progress output (loading, long work) and no start-up summary");
   // Flags of GPU servers, accepted so their command lines run here (one warning each).

@@ -19,8 +19,8 @@ class Drafter {
 };
 
 struct NgramDrafterOptions {
-  int32_t max_ngram = 3;  // the longest suffix looked up first
-  int32_t min_ngram = 2;  // the shortest tried (1 drafts after any repeated token: many misses)
+  int32_t max_ngram = 16;  // the longest agreement looked for
+  int32_t min_ngram = 2;   // the shortest tried (1 drafts after any repeated token: many misses)
   // Tokens searched back from the end (bounds the work per step on long contexts).
   int32_t window = 8192;
 };
