@@ -93,6 +93,8 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
         if (b.contains("content") && !b["content"].is_null()) {
           if (auto e = text_of(b["content"], bf + ".content", &result)) return e;
         }
+        if (b.contains("is_error") && !b["is_error"].is_null() && !b["is_error"].is_boolean())
+          return bad_request(fmt::format("'{}.is_error' must be a boolean", bf), bf + ".is_error");
         if (b.value("is_error", false)) result = "Error: " + result;
         messages.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
       } else {
@@ -134,6 +136,9 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
     else if (type == "none") out["tool_choice"] = "none";
     else if (type == "tool" && c.contains("name")) out["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
     else return bad_request("'tool_choice' must be {\"type\": auto | any | tool (with name) | none}", "tool_choice");
+    if (c.contains("disable_parallel_tool_use") && !c["disable_parallel_tool_use"].is_null() &&
+        !c["disable_parallel_tool_use"].is_boolean())
+      return bad_request("'tool_choice.disable_parallel_tool_use' must be a boolean", "tool_choice.disable_parallel_tool_use");
     if (c.value("disable_parallel_tool_use", false)) out["parallel_tool_calls"] = false;
   }
   *chat_body = dump_json(out);

@@ -29,7 +29,8 @@ std::optional<ApiError> content_text(const ojson& content, const std::string& fi
 // One input item appended to the chat messages.
 std::optional<ApiError> add_item(const ojson& item, const std::string& field, ojson* messages) {
   if (!item.is_object()) return bad_request(fmt::format("'{}' must be an object", field), field);
-  const std::string type = item.value("type", item.contains("role") ? "message" : "");
+  // A "type" that is not a string is refused below as an unknown type (value() would throw on it).
+  const std::string type = item.contains("type") ? string_field(item, "type") : item.contains("role") ? "message" : "";
   if (type == "message") {
     const std::string role = item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>() : "";
     if (role != "user" && role != "assistant" && role != "system" && role != "developer") {

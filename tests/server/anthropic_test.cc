@@ -55,6 +55,11 @@ TEST(AnthropicRequestTest, RefusalsNameTheField) {
       {R"({"max_tokens": 1, "messages": [{"role": "system", "content": "x"}]})", "messages[0].role"},
       {R"({"max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "image"}]}]})", "messages[0].content[0]"},
       {R"({"max_tokens": 1, "messages": [], "tool_choice": {"type": "maybe"}})", "tool_choice"},
+      {R"({"max_tokens": 1, "messages": [], "tool_choice": {"type": "auto", "disable_parallel_tool_use": "yes"}})",
+       "tool_choice.disable_parallel_tool_use"},
+      {R"({"max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",)"
+       R"( "content": "r", "is_error": 1}]}]})",
+       "messages[0].content[0].is_error"},
       {R"({"max_tokens": 1, "messages": [], "tools": [{"name": "f", "cache_control": {}}]})", "tools[0].cache_control"},
   };
   for (const Case& c : cases) {

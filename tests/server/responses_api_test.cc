@@ -80,6 +80,9 @@ TEST(ResponsesApiTest, RefusalsNameTheField) {
   EXPECT_EQ(refusal(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})").param,
             "input[0].content[0]");
   EXPECT_EQ(refusal(R"({"input": [{"type": "reasoning"}]})").param, "input[0].type");
+  // A type that is not a string (found by the request fuzzer: it threw).
+  EXPECT_EQ(refusal(R"({"input": [{"role": "user", "content": "x"}, {"type": {"t": "object"}}]})").param, "input[1].type");
+  EXPECT_EQ(refusal(R"({"input": [{"type": 7, "role": "user", "content": "x"}]})").param, "input[0].type");
   EXPECT_EQ(refusal(R"({"input": [{"role": "tool", "content": "x"}]})").param, "input[0].role");
   EXPECT_EQ(refusal(R"({"input": "x", "tools": [{"type": "web_search"}]})").param, "tools[0].type");
   EXPECT_EQ(refusal(R"({"input": "x", "text": {"format": {"type": "xml"}}})").param, "text.format.type");
