@@ -41,7 +41,8 @@ struct SweepConfig {
 // The KV choices --kv-sweep measures: every type usable alone, with and without rotation; int4 /
 // int4c / int8 cold under f16 hot windows of the given sizes; int3 / int2 cold (not rotated:
 // measured worse rotated; int2 also with `sinks` sink tokens); keys and values in different types
-// (keys take the outlier channels, so they get the wider or per-channel type). `all` adds the
+// (which stream needs the third bit depends on the model: keys at head dim 8, values on a model
+// with outlier keys at depth, so both orders are rows). `all` adds the
 // rotated and the with/without-sinks variants of every int3 / int2 row.
 std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int32_t sinks, bool all) {
   std::vector<SweepConfig> out;
@@ -89,6 +90,7 @@ std::vector<SweepConfig> sweep_configs(const std::vector<int32_t>& windows, int3
       }
     }
     add_split(w, KvType::kInt3, KvType::kInt2, sinks);
+    add_split(w, KvType::kInt2, KvType::kInt3, sinks);
     add_split(w, KvType::kInt4c, KvType::kInt2, sinks);
     if (all && sinks > 0) add_split(w, KvType::kInt3, KvType::kInt2);
   }

@@ -53,6 +53,8 @@ TEST(PerplexityCliTest, KvSweepPrintsOneRowPerChoiceAgainstExactKv) {
   EXPECT_NE(out.find("\nK int8c / V int4c" + std::string(33, ' ') + "7.00"), std::string::npos) << out;
   EXPECT_NE(out.find("\nf16 (hot 32, sinks 4) + K int3 / V int2" + std::string(11, ' ') + "3.50"), std::string::npos)
       << out;
+  EXPECT_NE(out.find("\nf16 (hot 32, sinks 4) + K int2 / V int3" + std::string(11, ' ') + "3.50"), std::string::npos)
+      << out;
 }
 
 // --kv-sweep-types keeps the rows that store the listed types (cold type under a window).
