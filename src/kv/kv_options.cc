@@ -164,7 +164,11 @@ Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
     // the far tier (prompts must fit in it anyway).
     const int64_t min_blocks = (d.prefill_chunk + block_tokens - 1) / block_tokens + p.hot_blocks + 2;
     p.far_tier = p.num_blocks >= min_blocks;
-    if (!p.far_tier)
+    // Said only where it limits something: a pool that holds every sequence's whole context
+    // (--max-num-seqs at --max-model-len) needs no far tier.
+    const int64_t context_blocks = (static_cast<int64_t>(d.max_model_len) + block_tokens - 1) / block_tokens *
+                                   std::max<int64_t>(1, d.max_num_seqs);
+    if (!p.far_tier && (d.max_model_len <= 0 || p.num_blocks < context_blocks))
       p.warnings.push_back(fmt::format(
           "KV far tier off: --kv-budget holds {} KV blocks, and a running sequence with its far blocks on disk needs {} "
           "in RAM (a --prefill-chunk of {} tokens plus the hot window); contexts are limited to the RAM pool",

@@ -140,6 +140,24 @@ TEST(KvOptionsTest, FarTierNeedsAPoolThatHoldsOneRunningSequence) {
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE(p->far_tier);
   EXPECT_TRUE(has_warning(*p, "KV far tier off"));
+  // A pool that holds every sequence's whole context loses nothing without the far tier: no
+  // warning then.
+  KvDemand short_context = d;
+  short_context.max_num_seqs = 1;
+  short_context.max_model_len = 80;  // the pool's 5 blocks
+  p = o.validate(short_context);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->far_tier);
+  EXPECT_FALSE(has_warning(*p, "KV far tier off"));
+  short_context.max_model_len = 81;
+  p = o.validate(short_context);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(has_warning(*p, "KV far tier off"));
+  short_context.max_model_len = 80;
+  short_context.max_num_seqs = 2;
+  p = o.validate(short_context);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(has_warning(*p, "KV far tier off"));
   // Its hot window counts too: 6 blocks hold a chunk and a partial block, not one more hot block.
   const uint64_t int8_block = kv_block_bytes(d.geometry, KvType::kInt8, 16);
   o.budget_bytes = 6 * int8_block;
