@@ -29,7 +29,8 @@ std::optional<ApiError> content_text(const ojson& content, const std::string& fi
 // One input item appended to the chat messages.
 std::optional<ApiError> add_item(const ojson& item, const std::string& field, ojson* messages) {
   if (!item.is_object()) return bad_request(fmt::format("'{}' must be an object", field), field);
-  // A "type" that is not a string is refused below as an unknown type (value() would throw on it).
+  if (item.contains("type") && !item["type"].is_string())
+    return bad_request(fmt::format("'{}.type' must be a string", field), field + ".type");
   const std::string type = item.contains("type") ? string_field(item, "type") : item.contains("role") ? "message" : "";
   if (type == "message") {
     const std::string role = item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>() : "";
