@@ -59,7 +59,7 @@ struct EngineOptions {
   // the same (greedy: token for token; sampled: in distribution). Off for requests with a grammar.
   SpecMode spec = SpecMode::kOff;
   int32_t spec_draft_tokens = 4;   // tokens proposed per step at most
-  int32_t spec_ngram_max = 16;     // prompt lookup: longest suffix looked up
+  int32_t spec_ngram_max = 16;     // prompt lookup: longest agreement looked for
   int32_t spec_ngram_min = 2;      // and the shortest
   // Drafts shorten after rejections and pause after misses (a wrong draft costs compute on small
   // models); off: always spec_draft_tokens when the drafter has them (benchmarks of the rule).

@@ -36,6 +36,15 @@ std::string call_id(const std::string& msg_id, size_t i) {
                                  ToolCallFormat::kHermes).substr(5);
 }
 
+// o[key] as a boolean into *out (absent or null: false); any other type is refused, naming `field`.
+std::optional<ApiError> bool_field(const ojson& o, const char* key, const std::string& field, bool* out) {
+  auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return bad_request(fmt::format("'{}' must be a boolean", field), field);
+  *out = it->get<bool>();
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::string* chat_body) {
@@ -93,9 +102,9 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
         if (b.contains("content") && !b["content"].is_null()) {
           if (auto e = text_of(b["content"], bf + ".content", &result)) return e;
         }
-        if (b.contains("is_error") && !b["is_error"].is_null() && !b["is_error"].is_boolean())
-          return bad_request(fmt::format("'{}.is_error' must be a boolean", bf), bf + ".is_error");
-        if (b.value("is_error", false)) result = "Error: " + result;
+        bool is_error = false;
+        if (auto e = bool_field(b, "is_error", bf + ".is_error", &is_error)) return e;
+        if (is_error) result = "Error: " + result;
         messages.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
       } else {
         return bad_request(fmt::format("'{}' must be a text, tool_use (assistant) or tool_result (user) block", bf), bf);
@@ -136,10 +145,9 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
     else if (type == "none") out["tool_choice"] = "none";
     else if (type == "tool" && c.contains("name")) out["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
     else return bad_request("'tool_choice' must be {\"type\": auto | any | tool (with name) | none}", "tool_choice");
-    if (c.contains("disable_parallel_tool_use") && !c["disable_parallel_tool_use"].is_null() &&
-        !c["disable_parallel_tool_use"].is_boolean())
-      return bad_request("'tool_choice.disable_parallel_tool_use' must be a boolean", "tool_choice.disable_parallel_tool_use");
-    if (c.value("disable_parallel_tool_use", false)) out["parallel_tool_calls"] = false;
+    bool serial = false;
+    if (auto e = bool_field(c, "disable_parallel_tool_use", "tool_choice.disable_parallel_tool_use", &serial)) return e;
+    if (serial) out["parallel_tool_calls"] = false;
   }
   *chat_body = dump_json(out);
   return std::nullopt;

@@ -31,7 +31,7 @@ std::optional<ApiError> add_item(const ojson& item, const std::string& field, oj
   if (!item.is_object()) return bad_request(fmt::format("'{}' must be an object", field), field);
   if (item.contains("type") && !item["type"].is_string())
     return bad_request(fmt::format("'{}.type' must be a string", field), field + ".type");
-  const std::string type = item.contains("type") ? string_field(item, "type") : item.contains("role") ? "message" : "";
+  const std::string type = item.value("type", item.contains("role") ? "message" : "");
   if (type == "message") {
     const std::string role = item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>() : "";
     if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
