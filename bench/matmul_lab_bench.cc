@@ -221,7 +221,7 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Matmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}, {1, 2, 4, 8, 16, 64, 512}, {1, 2}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}, {1, 2, 4, 5, 8, 16, 32, 64, 512}, {1, 2}, {0, 1, 2, 3, 4}})
     ->ArgNames({"type", "shape", "tokens", "threads", "variant"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

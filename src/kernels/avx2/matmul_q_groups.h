@@ -29,6 +29,7 @@ namespace {
 
 constexpr int kGroup = 8;        // weight rows per group (one f32 lane each)
 constexpr int kTokenChunk = 32;  // tokens per pass over a group's weights (activations stay in L2)
+constexpr int64_t kPrefetchAhead = 1024;  // bytes of packed weights requested ahead of the block in use
 
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 
@@ -115,6 +116,7 @@ struct RowsSource {
     for (int r = 0; r < kGroup; ++r) rows[r] = w + (r0 + (r < nr ? r : nr - 1)) * row_bytes;
   }
   void decode(int64_t b, typename K::W* wd) const { K::decode(rows, b, wd); }
+  void prefetch(int64_t) const {}
 };
 // ...or the packed layout, already transposed (r0 is a multiple of 8 there).
 template <class K>
@@ -124,6 +126,17 @@ struct PackedSource {
   const uint8_t* group;
   void start(int64_t r0, int64_t) { group = w + (r0 / kGroup) * group_bytes; }
   void decode(int64_t b, typename K::W* wd) const { K::decode_packed(group + b * kGroup * K::kBlockBytes, wd); }
+  // The lines kPrefetchAhead bytes past block b (software prefetch: groups are contiguous, so past a
+  // group's end this reaches the next group's first blocks). A few tokens' compute per block is
+  // enough to stall the stream otherwise: the hardware prefetcher does not run that far ahead.
+  void prefetch(int64_t b) const {
+    const uint8_t* p = group + b * kGroup * K::kBlockBytes + kPrefetchAhead;
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+    if constexpr (kGroup * K::kBlockBytes > 128) _mm_prefetch(reinterpret_cast<const char*>(p + 128), _MM_HINT_T0);
+    if constexpr (kGroup * K::kBlockBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(p + 192), _MM_HINT_T0);
+    if constexpr (kGroup * K::kBlockBytes > 256) _mm_prefetch(reinterpret_cast<const char*>(p + 256), _MM_HINT_T0);
+  }
 };
 
 // Where the activation blocks come from: Q8_0 rows (plus the block sums computed per call)...
@@ -149,6 +162,34 @@ struct XChunks {
   int32_t sum8(int64_t t, int64_t b) const { return load_i32(entry(t, b) + 4); }
 };
 
+// A few tokens (speculative verification, small decode batches): their accumulators stay in
+// registers for the whole pass over the group's blocks. The same fma per block, in block order.
+constexpr int kRegisterTokens = 8;
+template <class K, int NT, class Source, class X>
+inline void group_tokens(int64_t nb, const Source& src, const X& x, int64_t t0, typename K::W* wd, float (*acc)[kGroup]) {
+  __m256 a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    src.prefetch(b);
+    src.decode(b, wd);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i isum = K::dot(*wd, x.qs(t0 + t, b), x.sum8(t0 + t, b));
+      const __m256 d = _mm256_mul_ps(wd->d, _mm256_set1_ps(x.d(t0 + t, b)));
+      a[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), a[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_store_ps(acc[t], a[t]);
+}
+// nt in [2, kRegisterTokens] -> group_tokens<K, nt>.
+template <class K, int NT = 2, class Source, class X>
+inline void group_in_registers(int64_t nb, const Source& src, const X& x, int64_t t0, int64_t nt, typename K::W* wd,
+                               float (*acc)[kGroup]) {
+  if constexpr (NT < kRegisterTokens) {
+    if (nt != NT) return group_in_registers<K, NT + 1>(nb, src, x, t0, nt, wd, acc);
+  }
+  group_tokens<K, NT>(nb, src, x, t0, wd, acc);
+}
+
 template <class K, class Source, class X>
 void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end, const X& x, int64_t num_tokens, float* y,
                    int64_t y_stride) {
@@ -165,15 +206,19 @@ void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end, co
         // Decode: the accumulator lives in a register.
         __m256 a = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
+          src.prefetch(b);
           src.decode(b, &wd);
           const __m256i isum = K::dot(wd, x.qs(t0, b), x.sum8(t0, b));
           const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(x.d(t0, b)));
           a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), a);
         }
         _mm256_store_ps(acc[0], a);
+      } else if (nt <= kRegisterTokens) {
+        group_in_registers<K>(nb, src, x, t0, nt, &wd, acc);
       } else {
         for (int64_t t = 0; t < nt; ++t) _mm256_store_ps(acc[t], _mm256_setzero_ps());
         for (int64_t b = 0; b < nb; ++b) {
+          src.prefetch(b);
           src.decode(b, &wd);
           for (int64_t t = 0; t < nt; ++t) {
             const __m256i isum = K::dot(wd, x.qs(t0 + t, b), x.sum8(t0 + t, b));
