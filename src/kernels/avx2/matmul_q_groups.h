@@ -148,6 +148,23 @@ struct XRows {
   const uint8_t* qs(int64_t t, int64_t b) const { return x + t * row_bytes + b * sizeof(BlockQ8_0) + 2; }
   float d(int64_t t, int64_t b) const { return f16_at(x + t * row_bytes + b * sizeof(BlockQ8_0)); }
   int32_t sum8(int64_t t, int64_t b) const { return xsum8 != nullptr ? xsum8[t * nb + b] : 0; }
+  // Block b of token t, then of the tokens after it (next()).
+  struct Cursor {
+    const uint8_t* p;
+    uint64_t stride;
+    const int32_t* s;
+    int64_t s_stride;
+    const uint8_t* qs() const { return p + 2; }
+    float d() const { return f16_at(p); }
+    int32_t sum8() const { return s != nullptr ? *s : 0; }
+    void next() {
+      p += stride;
+      if (s != nullptr) s += s_stride;
+    }
+  };
+  Cursor at(int64_t t, int64_t b) const {
+    return {x + t * row_bytes + b * sizeof(BlockQ8_0), row_bytes, xsum8 != nullptr ? xsum8 + t * nb + b : nullptr, nb};
+  }
 };
 // ...or packed activations (kernels.h): a chunk's tokens side by side for each block.
 struct XChunks {
@@ -160,6 +177,15 @@ struct XChunks {
   const uint8_t* qs(int64_t t, int64_t b) const { return entry(t, b) + 8; }
   float d(int64_t t, int64_t b) const { return load_f32(entry(t, b)); }
   int32_t sum8(int64_t t, int64_t b) const { return load_i32(entry(t, b) + 4); }
+  // Block b of token t, then of the tokens after it up to the end of t's chunk (next()).
+  struct Cursor {
+    const uint8_t* p;
+    const uint8_t* qs() const { return p + 8; }
+    float d() const { return load_f32(p); }
+    int32_t sum8() const { return load_i32(p + 4); }
+    void next() { p += kPackedActivationEntryBytes; }
+  };
+  Cursor at(int64_t t, int64_t b) const { return {entry(t, b)}; }
 };
 
 // A few tokens (speculative verification, small decode batches): their accumulators stay in
@@ -172,9 +198,10 @@ inline void group_tokens(int64_t nb, const Source& src, const X& x, int64_t t0, 
   for (int64_t b = 0; b < nb; ++b) {
     src.prefetch(b);
     src.decode(b, wd);
-    for (int t = 0; t < NT; ++t) {
-      const __m256i isum = K::dot(*wd, x.qs(t0 + t, b), x.sum8(t0 + t, b));
-      const __m256 d = _mm256_mul_ps(wd->d, _mm256_set1_ps(x.d(t0 + t, b)));
+    auto c = x.at(t0, b);
+    for (int t = 0; t < NT; ++t, c.next()) {
+      const __m256i isum = K::dot(*wd, c.qs(), c.sum8());
+      const __m256 d = _mm256_mul_ps(wd->d, _mm256_set1_ps(c.d()));
       a[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), a[t]);
     }
   }
@@ -220,9 +247,10 @@ void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end, co
         for (int64_t b = 0; b < nb; ++b) {
           src.prefetch(b);
           src.decode(b, &wd);
-          for (int64_t t = 0; t < nt; ++t) {
-            const __m256i isum = K::dot(wd, x.qs(t0 + t, b), x.sum8(t0 + t, b));
-            const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(x.d(t0 + t, b)));
+          auto c = x.at(t0, b);
+          for (int64_t t = 0; t < nt; ++t, c.next()) {
+            const __m256i isum = K::dot(wd, c.qs(), c.sum8());
+            const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(c.d()));
             _mm256_store_ps(acc[t], _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), _mm256_load_ps(acc[t])));
           }
         }
