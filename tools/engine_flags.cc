@@ -105,6 +105,9 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   if (server) {
     app.add_option("--max-num-seqs,--parallel", opts.max_num_seqs, "Sequences decoded together (llama-server: -np)");
     app.add_option("--max-num-batched-tokens", opts.max_num_batched_tokens, "Tokens per engine step");
+    app.add_option("--prefill-while-decoding", opts.prefill_with_decode,
+                   "Prompt tokens in a step that also decodes (default 128; 0 = up to --max-num-batched-tokens): "
+                   "bounds the pause between two streamed tokens while other prompts prefill");
     app.add_option("--max-queue", opts.max_queue, "Waiting requests before new ones get 429");
     app.add_option("--served-model-name", opts.served_model_name, "Model name in API responses");
   }

@@ -54,6 +54,7 @@ struct EngineOptions {
   int32_t max_num_seqs = 8;
   int32_t max_num_batched_tokens = 512;
   int32_t prefill_chunk = 512;
+  int32_t prefill_with_decode = 128;  // prompt tokens in a step that also decodes (0 = the budget)
   int32_t max_queue = 64;          // waiting requests beyond the running batch
   // Speculative decoding (runtime/drafter.h): drafts verified in one forward pass; the output is
   // the same (greedy: token for token; sampled: in distribution). Off for requests with a grammar.

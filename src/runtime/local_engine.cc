@@ -58,6 +58,7 @@ Status check_engine_options(const EngineOptions& opts) {
   if (opts.max_num_seqs < 1) return invalid_argument("--max-num-seqs must be at least 1");
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
+  if (opts.prefill_with_decode < 0) return invalid_argument("--prefill-while-decoding must be 0 or more");
   if (opts.max_model_len < 0) return invalid_argument("--max-model-len must be positive");
   if (opts.spec != SpecMode::kOff || opts.drafter != nullptr) {
     if (opts.spec_draft_tokens < 1 || opts.spec_draft_tokens > 64)
@@ -121,6 +122,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   sc.max_num_seqs = opts.max_num_seqs;
   sc.max_num_batched_tokens = opts.max_num_batched_tokens;
   sc.prefill_chunk = opts.prefill_chunk;
+  sc.prefill_with_decode = opts.prefill_with_decode;
   sc.block_tokens = plan.block_tokens;
   e->sched_ = std::make_unique<Scheduler>(sc, *e->kvm_);
   if (opts.drafter != nullptr) {

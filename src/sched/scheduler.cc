@@ -138,6 +138,8 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
       slices.push_back({&s, n, static_cast<int32_t>(s.draft.size())});
       budget -= n;
     }
+    // Prompt chunks share a step that decodes only up to the cap.
+    if (pass == 0 && !slices.empty() && cfg_.prefill_with_decode > 0) budget = std::min(budget, cfg_.prefill_with_decode);
   }
   // A lone sequence that cannot grow even with the pool to itself is preempted by the caller's
   // admission check (prompt + output beyond the pool is refused at submit time).

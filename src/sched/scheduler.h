@@ -20,6 +20,10 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 8;             // sequences in one step
   int32_t max_num_batched_tokens = 512; // tokens in one step
   int32_t prefill_chunk = 512;          // prompt tokens of one sequence in one step
+  // Prompt tokens of all sequences in a step that also decodes (0: up to the budget). A step costs
+  // about its token count, so this bounds the gap between two tokens of a stream while prompts
+  // prefill; a step with nothing to decode still takes the whole budget.
+  int32_t prefill_with_decode = 0;
   int32_t block_tokens = 16;
 };
 

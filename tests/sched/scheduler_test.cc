@@ -62,6 +62,43 @@ TEST(SchedulerTest, DecodesRunBesidePrefillChunks) {
   EXPECT_EQ(slices[1].num_tokens, 15);  // what the budget leaves
 }
 
+TEST(SchedulerTest, PromptTokensBesideADecodeAreCappedAndAloneTakeTheBudget) {
+  BlockPool pool(64);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 4,
+               .max_num_batched_tokens = 64,
+               .prefill_chunk = 64,
+               .prefill_with_decode = 8,
+               .block_tokens = 16},
+              kv);
+  s.add(make_seq(1, 40));
+  auto a = step(s);  // nothing decodes: the whole prompt in one step
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].num_tokens, 40);
+  s.add(make_seq(2, 30));
+  s.add(make_seq(3, 30));
+  auto b = step(s);  // seq 1 decodes: its token, then 8 prompt tokens across the others
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].seq->id, 1u);
+  EXPECT_EQ(b[0].num_tokens, 1);
+  EXPECT_EQ(b[1].seq->id, 2u);
+  EXPECT_EQ(b[1].num_tokens, 8);
+  for (int i = 0; i < 10; ++i) {
+    auto c = step(s);
+    int32_t prompt = 0;
+    for (const auto& x : c) {
+      if (x.seq->num_computed <= x.seq->num_prompt_tokens) prompt += x.num_tokens;  // a prompt chunk
+    }
+    EXPECT_LE(prompt, 8) << "step " << i;
+    EXPECT_EQ(c[0].seq->id, 1u);  // the stream never waits for a prompt
+  }
+  // Once every prompt is in (2 x 30 tokens at 8 per step), all three decode together.
+  for (int i = 0; i < 4; ++i) step(s);
+  auto d = step(s);
+  ASSERT_EQ(d.size(), 3u);
+  for (const auto& x : d) EXPECT_EQ(x.num_tokens, 1);
+}
+
 TEST(SchedulerTest, RespectsMaxNumSeqs) {
   BlockPool pool(64);
   KvManager kv(pool, 16);
