@@ -17,10 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (text.status().message().empty()) __builtin_trap();
     return 0;
   }
-  hz::grammar::GrammarLimits lim;
-  lim.max_elements = 1 << 22;
-  lim.max_text_bytes = 1 << 24;
-  auto g = hz::grammar::Grammar::parse(*text, lim);
+  // The server's limits (a response_format compiles under the defaults): a schema beyond them is
+  // refused, so the fuzzer spends no time on grammars no request can reach.
+  auto g = hz::grammar::Grammar::parse(*text);
   if (!g.ok() && g.status().message().find("more than") == std::string::npos) __builtin_trap();
   if (g.ok()) (void)g->accepts(in);
   return 0;

@@ -130,12 +130,10 @@ struct PackedSource {
   // group's end this reaches the next group's first blocks). A few tokens' compute per block is
   // enough to stall the stream otherwise: the hardware prefetcher does not run that far ahead.
   void prefetch(int64_t b) const {
+    // One request per 64 bytes of a block's span: whatever its alignment, every line it touches
+    // is requested by this block or the next.
     const uint8_t* p = group + b * kGroup * K::kBlockBytes + kPrefetchAhead;
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
-    if constexpr (kGroup * K::kBlockBytes > 128) _mm_prefetch(reinterpret_cast<const char*>(p + 128), _MM_HINT_T0);
-    if constexpr (kGroup * K::kBlockBytes > 192) _mm_prefetch(reinterpret_cast<const char*>(p + 192), _MM_HINT_T0);
-    if constexpr (kGroup * K::kBlockBytes > 256) _mm_prefetch(reinterpret_cast<const char*>(p + 256), _MM_HINT_T0);
+    for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
   }
 };
 
