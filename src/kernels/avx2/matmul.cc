@@ -10,12 +10,12 @@ namespace hz::kernels::avx2 {
 namespace {
 
 // ---- float weights: one step = 8 elements, one FMA per (row, token) ----
-template <class Load, int Rows = 4, int Tokens = 3>
+template <class Load>
 struct FloatKind {
   static constexpr int kStep = 8;
   static constexpr bool kHasTail = true;
-  static constexpr int kMaxRows = Rows;
-  static constexpr int kMaxTokens = Tokens;
+  static constexpr int kMaxRows = 4;
+  static constexpr int kMaxTokens = 3;
   using W = __m256;
   using X = __m256;
   static W load_w(const uint8_t* row, int64_t s) { return Load::load(row, s * 8); }
@@ -50,15 +50,6 @@ struct LoadBF16 {
 using F32Kind = FloatKind<LoadF32>;
 using F16Kind = FloatKind<LoadF16>;
 using BF16Kind = FloatKind<LoadBF16>;
-// Prefill tiles of converted weights: fewer rows and more tokens per tile, so that each weight
-// vector converted from f16/bf16 feeds more FMAs. Same accumulators and steps per element.
-#ifndef HZ_WIDE_ROWS
-#define HZ_WIDE_ROWS 2
-#define HZ_WIDE_TOKENS 6
-#endif
-constexpr int64_t kWideMinTokens = HZ_WIDE_TOKENS;
-using F16WideKind = FloatKind<LoadF16, HZ_WIDE_ROWS, HZ_WIDE_TOKENS>;
-using BF16WideKind = FloatKind<LoadBF16, HZ_WIDE_ROWS, HZ_WIDE_TOKENS>;
 
 }  // namespace
 
@@ -92,14 +83,8 @@ void matmul(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t
     case DType::kF32:
       return matmul_kind<F32Kind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
     case DType::kF16:
-      if (num_tokens >= kWideMinTokens) {
-        return matmul_kind<F16WideKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-      }
       return matmul_kind<F16Kind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
     case DType::kBF16:
-      if (num_tokens >= kWideMinTokens) {
-        return matmul_kind<BF16WideKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-      }
       return matmul_kind<BF16Kind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
     case DType::kQ8_0:
       HZ_CHECK(n % kQK8_0 == 0);
