@@ -143,9 +143,6 @@ struct XRows {
   uint64_t row_bytes;
   const int32_t* xsum8;  // [token][block], or null when the kind needs none
   int64_t nb;
-  const uint8_t* qs(int64_t t, int64_t b) const { return x + t * row_bytes + b * sizeof(BlockQ8_0) + 2; }
-  float d(int64_t t, int64_t b) const { return f16_at(x + t * row_bytes + b * sizeof(BlockQ8_0)); }
-  int32_t sum8(int64_t t, int64_t b) const { return xsum8 != nullptr ? xsum8[t * nb + b] : 0; }
   // Block b of token t, then of the tokens after it (next()).
   struct Cursor {
     const uint8_t* p;
@@ -172,9 +169,6 @@ struct XChunks {
     const int64_t c = t / kPackedTokenChunk, j = t % kPackedTokenChunk;
     return x + ((c * nb + b) * kPackedTokenChunk + j) * kPackedActivationEntryBytes;
   }
-  const uint8_t* qs(int64_t t, int64_t b) const { return entry(t, b) + 8; }
-  float d(int64_t t, int64_t b) const { return load_f32(entry(t, b)); }
-  int32_t sum8(int64_t t, int64_t b) const { return load_i32(entry(t, b) + 4); }
   // Block b of token t, then of the tokens after it up to the end of t's chunk (next()).
   struct Cursor {
     const uint8_t* p;
@@ -186,8 +180,8 @@ struct XChunks {
   Cursor at(int64_t t, int64_t b) const { return {entry(t, b)}; }
 };
 
-// A few tokens (speculative verification, small decode batches): their accumulators stay in
-// registers for the whole pass over the group's blocks. The same fma per block, in block order.
+// One token (decode) or a few (speculative verification, small decode batches): their accumulators
+// stay in registers for the whole pass over the group's blocks. The same fma per block, in block order.
 constexpr int kRegisterTokens = 8;
 template <class K, int NT, class Source, class X>
 inline void group_tokens(int64_t nb, const Source& src, const X& x, int64_t t0, typename K::W* wd, float (*acc)[kGroup]) {
@@ -205,8 +199,8 @@ inline void group_tokens(int64_t nb, const Source& src, const X& x, int64_t t0, 
   }
   for (int t = 0; t < NT; ++t) _mm256_store_ps(acc[t], a[t]);
 }
-// nt in [2, kRegisterTokens] -> group_tokens<K, nt>.
-template <class K, int NT = 2, class Source, class X>
+// nt in [1, kRegisterTokens] -> group_tokens<K, nt>.
+template <class K, int NT = 1, class Source, class X>
 inline void group_in_registers(int64_t nb, const Source& src, const X& x, int64_t t0, int64_t nt, typename K::W* wd,
                                float (*acc)[kGroup]) {
   if constexpr (NT < kRegisterTokens) {
@@ -227,18 +221,7 @@ void matmul_groups(int64_t n, Source src, int64_t row_begin, int64_t row_end, co
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroup) {
       const int64_t nr = row_end - r0 < kGroup ? row_end - r0 : kGroup;
       src.start(r0, nr);
-      if (nt == 1) {
-        // Decode: the accumulator lives in a register.
-        __m256 a = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-          src.prefetch(b);
-          src.decode(b, &wd);
-          const __m256i isum = K::dot(wd, x.qs(t0, b), x.sum8(t0, b));
-          const __m256 d = _mm256_mul_ps(wd.d, _mm256_set1_ps(x.d(t0, b)));
-          a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), a);
-        }
-        _mm256_store_ps(acc[0], a);
-      } else if (nt <= kRegisterTokens) {
+      if (nt <= kRegisterTokens) {
         group_in_registers<K>(nb, src, x, t0, nt, &wd, acc);
       } else {
         for (int64_t t = 0; t < nt; ++t) _mm256_store_ps(acc[t], _mm256_setzero_ps());
