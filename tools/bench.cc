@@ -34,6 +34,7 @@ struct EngineBenchFlags {
   int32_t batch = 1;
   std::string fill = "synthetic";
   bool no_warmup = false;
+  bool far_cold = false;
   bool json = false;
   std::string svg;
   // --peer: compare with llama.cpp instead (prefill and decode side by side); the rest of the peer flags below.
@@ -139,6 +140,7 @@ int run_bench_engine(const EngineBenchFlags& f) {
   o.reps = f.reps;
   o.batch = f.batch;
   o.warmup = !f.no_warmup;
+  o.far_cold = f.far_cold;
   o.kv_budget_bytes = eo->kv_budget_bytes;
   o.kv_disk_dir = eo->kv_disk_dir;
   o.kv_disk_budget_bytes = eo->kv_disk_budget_bytes;
@@ -330,6 +332,9 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   eng->add_option("--fill", ef->fill, "How to reach a depth: synthetic (KV entries written directly) or prefill")
       ->capture_default_str();
   eng->add_flag("--no-warmup", ef->no_warmup, "Skip the warm-up run before each test");
+  eng->add_flag("--far-cold", ef->far_cold,
+                "With --kv-disk-dir: drop the far blocks from the page cache before each decode repetition, so they "
+                "are read from disk");
   eng->add_flag("--json", ef->json, "Print the report as JSON");
   eng->add_option("--svg", ef->svg, "Write an SVG plot of tokens/s against context length");
   eng->add_option("--peer", ef->peer,

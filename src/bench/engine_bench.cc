@@ -172,6 +172,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   }
   SingleSequence seq(*model, pool, so);
   if (!o.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(seq.enable_far(o.kv_disk_dir, o.kv_disk_budget_bytes));
+  if (o.far_cold && o.kv_disk_dir.empty()) return invalid_argument("--far-cold needs --kv-disk-dir (and a --kv-budget below the context)");
 
   EngineBenchReport rep;
   nlohmann::json& cond = rep.conditions;
@@ -188,6 +189,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   cond["kv_bytes_per_token"] = seq.kv().block_bytes() / static_cast<uint64_t>(o.block_size);
   cond["kv_ram_tokens"] = static_cast<int64_t>(seq.kv().config().num_blocks) * o.block_size;
   cond["kv_disk_dir"] = o.kv_disk_dir;
+  cond["far_cold"] = o.far_cold;
   cond["threads"] = pool.num_threads();
   cond["block_size"] = o.block_size;
   cond["prefill_chunk"] = o.prefill_chunk;
@@ -263,6 +265,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
       for (int32_t i = 0; i < o.reps; ++i) {
         say(r.test + " rep " + std::to_string(i + 1) + "/" + std::to_string(o.reps));
         HZ_RETURN_IF_ERROR(back_to_depth());
+        if (o.far_cold && seq.far() != nullptr) seq.far()->evict_page_cache();
         auto tokens = random_tokens(o.gen_tokens, c.vocab, rng);
         auto t1 = Clock::now();
         for (int32_t t : tokens) seq.append({t});

@@ -40,6 +40,9 @@ struct EngineBenchOptions {
   uint64_t kv_budget_bytes = 0;
   std::string kv_disk_dir;
   uint64_t kv_disk_budget_bytes = uint64_t{64} << 30;
+  // Decode tests: before each repetition the far tier's file leaves the page cache, so its blocks
+  // come from disk (the cold-cache figure).
+  bool far_cold = false;
 };
 
 struct EngineBenchResult {

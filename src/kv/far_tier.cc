@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,18 @@ uint64_t page_size() {
   static const uint64_t p = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   return p;
 }
+
+uint64_t round_up(uint64_t n, uint64_t m) { return (n + m - 1) / m * m; }
+
+// cachestat(2) (Linux 6.5): how many pages of a file range are in the page cache, in one call.
+// Absent from older headers; x86-64 and arm64 share the generic number.
+constexpr long kSysCachestat = 451;
+struct CachestatRange {
+  uint64_t off, len;
+};
+struct Cachestat {
+  uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
 
 Status write_all(int fd, const uint8_t* p, uint64_t n, uint64_t off) {
   while (n > 0) {
@@ -51,7 +64,8 @@ Result<std::unique_ptr<FarTier>> FarTier::open(const FarTierOptions& o) {
   t->capacity_ = static_cast<int32_t>(slots);
   t->num_layers_ = o.num_layers;
   t->layer_bytes_ = o.layer_bytes;
-  t->map_bytes_ = slots * block_bytes;
+  t->stride_ = round_up(slots * o.layer_bytes, kChunk);
+  t->map_bytes_ = t->stride_ * static_cast<uint64_t>(o.num_layers);
   // Unlinked from the start: private to this process, gone with it whatever way it ends.
   t->fd_ = ::open(o.dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (t->fd_ < 0) {
@@ -64,10 +78,24 @@ Result<std::unique_ptr<FarTier>> FarTier::open(const FarTierOptions& o) {
   if (::ftruncate(t->fd_, static_cast<off_t>(t->map_bytes_)) != 0) {
     return io_error("KV far tier: cannot size a {} byte file in {}: {}", t->map_bytes_, o.dir, std::strerror(errno));
   }
-  void* m = ::mmap(nullptr, t->map_bytes_, PROT_READ, MAP_SHARED, t->fd_, 0);
-  if (m == MAP_FAILED) return io_error("KV far tier: cannot map {} bytes: {}", t->map_bytes_, std::strerror(errno));
+  // At an address aligned as the file's 2 MiB chunks, so that a chunk in one page-cache folio can
+  // be mapped by one page-directory entry: reserve a chunk more, then map the file over it.
+  void* r = ::mmap(nullptr, t->map_bytes_ + kChunk, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (r == MAP_FAILED) return io_error("KV far tier: cannot reserve {} bytes: {}", t->map_bytes_, std::strerror(errno));
+  uint8_t* aligned = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(r), kChunk));
+  const uint64_t head = static_cast<uint64_t>(aligned - static_cast<uint8_t*>(r));
+  if (head > 0) ::munmap(r, head);
+  ::munmap(aligned + t->map_bytes_, kChunk - head);
+  void* m = ::mmap(aligned, t->map_bytes_, PROT_READ, MAP_SHARED | MAP_FIXED, t->fd_, 0);
+  if (m == MAP_FAILED) {
+    ::munmap(aligned, t->map_bytes_);
+    return io_error("KV far tier: cannot map {} bytes: {}", t->map_bytes_, std::strerror(errno));
+  }
   t->base_ = static_cast<uint8_t*>(m);
   ::madvise(m, t->map_bytes_, MADV_RANDOM);  // attention reads whole planes; no read-ahead past them
+  // Chunks may be mapped whole where THP is "madvise", and a chunk that left the page cache is read
+  // back whole, in one large folio (the fault path reads PMD-sized folios in such a mapping).
+  ::madvise(m, t->map_bytes_, MADV_HUGEPAGE);
   t->segments_ = o.segments;
   if (t->segments_.empty()) t->segments_.push_back({0, o.layer_bytes, 0, 0});
   for (const FarSegment& g : t->segments_) {
@@ -103,6 +131,7 @@ std::optional<int32_t> FarTier::put(const std::function<const uint8_t*(int32_t)>
     corrupt_.resize(static_cast<size_t>(slot) + 1);
   }
   Status st = fault_ ? fault_("write") : Status();
+  if (st.ok()) prefill_chunks(slot);
   for (int32_t l = 0; l < num_layers_ && st.ok(); ++l) {
     const uint8_t* src = layer_planes(l);
     const size_t base = (static_cast<size_t>(slot) * num_layers_ + l) * segs;
@@ -161,10 +190,34 @@ void FarTier::set_verified(int32_t slot, int32_t layer, uint8_t v) {
   std::fill(verified_.begin() + static_cast<std::ptrdiff_t>(base), verified_.begin() + static_cast<std::ptrdiff_t>(base + segs), v);
 }
 
+void FarTier::prefill_chunks(int32_t slot) {
+  const uint64_t need = static_cast<uint64_t>(slot + 1) * layer_bytes_;
+  if (!large_folios_ || need <= prefilled_) return;
+  // One write of a whole chunk makes the page cache hold it in one large folio (where the file
+  // system has them, as ext4 since Linux 6.16 and XFS do); later block writes land in it. Without
+  // them nothing is lost but the speed: a failure here turns it off and the block writes that
+  // follow meet their own errors.
+  if (zeros_.empty()) zeros_.assign(kChunk, 0);
+  while (prefilled_ < need) {
+    const uint64_t n = std::min(kChunk, stride_ - prefilled_);
+    for (int32_t l = 0; l < num_layers_; ++l) {
+      if (!write_all(fd_, zeros_.data(), n, static_cast<uint64_t>(l) * stride_ + prefilled_).ok()) {
+        large_folios_ = false;
+        return;
+      }
+    }
+    prefilled_ += n;
+  }
+}
+
 void FarTier::unverify(uint64_t begin, uint64_t end) {
-  const uint64_t block = layer_bytes_, layer_bytes = static_cast<uint64_t>(capacity_) * block;
-  for (uint64_t off = begin - begin % block; off < end; off += block) {
-    set_verified(static_cast<int32_t>((off % layer_bytes) / block), static_cast<int32_t>(off / layer_bytes), 0);
+  const uint64_t block = layer_bytes_;
+  for (uint64_t l = begin / stride_; l < static_cast<uint64_t>(num_layers_) && l * stride_ < end; ++l) {
+    const uint64_t from = std::max(begin, l * stride_) - l * stride_;
+    const uint64_t to = std::min(end, (l + 1) * stride_) - l * stride_;
+    for (uint64_t off = from - from % block; off < to; off += block) {
+      if (off / block < static_cast<uint64_t>(capacity_)) set_verified(static_cast<int32_t>(off / block), static_cast<int32_t>(l), 0);
+    }
   }
 }
 
@@ -181,37 +234,51 @@ std::vector<int32_t> FarTier::take_corrupt() {
   return out;
 }
 
-std::pair<uint64_t, uint64_t> FarTier::layer_pages(int32_t layer) const {
-  const uint64_t p = page_size();
-  const uint64_t b = layer_offset(0, layer) & ~(p - 1);
-  const uint64_t e = std::min(map_bytes_, (layer_offset(high_water_, layer) + p - 1) & ~(p - 1));
-  return {b, std::max(b, e)};
+std::pair<uint64_t, uint64_t> FarTier::layer_pages(int32_t layer, uint64_t align) const {
+  const uint64_t b = layer_offset(0, layer);
+  return {b, b + std::min(stride_, round_up(static_cast<uint64_t>(high_water_) * layer_bytes_, align))};
+}
+
+bool FarTier::all_cached(uint64_t begin, uint64_t end) {
+  if (!cachestat_) return false;
+  CachestatRange r{begin, end - begin};
+  Cachestat c{};
+  if (::syscall(kSysCachestat, fd_, &r, &c, 0) != 0) {
+    cachestat_ = false;  // before Linux 6.5: mincore says it page by page
+    return false;
+  }
+  return c.nr_cache == (end - begin) / page_size();
 }
 
 void FarTier::begin_layer(int32_t layer) {
   if (high_water_ == 0) return;
-  const auto [b, e] = layer_pages(layer);
+  const auto [b, e] = layer_pages(layer, page_size());
   if (e <= b) return;
   read_bytes_.fetch_add(static_cast<uint64_t>(num_used_) * layer_bytes_, std::memory_order_relaxed);
   // Pages outside the page cache are read from disk by this pass: every block with bytes in one
   // (of this layer, or a neighbouring layer's block sharing the page) is checked again. If
-  // residency cannot be told, all are.
-  const uint64_t p = page_size();
-  resident_.resize((e - b) / p);
-  if (::mincore(base_ + b, e - b, resident_.data()) != 0) {
-    unverify(b, e);
-  } else {
-    for (size_t pg = 0; pg < resident_.size(); ++pg) {
-      if ((resident_[pg] & 1) == 0) unverify(b + pg * p, b + (pg + 1) * p);
+  // residency cannot be told, all are. One cachestat call answers the usual case (all cached).
+  if (!all_cached(b, e)) {
+    const uint64_t p = page_size();
+    resident_.resize((e - b) / p);
+    if (::mincore(base_ + b, e - b, resident_.data()) != 0) {
+      unverify(b, e);
+    } else {
+      for (size_t pg = 0; pg < resident_.size(); ++pg) {
+        if ((resident_[pg] & 1) == 0) unverify(b + pg * p, b + (pg + 1) * p);
+      }
     }
   }
-  // Kernels before 5.14 do not know MADV_POPULATE_READ: page faults map the pages then.
-  if (populate_ && ::madvise(base_ + b, e - b, kMadvPopulateRead) != 0 && errno == EINVAL) populate_ = false;
+  // Whole chunks, so that each one in a large folio is mapped by one entry (and unmapped so in
+  // drop(): a part would split the entry and leave the rest mapped). Kernels before 5.14 do not
+  // know MADV_POPULATE_READ: page faults map the pages then.
+  const auto [cb, ce] = layer_pages(layer, kChunk);
+  if (populate_ && ::madvise(base_ + cb, ce - cb, kMadvPopulateRead) != 0 && errno == EINVAL) populate_ = false;
 }
 
 void FarTier::drop(int32_t layer) const {
   if (high_water_ == 0) return;
-  const auto [b, e] = layer_pages(layer);
+  const auto [b, e] = layer_pages(layer, kChunk);
   if (e > b) ::madvise(base_ + b, e - b, MADV_DONTNEED);
 }
 
@@ -231,7 +298,7 @@ FarTierStats FarTier::stats() const {
   return s;
 }
 
-void FarTier::evict_for_test() const {
+void FarTier::evict_page_cache() const {
   ::fdatasync(fd_);
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
 }

@@ -4,12 +4,20 @@
 //
 // One unlinked temporary file in the KV disk folder (private to this process; nothing to clean up
 // after a crash), laid out layer-major: layer l of slot s — its K and V planes, contiguous as in
-// the arena — sits at (l * capacity + s) * layer_bytes. The file is mapped read-only and
-// written with pwrite. Attention reads layer l of every far block through the mapping (the read
-// tables of kv/kv_read_table.h point into it), so the pages of one layer of the far blocks are
-// resident while that layer's attention runs; drop() unmaps them afterwards (they stay in the
-// kernel's page cache, outside the process's RSS). The layer-major layout keeps the kernel's
-// fault-around from mapping the other layers' planes.
+// the arena — sits at l * stride + s * layer_bytes, each layer's span (stride) a whole number of
+// 2 MiB chunks. The file is mapped read-only and written with pwrite. Attention reads layer l of
+// every far block through the mapping (the read tables of kv/kv_read_table.h point into it), so
+// the pages of one layer of the far blocks are resident while that layer's attention runs; drop()
+// unmaps them afterwards (they stay in the kernel's page cache, outside the process's RSS). The
+// layer-major layout keeps the kernel's fault-around from mapping the other layers' planes.
+//
+// Mapping and unmapping a layer every pass costs a page-table entry per 4 KiB page (about 0.75 us
+// each here: a 64K-token context of synth-tiny paid 12 ms a step). So each chunk is first written
+// whole (zeros, before the first block reaches it): the page cache then holds it in one 2 MiB
+// folio where the file system allows (ext4 since Linux 6.16, XFS), the chunk-aligned mapping maps
+// it with one page-directory entry, and the pass costs a few entries per layer. A chunk that left
+// the page cache is read back whole into a large folio again (the mapping is MADV_HUGEPAGE).
+// Where the file system or kernel has no large folios, everything works in 4 KiB pages, slower.
 //
 // Every segment of a layer (by default the whole layer; the KV cache uses one per K/V stream and
 // KV head: that head's rows and scales) has an XXH3 checksum kept in RAM. What comes from disk is
@@ -85,7 +93,7 @@ class FarTier {
 
   // Layer `layer` of `slot`: K plane, then V plane (through the mapping).
   const uint8_t* layer_data(int32_t slot, int32_t layer) const {
-    return base_ + (static_cast<uint64_t>(layer) * capacity_ + slot) * layer_bytes_;
+    return base_ + layer_offset(slot, layer);
   }
   int32_t num_segments() const { return static_cast<int32_t>(segments_.size()); }
   // Starts the attention pass of `layer`: the blocks whose pages left the page cache are marked for
@@ -108,20 +116,26 @@ class FarTier {
   // disk would.
   void set_io_fault(std::function<Status(const char*)> f) { fault_ = std::move(f); }
   Status corrupt_for_test(int32_t slot, int32_t layer, uint64_t offset);
-  // Writes the file back and asks the kernel to drop it from the page cache (best effort).
-  void evict_for_test() const;
+  // Writes the file back and asks the kernel to drop it from the page cache (best effort): the
+  // next passes read from disk, as after memory pressure (tests, and `bench engine --far-cold`).
+  void evict_page_cache() const;
 
  private:
   FarTier() = default;
   uint64_t layer_offset(int32_t slot, int32_t layer) const {
-    return (static_cast<uint64_t>(layer) * capacity_ + slot) * layer_bytes_;
+    return static_cast<uint64_t>(layer) * stride_ + static_cast<uint64_t>(slot) * layer_bytes_;
   }
-  // Page-aligned [begin, end) offsets of `layer` of the slots ever used.
-  std::pair<uint64_t, uint64_t> layer_pages(int32_t layer) const;
+  // [begin, end) file offsets of `layer` of the slots ever used, the end rounded up to `align`.
+  std::pair<uint64_t, uint64_t> layer_pages(int32_t layer, uint64_t align) const;
+  // Writes zeros over the chunks slot `slot` is the first to reach, in every layer (see .cc).
+  void prefill_chunks(int32_t slot);
+  // Whether every page of file offsets [begin, end) is in the page cache (false: cannot tell).
+  bool all_cached(uint64_t begin, uint64_t end);
   // Clears the verified mark of every (slot, layer) with a byte in file offsets [begin, end).
   void unverify(uint64_t begin, uint64_t end);
   void set_verified(int32_t slot, int32_t layer, uint8_t v);
   static constexpr int kMadvPopulateRead = 22;  // MADV_POPULATE_READ (Linux 5.14), absent from older headers
+  static constexpr uint64_t kChunk = uint64_t{2} << 20;  // a page-directory entry's span on x86-64 and arm64 (4 KiB pages)
 
   int fd_ = -1;
   uint8_t* base_ = nullptr;
@@ -129,6 +143,11 @@ class FarTier {
   int32_t capacity_ = 0;
   int32_t num_layers_ = 0;
   uint64_t layer_bytes_ = 0;
+  uint64_t stride_ = 0;               // file bytes per layer: capacity * layer_bytes rounded up to a chunk
+  uint64_t prefilled_ = 0;            // bytes of each layer's span written whole, chunk by chunk
+  bool large_folios_ = true;          // prefilling works (cleared on a write error)
+  bool cachestat_ = true;             // cachestat(2) works here (cleared on an error)
+  std::vector<uint8_t> zeros_;        // one chunk of zeros, for prefill_chunks()
   std::vector<int32_t> free_;         // min-heap of negated slots: lowest first, so runs stay contiguous
   int32_t next_fresh_ = 0;            // slots [next_fresh_, capacity_) never used
   int32_t num_used_ = 0;

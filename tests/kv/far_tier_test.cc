@@ -1,16 +1,21 @@
 // FarTier on its own: blocks written layer by layer read back byte for byte through the mapping,
-// slots are reused lowest first, a flipped byte on disk fails verify() and is reported once, a
-// write error degrades the tier (no more spills, nothing lost), drop() loses no data, and bytes are
-// hashed again only when they may have come from disk.
+// a layer pass maps whole 2 MiB chunks and drop() unmaps them, slots are reused lowest first, a
+// flipped byte on disk fails verify() and is reported once, a write error degrades the tier (no
+// more spills, nothing lost), drop() loses no data, and bytes are hashed again only when they may
+// have come from disk.
 #include "kv/far_tier.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "support/test_support.h"
 
@@ -172,7 +177,7 @@ TEST(FarTierTest, BytesAreHashedAgainOnlyWhenTheyMayComeFromDisk) {
   // Out of the page cache (unmapped first): the next pass checks every block of the layer again.
   (*t)->drop(0);
   (*t)->drop(1);
-  (*t)->evict_for_test();
+  (*t)->evict_page_cache();
   std::vector<unsigned char> resident(2);
   ASSERT_EQ(::mincore(const_cast<uint8_t*>((*t)->layer_data(0, 1)), 2 * 4096, resident.data()), 0);
   if ((resident[0] & 1) != 0) GTEST_SKIP() << "the kernel kept the file's pages in the page cache";
@@ -232,6 +237,86 @@ TEST(FarTierTest, SegmentsAreCheckedSeparately) {
   o.segments = {{2 * kPlane - 10, 11, 0, 0}};
   EXPECT_FALSE(FarTier::open(o).ok()) << "a segment past the layer is refused";
   std::filesystem::remove_all(dir);
+}
+
+// Kilobytes of "Rss" and "FilePmdMapped" over the mappings that meet [begin, end), from smaps.
+std::pair<uint64_t, uint64_t> mapped_kib(const void* begin, const void* end) {
+  std::ifstream f("/proc/self/smaps");
+  std::string line;
+  bool in = false;
+  uint64_t rss = 0, pmd = 0;
+  while (std::getline(f, line)) {
+    uintptr_t a = 0, b = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (line.find(':') > line.find(' ') && (head >> std::hex >> a >> dash >> b) && dash == '-') {
+      in = a < reinterpret_cast<uintptr_t>(end) && b > reinterpret_cast<uintptr_t>(begin);
+      continue;
+    }
+    uint64_t kib = 0;
+    if (in && std::sscanf(line.c_str(), "Rss: %lu kB", &kib) == 1) rss += kib;
+    if (in && std::sscanf(line.c_str(), "FilePmdMapped: %lu kB", &kib) == 1) pmd += kib;
+  }
+  return {rss, pmd};
+}
+
+// Whether this kernel and file system map a 2 MiB chunk of a file, written whole, with one
+// page-directory entry (large folios: ext4 since Linux 6.16, XFS).
+bool file_chunks_map_whole(const std::string& dir) {
+  const uint64_t chunk = uint64_t{2} << 20;
+  const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR, 0600);
+  if (fd < 0) return false;
+  std::vector<uint8_t> zeros(chunk, 0);
+  bool ok = ::pwrite(fd, zeros.data(), chunk, 0) == static_cast<ssize_t>(chunk);
+  void* r = ok ? ::mmap(nullptr, 2 * chunk, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+  if (r != MAP_FAILED) {
+    uint8_t* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + chunk - 1) & ~(chunk - 1));
+    void* m = ::mmap(at, chunk, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    ::madvise(m, chunk, MADV_HUGEPAGE);
+    ok = m != MAP_FAILED && ::madvise(m, chunk, 22 /* MADV_POPULATE_READ */) == 0 && mapped_kib(at, at + chunk).second >= 2048;
+    ::munmap(r, 2 * chunk);
+  }
+  ::close(fd);
+  return ok;
+}
+
+// A layer pass maps whole 2 MiB chunks (one page-directory entry each where the file system has
+// large folios: no page-table entry per 4 KiB page), drop() leaves nothing of them mapped, and
+// the bytes read back exactly.
+TEST(FarTierTest, ALayerPassMapsWholeChunksAndDropUnmapsThemAll) {
+  const std::string dir = test::make_temp_dir("far_tier");
+  FarTierOptions o;
+  o.dir = dir;
+  o.num_layers = 2;
+  o.layer_bytes = 64 << 10;
+  o.budget_bytes = o.layer_bytes * 2 * 64;  // 4 MiB of each layer: two chunks
+  auto t = FarTier::open(o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  std::vector<uint8_t> bytes(o.layer_bytes * 2);
+  for (int32_t i = 0; i < 40; ++i) {  // 2.5 MiB of each layer: both chunks in use
+    std::fill(bytes.begin(), bytes.end(), static_cast<uint8_t>(i));
+    ASSERT_TRUE((*t)->put([&](int32_t l) { return bytes.data() + o.layer_bytes * l; }).has_value());
+  }
+  const uint8_t* begin = (*t)->layer_data(0, 0);
+  const uint8_t* end = (*t)->layer_data(0, 1) + (4 << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(begin) % (2 << 20), 0u) << "chunk-aligned mapping";
+  EXPECT_EQ((*t)->layer_data(0, 1) - begin, 4 << 20) << "each layer spans whole chunks";
+  (*t)->begin_layer(1);
+  for (int32_t s = 0; s < 40; ++s) {
+    ASSERT_TRUE((*t)->verify(s, 1));
+    EXPECT_EQ((*t)->layer_data(s, 1)[o.layer_bytes - 1], static_cast<uint8_t>(s));
+  }
+  const auto [rss, pmd] = mapped_kib(begin, end);
+  EXPECT_GE(rss, 2560u) << "layer 1 of the 40 blocks is mapped";
+  EXPECT_LE(rss, 4096u) << "and nothing of layer 0";
+  const bool whole = file_chunks_map_whole(dir);
+  if (whole) {
+    EXPECT_EQ(pmd, 4096u) << "both chunks of layer 1 mapped by page-directory entries";
+  }
+  (*t)->drop(1);
+  EXPECT_EQ(mapped_kib(begin, end).first, 0u) << "drop() leaves no page of the chunks mapped";
+  std::filesystem::remove_all(dir);
+  if (!whole) GTEST_SKIP() << "this file system keeps no 2 MiB folios: chunks map in 4 KiB pages (checked the rest)";
 }
 
 TEST(FarTierTest, MissingFolderIsAnIoError) {
