@@ -307,10 +307,11 @@ TEST(FarTierTest, ALayerPassMapsWholeChunksAndDropUnmapsThemAll) {
     EXPECT_EQ((*t)->layer_data(s, 1)[o.layer_bytes - 1], static_cast<uint8_t>(s));
   }
   const auto [rss, pmd] = mapped_kib(begin, end);
-  EXPECT_GE(rss, 2560u) << "layer 1 of the 40 blocks is mapped";
-  EXPECT_LE(rss, 4096u) << "and nothing of layer 0";
+  EXPECT_GT(rss, 0u);
+  EXPECT_LE(rss, 4096u) << "nothing of layer 0 is mapped";
   const bool whole = file_chunks_map_whole(dir);
   if (whole) {
+    EXPECT_EQ(rss, 4096u) << "layer 1 of the 40 blocks is mapped, in whole chunks";
     EXPECT_EQ(pmd, 4096u) << "both chunks of layer 1 mapped by page-directory entries";
   }
   (*t)->drop(1);
