@@ -140,6 +140,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0) {
     return invalid_argument("--block-size: {} is not a multiple of 16 in 16..256", o.block_size);
   }
+  if (o.far_cold && o.kv_disk_dir.empty()) return invalid_argument("--far-cold needs --kv-disk-dir (and a --kv-budget below the context)");
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model_path));
   const ModelConfig& c = model->config();
 
@@ -172,7 +173,6 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   }
   SingleSequence seq(*model, pool, so);
   if (!o.kv_disk_dir.empty()) HZ_RETURN_IF_ERROR(seq.enable_far(o.kv_disk_dir, o.kv_disk_budget_bytes));
-  if (o.far_cold && o.kv_disk_dir.empty()) return invalid_argument("--far-cold needs --kv-disk-dir (and a --kv-budget below the context)");
 
   EngineBenchReport rep;
   nlohmann::json& cond = rep.conditions;

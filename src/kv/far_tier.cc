@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/check.h"
@@ -196,12 +197,17 @@ void FarTier::prefill_chunks(int32_t slot) {
   // One write of a whole chunk makes the page cache hold it in one large folio (where the file
   // system has them, as ext4 since Linux 6.16 and XFS do); later block writes land in it. Without
   // them nothing is lost but the speed: a failure here turns it off and the block writes that
-  // follow meet their own errors.
-  if (zeros_.empty()) zeros_.assign(kChunk, 0);
+  // follow meet their own errors. calloc'd zeros of this size are fresh pages the kernel fills on
+  // read: the buffer costs no RSS and is gone after.
+  const std::unique_ptr<uint8_t, decltype(&std::free)> zeros(static_cast<uint8_t*>(std::calloc(1, kChunk)), &std::free);
+  if (zeros == nullptr) {
+    large_folios_ = false;
+    return;
+  }
   while (prefilled_ < need) {
     const uint64_t n = std::min(kChunk, stride_ - prefilled_);
     for (int32_t l = 0; l < num_layers_; ++l) {
-      if (!write_all(fd_, zeros_.data(), n, static_cast<uint64_t>(l) * stride_ + prefilled_).ok()) {
+      if (!write_all(fd_, zeros.get(), n, static_cast<uint64_t>(l) * stride_ + prefilled_).ok()) {
         large_folios_ = false;
         return;
       }

@@ -147,7 +147,6 @@ class FarTier {
   uint64_t prefilled_ = 0;            // bytes of each layer's span written whole, chunk by chunk
   bool large_folios_ = true;          // prefilling works (cleared on a write error)
   bool cachestat_ = true;             // cachestat(2) works here (cleared on an error)
-  std::vector<uint8_t> zeros_;        // one chunk of zeros, for prefill_chunks()
   std::vector<int32_t> free_;         // min-heap of negated slots: lowest first, so runs stay contiguous
   int32_t next_fresh_ = 0;            // slots [next_fresh_, capacity_) never used
   int32_t num_used_ = 0;
