@@ -78,7 +78,8 @@ constexpr KernelTable kAvx2Table = {
 };
 #undef HZ_KERNEL
 
-// AVX2 with the AVX-512 VNNI Q4_0/Q8_0 and k-quant matmuls (bit-identical, so still Isa::kAvx2).
+// AVX2 with the AVX-512 VNNI Q4_0/Q8_0 and k-quant matmuls and the 512-bit float matmuls (all
+// bit-identical to the AVX2 ones, so still Isa::kAvx2).
 void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   if (wtype == DType::kQ4_0) {
@@ -89,6 +90,9 @@ void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
   }
   if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens >= avx2::kGroupMinTokens) {
     return vnni::matmul_kquant(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  if ((wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) && num_tokens >= vnni::kFloatMinTokens) {
+    return vnni::matmul_float(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }

@@ -1,5 +1,5 @@
-// The switch for the AVX-512 VNNI variants of the Q4_0/Q8_0 matmuls (kernels::matmul and
-// matmul_packed; implementation in avx512/). They are bit-identical to the AVX2 kernels, so they are
+// The switch for the AVX-512 variants of the weight matmuls (VNNI for Q4_0/Q8_0 and the k-quants,
+// 512-bit FMAs for F32/F16/BF16; kernels::matmul and matmul_packed; implementation in avx512/). They are bit-identical to the AVX2 kernels, so they are
 // part of Isa::kAvx2 (same isa_name, same KV fingerprint) rather than an ISA of their own.
 #pragma once
 

@@ -71,13 +71,15 @@ struct ModelWeights {
 
   // Repacks every Q4_0/Q8_0 matrix (experts included) into the kernels' packed layout, once, in
   // anonymous memory, on several threads. `release_source`: the rows live in a read-only file
-  // mapping whose pages may be dropped after packing (they fault back in if read again). Off with
-  // HORIZON_PACK=0. Returns the bytes packed.
+  // mapping whose pages may be dropped after packing (they fault back in if read again). With
+  // `release_source` and huge pages on (HORIZON_HUGEPAGES), matrices of other types of 2 MiB or
+  // more are copied, unchanged, into huge-page memory (Matrix::data then points there). Off with
+  // HORIZON_PACK=0. Returns the bytes packed or copied.
   uint64_t pack(bool release_source);
 
  private:
   struct PackedBuffer;
-  std::vector<std::shared_ptr<PackedBuffer>> packed_;  // owns every Matrix::packed
+  std::vector<std::shared_ptr<PackedBuffer>> packed_;  // owns every Matrix::packed and copied data
 };
 
 }  // namespace hz

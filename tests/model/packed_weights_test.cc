@@ -1,7 +1,8 @@
 // Packed weights (ModelWeights::pack, HORIZON_PACK): a model loaded with its Q4_0/Q8_0 matrices
 // repacked gives bit-identical logits to the same model read in the file's layout, dense and mixture
 // of experts, over a prompt long enough to cross the kernels' 32-token chunk; and packing is
-// really in use (the test would not notice otherwise).
+// really in use (the test would not notice otherwise). Matrices of other types large enough for a
+// huge page are copied into huge-page memory (HORIZON_HUGEPAGES): same logits, and the copy is in use.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "model/quantizer.h"
 #include "runtime/single_sequence.h"
 #include "support/test_support.h"
+#include "support/tiny_model.h"
 
 namespace hz {
 namespace {
@@ -61,6 +63,41 @@ TEST(PackedWeightsTest, MixtureOfExpertsLogitsAreBitIdentical) {
   o.type = DType::kQ4_0;
   ASSERT_TRUE(quantize_model(test::model_path("stories260K-moe4.gguf"), out, o).ok());
   expect_same_logits(out, true);
+}
+
+// F32 weights with FFN matrices of exactly 2 MiB (2048 x 256 floats): copied out of the file into
+// 2 MiB-aligned memory; smaller matrices stay in the file's mapping.
+TEST(PackedWeightsTest, LargeFloatMatricesAreCopiedWithTheSameLogits) {
+  const char* env = std::getenv("HORIZON_HUGEPAGES");
+  if (env != nullptr && std::strcmp(env, "0") == 0) GTEST_SKIP() << "HORIZON_HUGEPAGES=0";
+  const std::string path = test::make_temp_dir("packed_weights_test") + "/f32-wide.gguf";
+  test::TinyModelSpec spec;
+  spec.layers = 1;
+  spec.hidden = 256;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 64;
+  spec.ffn = 2048;
+  ASSERT_TRUE(test::TinyModel::random(spec).write(path));
+  auto plain = load_with_packing(path, false);
+  auto copied = load_with_packing(path, true);
+  ASSERT_TRUE(plain && copied);
+  const LayerWeights& P = plain->weights().layers[0];
+  const LayerWeights& C = copied->weights().layers[0];
+  ASSERT_EQ(C.w_up.row_bytes * C.w_up.rows, 2u << 20);
+  EXPECT_NE(C.w_up.data, P.w_up.data) << "large matrix not copied";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(C.w_up.data) % (2u << 20), 0u);
+  EXPECT_EQ(C.w_up.packed, nullptr);
+  EXPECT_EQ(0, std::memcmp(C.w_up.data, P.w_up.data, C.w_up.row_bytes * C.w_up.rows));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(C.wq.data) - reinterpret_cast<uintptr_t>(P.wq.data),
+            reinterpret_cast<uintptr_t>(C.wk.data) - reinterpret_cast<uintptr_t>(P.wk.data))
+      << "small matrices should stay at their offsets in the file";
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 20; ++i) tokens.push_back(1 + (i * 7) % 60);
+  const auto a = logits(*plain, 2, tokens);
+  const auto b = logits(*copied, 2, tokens);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
 }  // namespace

@@ -1,0 +1,190 @@
+// AVX-512 matmul for float weights (F32, F16, BF16; f32 activations), bit-identical to the AVX2
+// kernel (avx2/matmul.cc) and so to vec_dot: every output keeps the AVX2 kernel's own 8-lane
+// accumulator, fed the same 8-element steps in the same order, finished by the same hsum.
+//
+// A 512-bit register holds the accumulators of two weight rows for one token: lanes 0-7 are row a's
+// 8 lanes, lanes 8-15 row b's. One FMA then advances both rows' chains by one step with their
+// own weights (the two rows' 8 values at the step, converted together) against the token's 8
+// activations broadcast to both halves. No lane ever meets another lane's products, so the
+// arithmetic of each output is the AVX2 kernel's, only twice as many of them per instruction.
+// On cores with two 512-bit FMA pipes that doubles the rate of the compute-bound (prefill) case;
+// decode (few tokens) is memory-bound and stays on the AVX2 kernel.
+#include <immintrin.h>
+
+#include "base/check.h"
+#include "kernels/avx2/avx2_common.h"
+#include "kernels/avx2/avx2_kernels.h"
+#include "kernels/avx512/vnni_kernels.h"
+
+#if !defined(__AVX512F__)
+#error "matmul_float.cc needs -mavx512f (see the top-level CMakeLists.txt)"
+#endif
+
+// GCC 12's insert/extract/broadcast intrinsics start from _mm512_undefined_pd(), which it then
+// reports as used uninitialized where they are inlined here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace hz::kernels::vnni {
+namespace {
+
+using avx2::hsum;
+
+// Joins two 8-lane halves: lanes 0-7 = lo, lanes 8-15 = hi.
+inline __m512 join(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+inline __m256 high_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+inline __m256i join128(const uint8_t* a, const uint8_t* b) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+}
+
+// A weight kind: step s (8 elements) of rows a and b as one 16-lane register, and the zero-padded
+// last step of one row exactly as the AVX2 kind loads it.
+struct PairF16 {
+  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return _mm512_cvtph_ps(join128(a + s * 16, b + s * 16)); }
+  static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
+    return avx2::load_f16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
+  }
+};
+struct PairBF16 {
+  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(join128(a + s * 16, b + s * 16)), 16));
+  }
+  static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
+    return avx2::load_bf16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
+  }
+};
+struct PairF32 {
+  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) {
+    return join(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + s * 8),
+                _mm256_loadu_ps(reinterpret_cast<const float*>(b) + s * 8));
+  }
+  static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
+    return avx2::load_f32_partial(reinterpret_cast<const float*>(row) + s * 8, count);
+  }
+};
+
+// The token's 8 activations of step s in both halves (one vbroadcastf64x4 from memory).
+inline __m512 bcast_x(const uint8_t* row, int64_t s) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(row) + s * 4)));
+}
+
+// The tile loops must unroll completely (the accumulators live in registers); GCC's own limits
+// stop short of that for some tile shapes.
+#define HZ_UNROLL _Pragma("GCC unroll 32")
+
+// Tiles of up to 2 row pairs x kMaxTokens tokens: 24 accumulators of the 32 registers.
+constexpr int kMaxPairs = 2;
+constexpr int kMaxTokens = 12;
+
+// w_rows[2p], w_rows[2p + 1]: pair p (the same row twice when the range has an odd row left, whose
+// high half is then dropped: out entry null). out[(2p + h) * T + t] receives row 2p+h, token t.
+template <class K, int P, int T>
+void pair_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows, float* const* out) {
+  __m512 acc[P][T];
+  HZ_UNROLL
+  for (int p = 0; p < P; ++p) {
+    HZ_UNROLL
+    for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_ps();
+  }
+  const int64_t num_steps = n / 8;
+  for (int64_t s = 0; s < num_steps; ++s) {
+    __m512 wv[P];
+    HZ_UNROLL
+    for (int p = 0; p < P; ++p) wv[p] = K::load(w_rows[2 * p], w_rows[2 * p + 1], s);
+    HZ_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = bcast_x(x_rows[t], s);
+      HZ_UNROLL
+      for (int p = 0; p < P; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xv, acc[p][t]);
+    }
+  }
+  const int64_t rest = n - num_steps * 8;
+  if (rest > 0) {
+    __m512 wv[P];
+    HZ_UNROLL
+    for (int p = 0; p < P; ++p) {
+      wv[p] = join(K::tail(w_rows[2 * p], num_steps, rest), K::tail(w_rows[2 * p + 1], num_steps, rest));
+    }
+    HZ_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const __m256 x8 = avx2::load_f32_partial(reinterpret_cast<const float*>(x_rows[t]) + num_steps * 8, rest);
+      const __m512 xv = join(x8, x8);
+      HZ_UNROLL
+      for (int p = 0; p < P; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xv, acc[p][t]);
+    }
+  }
+  HZ_UNROLL
+  for (int p = 0; p < P; ++p) {
+    HZ_UNROLL
+    for (int t = 0; t < T; ++t) {
+      out[2 * p * T + t][0] = hsum(_mm512_castps512_ps256(acc[p][t]));
+      if (out[(2 * p + 1) * T + t] != nullptr) out[(2 * p + 1) * T + t][0] = hsum(high_half(acc[p][t]));
+    }
+  }
+}
+
+template <class K, int P = 1, int T = 1>
+void pair_tile_dispatch(int pairs, int tokens, int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows,
+                        float* const* out) {
+  if (pairs == P && tokens == T) return pair_tile<K, P, T>(n, w_rows, x_rows, out);
+  if constexpr (T < kMaxTokens) {
+    return pair_tile_dispatch<K, P, T + 1>(pairs, tokens, n, w_rows, x_rows, out);
+  } else if constexpr (P < kMaxPairs) {
+    return pair_tile_dispatch<K, P + 1, 1>(pairs, tokens, n, w_rows, x_rows, out);
+  }
+}
+
+// The AVX2 kernel's loop order (token blocks of about 384 KiB of activations outer, row tiles, then
+// token tiles); it decides only which outputs are computed together.
+constexpr uint64_t kTokenBlockBytes = 384 * 1024;
+
+template <class K>
+void matmul_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                  const uint8_t* xb, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  constexpr int kRows = 2 * kMaxPairs;
+  int64_t block = x_row_bytes > 0 ? static_cast<int64_t>(kTokenBlockBytes / x_row_bytes) : num_tokens;
+  block = block < kMaxTokens ? kMaxTokens : block / kMaxTokens * kMaxTokens;
+  for (int64_t tb = 0; tb < num_tokens; tb += block) {
+    const int64_t tb_end = num_tokens - tb < block ? num_tokens : tb + block;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+      const int nr = static_cast<int>(row_end - r0 < kRows ? row_end - r0 : kRows);
+      const int pairs = (nr + 1) / 2;
+      const uint8_t* w_rows[kRows];
+      for (int r = 0; r < 2 * pairs; ++r) w_rows[r] = wb + (r0 + (r < nr ? r : nr - 1)) * w_row_bytes;
+      for (int64_t t0 = tb; t0 < tb_end; t0 += kMaxTokens) {
+        const int nt = static_cast<int>(tb_end - t0 < kMaxTokens ? tb_end - t0 : kMaxTokens);
+        const uint8_t* x_rows[kMaxTokens];
+        float* out[kRows * kMaxTokens];
+        for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
+        for (int r = 0; r < 2 * pairs; ++r) {
+          for (int t = 0; t < nt; ++t) out[r * nt + t] = r < nr ? y + (t0 + t) * y_stride + r0 + r : nullptr;
+        }
+        pair_tile_dispatch<K>(pairs, nt, n, w_rows, x_rows, out);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  switch (wtype) {
+    case DType::kF32:
+      return matmul_pairs<PairF32>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+    case DType::kF16:
+      return matmul_pairs<PairF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+    case DType::kBF16:
+      return matmul_pairs<PairBF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+    default:
+      HZ_CHECK_MSG(false, "matmul_float: not a float weight type");
+  }
+}
+
+}  // namespace hz::kernels::vnni
