@@ -1,6 +1,8 @@
 // The AVX-512 VNNI Q4_0/Q8_0 matmuls against the AVX2 ones and the scalar reference, byte for byte
 // (memcmp of whole output buffers, sentinels included): GGUF rows and packed layouts, token counts
-// around the 32-token chunk, row ranges that are not multiples of 8, random and extreme inputs.
+// around the 32-token chunk, row ranges that are not multiples of 8, random and extreme inputs. Past
+// 8 tokens the packed layout runs two groups per 512-bit register: ranges of 9-16 rows (a pair with
+// a partial second group) and of 17-24 rows (a pair, then one group on the 256-bit kernel) are here.
 // Also the dispatch switch (force_vnni) and that the ISA name does not change with it.
 #include <gtest/gtest.h>
 
@@ -138,7 +140,7 @@ TEST_P(VnniMatmulTest, RandomBytesMatchAvx2AndReference) {
 TEST_P(VnniMatmulTest, ExtremeInputsMatchAvx2AndReference) {
   SKIP_WITHOUT_VNNI();
   const DType type = GetParam();
-  const int64_t rows = 11, n = 128, tokens = 7;
+  const int64_t rows = 11, n = 128, tokens = 40;  // past 8 tokens: the 512-bit pair kernel too
   const uint64_t wrb = row_bytes(type, n), xrb = row_bytes(DType::kQ8_0, n), bb = block_bytes(type);
   std::vector<uint8_t> w(wrb * rows);
   const uint8_t patterns[] = {0xff, 0x00, 0x88, 0x7f, 0x80, 0x0f, 0xf0};  // Q4_0 nibbles 15/0/8...; Q8_0 -1/0/...

@@ -15,6 +15,11 @@
 #error "matmul_q_vnni.cc needs -mavx512vl -mavx512vnni (see the top-level CMakeLists.txt)"
 #endif
 
+// GCC 12's 512-bit insert/cast intrinsics start from an undefined register, which it then reports
+// as used uninitialized where they are inlined here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace hz::kernels::avx2 {
 namespace {
 
@@ -75,6 +80,133 @@ struct Q8_0VnniKind {
   }
 };
 
+// ---- Packed weights, two 8-row groups per 512-bit register ----
+// Lanes 0-7 are group g's rows, lanes 8-15 group g+1's, so each instruction does the work of two
+// of the 256-bit kernel's. Per lane the operations are the 256-bit kernel's (exact int32 block dot,
+// d = d_w * d_x, acc = fma(d, isum, acc) in block order): bit-identical outputs.
+inline __m512i join256(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+inline __m512i bcast16(const uint8_t* xq, int k) { return _mm512_set1_epi32(load_i32(xq + 4 * k)); }
+
+inline __m512i dot8x2(const __m512i v[8], const uint8_t* xq, __m512i init) {
+  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast16(xq, 0));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast16(xq, 1));
+  for (int k = 2; k < 8; k += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, v[k], bcast16(xq, k));
+    s1 = _mm512_dpbusd_epi32(s1, v[k + 1], bcast16(xq, k + 1));
+  }
+  return _mm512_add_epi32(s0, s1);
+}
+
+struct W2 {
+  __m512i v[8];
+  __m512 d;
+};
+
+// Block b of groups g (at p) and g+1 (at q) in the packed layout: 8 f16 scales, then the dwords.
+struct Q4_0Pair {
+  static constexpr uint64_t kBlockBytes = sizeof(BlockQ4_0);
+  static void decode(const uint8_t* p, const uint8_t* q, W2* w) {
+    const __m512i m = _mm512_set1_epi8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      const __m512i t = join256(p + 16 + 32 * k, q + 16 + 32 * k);
+      w->v[k] = _mm512_and_si512(t, m);
+      w->v[4 + k] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m);
+    }
+    w->d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p)), load128(q), 1));
+  }
+  static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) { return dot8x2(w.v, xq, _mm512_set1_epi32(-xsum8)); }
+};
+struct Q8_0Pair {
+  static constexpr uint64_t kBlockBytes = sizeof(BlockQ8_0);
+  static void decode(const uint8_t* p, const uint8_t* q, W2* w) {
+    const __m512i m = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int k = 0; k < 8; ++k) w->v[k] = _mm512_xor_si512(join256(p + 16 + 32 * k, q + 16 + 32 * k), m);
+    w->d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p)), load128(q), 1));
+  }
+  static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) {
+    return dot8x2(w.v, xq, _mm512_set1_epi32(-16 * xsum8));
+  }
+};
+
+// Block b of a pair of groups against tokens t0.. (NT of them, accumulators in registers: decode,
+// speculative verification and small batches).
+template <class K, int NT>
+inline void pair_tokens(int64_t nb, const uint8_t* g0, const uint8_t* g1, const XChunks& x, int64_t t0, W2* wd,
+                        float (*acc)[2 * kGroup]) {
+  __m512 a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
+    for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(g0 + off + kPrefetchAhead + l), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(g1 + off + kPrefetchAhead + l), _MM_HINT_T0);
+    }
+    K::decode(g0 + off, g1 + off, wd);
+    auto c = x.at(t0, b);
+    for (int t = 0; t < NT; ++t, c.next()) {
+      const __m512i isum = K::dot(*wd, c.qs(), c.sum8());
+      const __m512 d = _mm512_mul_ps(wd->d, _mm512_set1_ps(c.d()));
+      a[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), a[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_store_ps(acc[t], a[t]);
+}
+template <class K, int NT = 1>
+inline void pair_in_registers(int64_t nb, const uint8_t* g0, const uint8_t* g1, const XChunks& x, int64_t t0, int64_t nt,
+                              W2* wd, float (*acc)[2 * kGroup]) {
+  if constexpr (NT < kRegisterTokens) {
+    if (nt != NT) return pair_in_registers<K, NT + 1>(nb, g0, g1, x, t0, nt, wd, acc);
+  }
+  pair_tokens<K, NT>(nb, g0, g1, x, t0, wd, acc);
+}
+
+// Rows [row_begin, row_end) of packed weights, row_begin a multiple of 8 and at least 9 rows
+// (two groups, the second possibly partial: the packed layout pads it to 8 rows).
+template <class K>
+void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, int64_t row_begin, int64_t row_end,
+                        const XChunks& x, int64_t num_tokens, float* y, int64_t y_stride) {
+  const int64_t nb = n / kQK8_0;
+  alignas(64) float acc[kTokenChunk][2 * kGroup];
+  W2 wd;
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenChunk) {
+    const int64_t nt = num_tokens - t0 < kTokenChunk ? num_tokens - t0 : kTokenChunk;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += 2 * kGroup) {
+      const int64_t nr = row_end - r0 < 2 * kGroup ? row_end - r0 : 2 * kGroup;
+      const uint8_t* g0 = packed + (r0 / kGroup) * group_bytes;
+      const uint8_t* g1 = g0 + group_bytes;
+      if (nt <= kRegisterTokens) {
+        pair_in_registers<K>(nb, g0, g1, x, t0, nt, &wd, acc);
+      } else {
+        for (int64_t t = 0; t < nt; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
+          for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(g0 + off + kPrefetchAhead + l), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(g1 + off + kPrefetchAhead + l), _MM_HINT_T0);
+          }
+          K::decode(g0 + off, g1 + off, &wd);
+          auto c = x.at(t0, b);
+          for (int64_t t = 0; t < nt; ++t, c.next()) {
+            const __m512i isum = K::dot(wd, c.qs(), c.sum8());
+            const __m512 d = _mm512_mul_ps(wd.d, _mm512_set1_ps(c.d()));
+            _mm512_store_ps(acc[t], _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), _mm512_load_ps(acc[t])));
+          }
+        }
+      }
+      for (int64_t t = 0; t < nt; ++t) {
+        float* yt = y + (t0 + t) * y_stride + r0;
+        if (nr == 2 * kGroup) {
+          _mm512_storeu_ps(yt, _mm512_load_ps(acc[t]));
+        } else {
+          for (int64_t r = 0; r < nr; ++r) yt[r] = acc[t][r];
+        }
+      }
+    }
+  }
+}
+
 // The k-quant group kernels' dot: vpdpbusd (exact int32, the same sums as the AVX2 maddubs pair).
 struct VnniDot {
   static __m256i dot4(__m256i acc, __m256i v, __m256i x) { return _mm256_dpbusd_epi32(acc, v, x); }
@@ -120,6 +252,23 @@ void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin
   HZ_CHECK(row_begin % avx2::kGroup == 0 && n % kQK8_0 == 0);
   if (row_end <= row_begin || num_tokens <= 0) return;
   const uint64_t group_bytes = packed_group_bytes(wtype, n);
+  // Whole pairs of groups on the 512-bit kernel, an odd group left over on the 256-bit one.
+  if (row_end - row_begin > avx2::kGroup) {
+    const int64_t pairs_end = row_begin + (row_end - row_begin) / (2 * avx2::kGroup) * (2 * avx2::kGroup) +
+                              ((row_end - row_begin) % (2 * avx2::kGroup) > avx2::kGroup ? 2 * avx2::kGroup : 0);
+    const int64_t split = pairs_end < row_end ? pairs_end : row_end;
+    const avx2::XChunks xc{static_cast<const uint8_t*>(x), n / kQK8_0};
+    const auto* p = static_cast<const uint8_t*>(packed);
+    if (wtype == DType::kQ4_0) {
+      avx2::matmul_group_pairs<avx2::Q4_0Pair>(n, p, group_bytes, row_begin, split, xc, num_tokens, y, y_stride);
+    } else if (wtype == DType::kQ8_0) {
+      avx2::matmul_group_pairs<avx2::Q8_0Pair>(n, p, group_bytes, row_begin, split, xc, num_tokens, y, y_stride);
+    } else {
+      HZ_CHECK_MSG(false, "vnni::matmul_packed: unsupported weight dtype");
+    }
+    if (split == row_end) return;
+    row_begin = split;
+  }
   switch (wtype) {
     case DType::kQ4_0:
       return avx2::matmul_packed_kind<avx2::Q4_0VnniKind>(n, packed, row_begin, row_end, x, num_tokens, y, y_stride,
