@@ -1,6 +1,7 @@
 // The Q4_K / Q5_K / Q6_K 8-row group matmuls (AVX2 and AVX-512 VNNI) against the scalar reference, bit for
 // bit: random blocks (every nibble, 6-bit scale and min), extreme blocks (all quants and scales at
-// their maxima, activations at -128 / 127), row ranges that are not multiples of 8, token counts
+// their maxima, activations at -128 / 127), row ranges that are not multiples of 8 (on AVX-512, 9-16
+// rows run as one 512-bit pair of groups, 17-24 as a pair and a 256-bit group), token counts
 // around the 32-token chunk and several super-blocks per row. Also: one token and many tokens give
 // the same bits (the block-order rule), and vec_dot agrees with the matmul.
 #include <gtest/gtest.h>

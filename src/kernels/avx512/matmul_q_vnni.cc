@@ -207,6 +207,154 @@ void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, 
   }
 }
 
+// ---- K-quants, two 8-row groups per 512-bit register ----
+// Each group's super-block is decoded by the 256-bit decoder (kq::decode_*), the two are joined
+// (lanes 0-7 group g, 8-15 group g+1) once per super-block, and every token's fold then runs on
+// 512-bit registers with the 256-bit fold's operations per lane (exact int32 dots and scales, the
+// same mul and fmas in super-block order): bit-identical outputs.
+namespace kq2 {
+
+inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+inline __m512 join(__m256 a, __m256 b) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
+}
+inline __m512i bcast16(const int8_t* xq, int k) {
+  return _mm512_set1_epi32(load_i32(reinterpret_cast<const uint8_t*>(xq) + 4 * k));
+}
+template <int Steps>
+inline __m512i group_dot(const __m512i* v, const int8_t* xq) {
+  __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[0], bcast16(xq, 0));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast16(xq, 1));
+  for (int k = 2; k < Steps; k += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, v[k], bcast16(xq, k));
+    s1 = _mm512_dpbusd_epi32(s1, v[k + 1], bcast16(xq, k + 1));
+  }
+  return _mm512_add_epi32(s0, s1);
+}
+inline __m512 negate(__m512 v) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+}
+
+struct Q4KBlock2 {
+  __m512i q[8][8];
+  __m512i sc[8];
+  __m512i mpair[4];
+  __m512 d, dmin;
+};
+inline void join_q4_k(const kq::Q4KBlock& a, const kq::Q4KBlock& b, Q4KBlock2* w) {
+  for (int g = 0; g < 8; ++g) {
+    for (int k = 0; k < 8; ++k) w->q[g][k] = join(a.q[g][k], b.q[g][k]);
+    w->sc[g] = join(a.sc[g], b.sc[g]);
+  }
+  for (int j = 0; j < 4; ++j) w->mpair[j] = join(a.mpair[j], b.mpair[j]);
+  w->d = join(a.d, b.d);
+  w->dmin = join(a.dmin, b.dmin);
+}
+// kq::fold_q4_k on 16 lanes.
+inline __m512 fold_q4_k(const Q4KBlock2& w, const uint8_t* xb, __m512 acc) {
+  const int8_t* xq = reinterpret_cast<const int8_t*>(xb + offsetof(BlockQ8_K, qs));
+  __m512i isum = _mm512_setzero_si512();
+  for (int g = 0; g < 8; ++g) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(group_dot<8>(w.q[g], xq + 32 * g), w.sc[g]));
+  const __m128i gsum = _mm_hadd_epi16(load128(xb + offsetof(BlockQ8_K, bsums)), load128(xb + offsetof(BlockQ8_K, bsums) + 16));
+  alignas(16) int32_t gp[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(gp), gsum);
+  __m512i msum = _mm512_setzero_si512();
+  for (int j = 0; j < 4; ++j) msum = _mm512_add_epi32(msum, _mm512_madd_epi16(w.mpair[j], _mm512_set1_epi32(gp[j])));
+  const __m512 dxv = _mm512_set1_ps(load_f32(xb + offsetof(BlockQ8_K, d)));
+  acc = _mm512_fmadd_ps(_mm512_mul_ps(w.d, dxv), _mm512_cvtepi32_ps(isum), acc);
+  return _mm512_fmadd_ps(negate(_mm512_mul_ps(w.dmin, dxv)), _mm512_cvtepi32_ps(msum), acc);
+}
+
+struct Q6KBlock2 {
+  __m512i q[16][4];
+  __m512i sc[16];
+  __m512i scpair[8];
+  __m512 d;
+};
+inline void join_q6_k(const kq::Q6KBlock& a, const kq::Q6KBlock& b, Q6KBlock2* w) {
+  for (int g = 0; g < 16; ++g) {
+    for (int k = 0; k < 4; ++k) w->q[g][k] = join(a.q[g][k], b.q[g][k]);
+    w->sc[g] = join(a.sc[g], b.sc[g]);
+  }
+  for (int j = 0; j < 8; ++j) w->scpair[j] = join(a.scpair[j], b.scpair[j]);
+  w->d = join(a.d, b.d);
+}
+// kq::fold_q6_k on 16 lanes.
+inline __m512 fold_q6_k(const Q6KBlock2& w, const uint8_t* xb, __m512 acc) {
+  const int8_t* xq = reinterpret_cast<const int8_t*>(xb + offsetof(BlockQ8_K, qs));
+  __m512i isum = _mm512_setzero_si512();
+  for (int g = 0; g < 16; ++g) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(group_dot<4>(w.q[g], xq + 16 * g), w.sc[g]));
+  __m512i off = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) {
+    off = _mm512_add_epi32(off, _mm512_madd_epi16(w.scpair[j], _mm512_set1_epi32(load_i32(xb + offsetof(BlockQ8_K, bsums) + 4 * j))));
+  }
+  isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(off, 5));
+  const __m512 dxv = _mm512_set1_ps(load_f32(xb + offsetof(BlockQ8_K, d)));
+  return _mm512_fmadd_ps(_mm512_mul_ps(w.d, dxv), _mm512_cvtepi32_ps(isum), acc);
+}
+
+struct Q4KPair {
+  using W = kq::Q4KBlock;
+  using W2 = Q4KBlock2;
+  static void decode(const uint8_t* const* rows, int64_t b, W* w) { kq::decode_q4_k(rows, b, w); }
+  static void join(const W& a, const W& b, W2* w) { join_q4_k(a, b, w); }
+  static __m512 fold(const W2& w, const uint8_t* xb, __m512 acc) { return fold_q4_k(w, xb, acc); }
+};
+struct Q5KPair {
+  using W = kq::Q4KBlock;
+  using W2 = Q4KBlock2;
+  static void decode(const uint8_t* const* rows, int64_t b, W* w) { kq::decode_q5_k(rows, b, w); }
+  static void join(const W& a, const W& b, W2* w) { join_q4_k(a, b, w); }
+  static __m512 fold(const W2& w, const uint8_t* xb, __m512 acc) { return fold_q4_k(w, xb, acc); }
+};
+struct Q6KPair {
+  using W = kq::Q6KBlock;
+  using W2 = Q6KBlock2;
+  static void decode(const uint8_t* const* rows, int64_t b, W* w) { kq::decode_q6_k(rows, b, w); }
+  static void join(const W& a, const W& b, W2* w) { join_q6_k(a, b, w); }
+  static __m512 fold(const W2& w, const uint8_t* xb, __m512 acc) { return fold_q6_k(w, xb, acc); }
+};
+
+// kq::matmul_groups over 16 rows at a time: rows [row_begin, row_end), at least 9 of them; rows
+// past the range repeat the last one (computed and dropped), as there.
+template <class K>
+void matmul_group_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                        const uint8_t* xbase, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  constexpr int kRows2 = 2 * kq::kRows;
+  const int64_t nb = n / kQK_K;
+  alignas(64) float acc[kq::kTokenChunk][kRows2];
+  alignas(64) typename K::W wa, wbk;
+  alignas(64) typename K::W2 wd;
+  const uint8_t* rows[kRows2];
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += kq::kTokenChunk) {
+    const int64_t nt = num_tokens - t0 < kq::kTokenChunk ? num_tokens - t0 : kq::kTokenChunk;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows2) {
+      const int64_t nr = row_end - r0 < kRows2 ? row_end - r0 : kRows2;
+      for (int r = 0; r < kRows2; ++r) rows[r] = wb + (r0 + (r < nr ? r : nr - 1)) * w_row_bytes;
+      for (int64_t t = 0; t < nt; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
+      for (int64_t b = 0; b < nb; ++b) {
+        K::decode(rows, b, &wa);
+        K::decode(rows + kq::kRows, b, &wbk);
+        K::join(wa, wbk, &wd);
+        for (int64_t t = 0; t < nt; ++t) {
+          const uint8_t* xb = xbase + (t0 + t) * x_row_bytes + b * static_cast<int64_t>(sizeof(BlockQ8_K));
+          _mm512_store_ps(acc[t], K::fold(wd, xb, _mm512_load_ps(acc[t])));
+        }
+      }
+      for (int64_t t = 0; t < nt; ++t) {
+        float* yt = y + (t0 + t) * y_stride + r0;
+        if (nr == kRows2) {
+          _mm512_storeu_ps(yt, _mm512_load_ps(acc[t]));
+        } else {
+          for (int64_t r = 0; r < nr; ++r) yt[r] = acc[t][r];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kq2
+
 // The k-quant group kernels' dot: vpdpbusd (exact int32, the same sums as the AVX2 maddubs pair).
 struct VnniDot {
   static __m256i dot4(__m256i acc, __m256i v, __m256i x) { return _mm256_dpbusd_epi32(acc, v, x); }
@@ -220,6 +368,29 @@ namespace hz::kernels::vnni {
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK_K == 0);
+  // Whole 16-row pairs of groups on 512-bit registers; fewer than 9 rows left over on the 256-bit kernel.
+  if (row_end - row_begin > avx2::kq::kRows) {
+    constexpr int64_t kPair = 2 * avx2::kq::kRows;
+    const int64_t r = row_end - row_begin;
+    const int64_t split = r % kPair > avx2::kq::kRows || r % kPair == 0 ? row_end : row_end - r % kPair;
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const auto* xb = static_cast<const uint8_t*>(x);
+    switch (wtype) {
+      case DType::kQ4_K:
+        avx2::kq2::matmul_group_pairs<avx2::kq2::Q4KPair>(n, wb, w_row_bytes, row_begin, split, xb, x_row_bytes, num_tokens, y, y_stride);
+        break;
+      case DType::kQ5_K:
+        avx2::kq2::matmul_group_pairs<avx2::kq2::Q5KPair>(n, wb, w_row_bytes, row_begin, split, xb, x_row_bytes, num_tokens, y, y_stride);
+        break;
+      case DType::kQ6_K:
+        avx2::kq2::matmul_group_pairs<avx2::kq2::Q6KPair>(n, wb, w_row_bytes, row_begin, split, xb, x_row_bytes, num_tokens, y, y_stride);
+        break;
+      default:
+        HZ_CHECK_MSG(false, "vnni::matmul_kquant: not a k-quant");
+    }
+    if (split == row_end) return;
+    row_begin = split;
+  }
   switch (wtype) {
     case DType::kQ4_K:
       return avx2::kq::matmul_groups<avx2::kq::Q4KKind, avx2::VnniDot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes,
