@@ -91,7 +91,7 @@ void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
   if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens >= avx2::kGroupMinTokens) {
     return vnni::matmul_kquant(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
-  if ((wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) && num_tokens >= vnni::kFloatMinTokens) {
+  if (wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) {
     return vnni::matmul_float(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);

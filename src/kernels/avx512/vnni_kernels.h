@@ -20,9 +20,8 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                    int64_t num_tokens, float* y, int64_t y_stride);
 // F32 / F16 / BF16 weights against f32 activations, two rows per 512-bit register (avx2::matmul's
-// results; avx512/matmul_float.cc). Dispatch uses it from kFloatMinTokens tokens on.
+// results; avx512/matmul_float.cc), for every token count.
 void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                   const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
-constexpr int64_t kFloatMinTokens = 4;
 
 }  // namespace hz::kernels::vnni
