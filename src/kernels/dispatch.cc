@@ -101,6 +101,8 @@ constexpr KernelTable avx2_vnni_table() {
   KernelTable t = kAvx2Table;
   t.matmul = &matmul_vnni;
   t.matmul_packed = &vnni::matmul_packed;
+  t.kv_scores = &vnni::kv_scores;
+  t.kv_accumulate = &vnni::kv_accumulate;
   return t;
 }
 constexpr KernelTable kAvx2VnniTable = avx2_vnni_table();
