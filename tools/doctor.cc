@@ -9,12 +9,15 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "base/byte_size.h"
 #include "device/device.h"
 #include "kernels/kernels.h"
+#include "kernels/vnni_dispatch.h"
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
 #include "planner/model_files.h"
@@ -64,6 +67,23 @@ CheckResult check_port(const std::string& host, int port) {
   return r;
 }
 
+// Transparent huge pages for the weights (model/weights.cc): used in "always" and "madvise" mode.
+CheckResult check_huge_pages() {
+  const char* env = std::getenv("HORIZON_HUGEPAGES");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return {CheckLevel::kPass, "pages", "weights in 4 KiB pages (HORIZON_HUGEPAGES=0)"};
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(in, mode);
+  const size_t a = mode.find('['), b = mode.find(']');
+  mode = a != std::string::npos && b != std::string::npos && b > a ? mode.substr(a + 1, b - a - 1) : std::string();
+  if (mode == "always" || mode == "madvise") {
+    return {CheckLevel::kPass, "pages", fmt::format("transparent huge pages ({}): weight matrices of 2 MiB or more go into huge pages", mode)};
+  }
+  return {CheckLevel::kPass, "pages",
+          mode.empty() ? "no transparent huge pages here: the weights use 4 KiB pages"
+                       : fmt::format("transparent huge pages are '{}': the weights use 4 KiB pages (decode can be slower)", mode)};
+}
+
 // The GPU for `--device cuda`: its name, memory and driver, or why there is none (not a failure:
 // the CPU engine runs without one).
 CheckResult check_gpu() {
@@ -92,9 +112,12 @@ int run_doctor(DoctorOptions& d) {
   std::string features = kernels::cpu_features();
   bool avx2 = features.find("avx2") != std::string::npos && features.find("fma") != std::string::npos &&
               features.find("f16c") != std::string::npos;
+  std::string kernel_set = avx2 ? ": AVX2 kernels" : ": no AVX2/FMA/F16C, scalar kernels (slow)";
+  if (avx2 && kernels::vnni_enabled()) kernel_set += " with the AVX-512 variants (VNNI and 512-bit matmuls, attention)";
+  if (avx2 && kernels::vnni_supported() && !kernels::vnni_enabled()) kernel_set += " (AVX-512 variants off: HORIZON_VNNI=0)";
   checks.push_back({avx2 ? CheckLevel::kPass : CheckLevel::kWarn, "cpu",
-                    fmt::format("{} [{}]{}", host.cpu_model.empty() ? "unknown CPU" : host.cpu_model, features,
-                                avx2 ? ": AVX2 kernels" : ": no AVX2/FMA/F16C, scalar kernels (slow)")});
+                    fmt::format("{} [{}]{}", host.cpu_model.empty() ? "unknown CPU" : host.cpu_model, features, kernel_set)});
+  checks.push_back(check_huge_pages());
   checks.push_back({host.num_cpus >= 2 ? CheckLevel::kPass : CheckLevel::kWarn, "cores", fmt::format("{} logical CPUs", host.num_cpus)});
   checks.push_back({host.available_ram_bytes >= (uint64_t{1} << 30) ? CheckLevel::kPass : CheckLevel::kWarn, "ram",
                     fmt::format("{} available of {}", format_bytes(host.available_ram_bytes), format_bytes(host.total_ram_bytes))});

@@ -86,7 +86,7 @@ TEST(DoctorTest, HealthyGgufPasses) {
                                  " --memory 1GiB --port " + std::to_string(free_port()),
                              &out, &err);
   EXPECT_EQ(rc, 0) << out << err;
-  for (const char* check : {"cpu", "cores", "ram", "disk", "model", "plan", "port", "auth"}) {
+  for (const char* check : {"cpu", "pages", "cores", "ram", "disk", "model", "plan", "port", "auth"}) {
     EXPECT_FALSE(line_of(out, check).empty()) << "no line for " << check << " in\n" << out;
   }
   EXPECT_EQ(line_of(out, "model").rfind("PASS", 0), 0u) << out;
