@@ -80,8 +80,8 @@ CheckResult check_huge_pages() {
     return {CheckLevel::kPass, "pages", fmt::format("transparent huge pages ({}): weight matrices of 2 MiB or more go into huge pages", mode)};
   }
   return {CheckLevel::kPass, "pages",
-          mode.empty() ? "no transparent huge pages here: the weights use 4 KiB pages"
-                       : fmt::format("transparent huge pages are '{}': the weights use 4 KiB pages (decode can be slower)", mode)};
+          mode.empty() ? "no transparent huge pages here: the weights stay in 4 KiB pages"
+                       : fmt::format("transparent huge pages are '{}': the weights stay in 4 KiB pages (decode can be slower)", mode)};
 }
 
 // The GPU for `--device cuda`: its name, memory and driver, or why there is none (not a failure:

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "base/log.h"
@@ -106,10 +108,16 @@ void release_file_pages(const uint8_t* p, uint64_t n) {
 // turns that off. Without huge pages the mapping is populated up front (one bulk fault).
 constexpr uint64_t kHugePageBytes = 2u << 20;
 
+// Off with HORIZON_HUGEPAGES=0, and where the kernel has no transparent huge pages or has them
+// "never" (copying matrices would then only cost load time).
 bool huge_pages_enabled() {
   static const bool on = [] {
     const char* env = std::getenv("HORIZON_HUGEPAGES");
-    return env == nullptr || std::strcmp(env, "0") != 0;
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string mode;
+    std::getline(in, mode);
+    return mode.find("[always]") != std::string::npos || mode.find("[madvise]") != std::string::npos;
   }();
   return on;
 }
