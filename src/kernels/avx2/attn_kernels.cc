@@ -81,35 +81,6 @@ struct ChannelScales {
   }
 };
 
-// Eight horizontal sums at once: lane j of the result is the sum of v[j]'s lanes, in the order
-// ((0+1)+(2+3)) + ((4+5)+(6+7)) whatever the other vectors hold.
-inline __m256 hsum8(const __m256* v) {
-  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
-  const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-// Writes scores[h * sstride + r] = hsum(acc[r][h]) * post for rows [0, rows), eight rows per
-// reduction (a row's value does not depend on its neighbours).
-template <int G>
-void store_scores(__m256 (*acc)[G], int64_t rows, float post, float* scores, int64_t sstride) {
-  const __m256 vp = _mm256_set1_ps(post);
-  for (int h = 0; h < G; ++h) {
-    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
-      __m256 v[8];
-      const int64_t nr = std::min<int64_t>(8, rows - r0);
-      for (int64_t j = 0; j < 8; ++j) v[j] = j < nr ? acc[r0 + j][h] : _mm256_setzero_ps();
-      const __m256 s = _mm256_mul_ps(hsum8(v), vp);
-      if (nr == 8) {
-        _mm256_storeu_ps(scores + h * sstride + r0, s);
-      } else {
-        _mm256_maskstore_ps(scores + h * sstride + r0, tail_mask(nr), s);
-      }
-    }
-  }
-}
-
 constexpr int64_t kRowBlock = 16;
 
 // Scores of G heads over rows whose group scales are 1 (f32/f16/bf16/fp8): one dot per head,

@@ -15,70 +15,37 @@
 #include "kernels/avx2/avx2_common.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/vnni_kernels.h"
+#include "kernels/avx512/zmm_lanes.h"
 #include "kernels/kv_codec.h"
 
 #if !defined(__AVX512F__)
 #error "attn_kernels.cc needs -mavx512f (see the top-level CMakeLists.txt)"
 #endif
 
-// GCC 12's insert/extract/broadcast intrinsics start from an undefined register, which it then
-// reports as used uninitialized where they are inlined here.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 namespace hz::kernels::vnni {
 namespace {
-
-#define HZ_UNROLL _Pragma("GCC unroll 16")
-
-inline __m512 join(__m256 lo, __m256 hi) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-inline __m256 high_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
-inline __m512 bcast8(const float* p) {
-  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
-}
-inline __m256i join128(const uint8_t* a, const uint8_t* b) {
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-}
 
 // Row values as f32: pair(a, b, i) = 8 values of row a and of row b at element i; wide(row, i) =
 // 16 consecutive values of one row; narrow(row, i) = 8 (the AVX2 kernel's load).
 struct F32Rows {
-  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) {
-    return join(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + i), _mm256_loadu_ps(reinterpret_cast<const float*>(b) + i));
-  }
+  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) { return pair_f32(a + 4 * i, b + 4 * i); }
   static __m512 wide(const uint8_t* row, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i); }
   static __m256 narrow(const uint8_t* row, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i); }
 };
 struct F16Rows {
-  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) { return _mm512_cvtph_ps(join128(a + 2 * i, b + 2 * i)); }
+  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) { return pair_f16(a + 2 * i, b + 2 * i); }
   static __m512 wide(const uint8_t* row, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
   }
-  static __m256 narrow(const uint8_t* row, int64_t i) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
-  }
+  static __m256 narrow(const uint8_t* row, int64_t i) { return avx2::load_f16(reinterpret_cast<const uint16_t*>(row + 2 * i)); }
 };
 struct BF16Rows {
-  static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) { return widen(join128(a + 2 * i, b + 2 * i)); }
+  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) { return pair_bf16(a + 2 * i, b + 2 * i); }
   static __m512 wide(const uint8_t* row, int64_t i) {
-    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+    return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
   }
-  static __m256 narrow(const uint8_t* row, int64_t i) {
-    return avx2::load_bf16(reinterpret_cast<const uint16_t*>(row + 2 * i));
-  }
+  static __m256 narrow(const uint8_t* row, int64_t i) { return avx2::load_bf16(reinterpret_cast<const uint16_t*>(row + 2 * i)); }
 };
-
-// The AVX2 kernel's 8-row reduction: lane j = the sum of v[j]'s lanes, ((0+1)+(2+3))+((4+5)+(6+7)).
-inline __m256 hsum8(const __m256* v) {
-  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
-  const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
 
 constexpr int64_t kRowBlock = 16;  // the AVX2 kernel's row block (the reduction groups 8 of them)
 
@@ -106,21 +73,7 @@ void scores_plain(const float* q, const uint8_t* elems, int64_t reb, int64_t row
         if (r + 1 < nr) accs[r + 1][h] = high_half(acc[h]);
       }
     }
-    const __m256 one = _mm256_set1_ps(1.0f);
-    for (int h = 0; h < G; ++h) {
-      for (int64_t q0 = 0; q0 < nr; q0 += 8) {
-        __m256 v[8];
-        const int64_t n8 = std::min<int64_t>(8, nr - q0);
-        for (int64_t j = 0; j < 8; ++j) v[j] = j < n8 ? accs[q0 + j][h] : _mm256_setzero_ps();
-        const __m256 s = _mm256_mul_ps(hsum8(v), one);
-        float* dst = scores + h * sstride + r0 + q0;
-        if (n8 == 8) {
-          _mm256_storeu_ps(dst, s);
-        } else {
-          _mm256_maskstore_ps(dst, avx2::tail_mask(n8), s);
-        }
-      }
-    }
+    avx2::store_scores<G>(accs, nr, 1.0f, scores + r0, sstride);
   }
 }
 

@@ -17,66 +17,40 @@
 #include "kernels/avx2/avx2_common.h"
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/vnni_kernels.h"
+#include "kernels/avx512/zmm_lanes.h"
 
 #if !defined(__AVX512F__)
 #error "matmul_float.cc needs -mavx512f (see the top-level CMakeLists.txt)"
 #endif
-
-// GCC 12's insert/extract/broadcast intrinsics start from _mm512_undefined_pd(), which it then
-// reports as used uninitialized where they are inlined here.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace hz::kernels::vnni {
 namespace {
 
 using avx2::hsum;
 
-// Joins two 8-lane halves: lanes 0-7 = lo, lanes 8-15 = hi.
-inline __m512 join(__m256 lo, __m256 hi) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-inline __m256 high_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
-
-inline __m256i join128(const uint8_t* a, const uint8_t* b) {
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
-}
-
 // A weight kind: step s (8 elements) of rows a and b as one 16-lane register, and the zero-padded
 // last step of one row exactly as the AVX2 kind loads it.
 struct PairF16 {
-  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return _mm512_cvtph_ps(join128(a + s * 16, b + s * 16)); }
+  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_f16(a + s * 16, b + s * 16); }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_f16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
   }
 };
 struct PairBF16 {
-  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(join128(a + s * 16, b + s * 16)), 16));
-  }
+  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_bf16(a + s * 16, b + s * 16); }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_bf16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
   }
 };
 struct PairF32 {
-  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) {
-    return join(_mm256_loadu_ps(reinterpret_cast<const float*>(a) + s * 8),
-                _mm256_loadu_ps(reinterpret_cast<const float*>(b) + s * 8));
-  }
+  static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_f32(a + s * 32, b + s * 32); }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_f32_partial(reinterpret_cast<const float*>(row) + s * 8, count);
   }
 };
 
-// The token's 8 activations of step s in both halves (one vbroadcastf64x4 from memory).
-inline __m512 bcast_x(const uint8_t* row, int64_t s) {
-  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(row) + s * 4)));
-}
-
-// The tile loops must unroll completely (the accumulators live in registers); GCC's own limits
-// stop short of that for some tile shapes.
-#define HZ_UNROLL _Pragma("GCC unroll 32")
+// The token's 8 activations of step s in both halves.
+inline __m512 bcast_x(const uint8_t* row, int64_t s) { return bcast8(reinterpret_cast<const float*>(row) + s * 8); }
 
 // Tiles of up to 2 row pairs x kMaxTokens tokens: 24 accumulators of the 32 registers.
 constexpr int kMaxPairs = 2;

@@ -10,15 +10,11 @@
 #include "kernels/avx2/matmul_kq_groups.h"
 #include "kernels/avx2/matmul_q_groups.h"
 #include "kernels/avx512/vnni_kernels.h"
+#include "kernels/avx512/zmm_lanes.h"
 
 #if !defined(__AVX512VNNI__) || !defined(__AVX512VL__)
 #error "matmul_q_vnni.cc needs -mavx512vl -mavx512vnni (see the top-level CMakeLists.txt)"
 #endif
-
-// GCC 12's 512-bit insert/cast intrinsics start from an undefined register, which it then reports
-// as used uninitialized where they are inlined here.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace hz::kernels::avx2 {
 namespace {
@@ -84,19 +80,35 @@ struct Q8_0VnniKind {
 // Lanes 0-7 are group g's rows, lanes 8-15 group g+1's, so each instruction does the work of two
 // of the 256-bit kernel's. Per lane the operations are the 256-bit kernel's (exact int32 block dot,
 // d = d_w * d_x, acc = fma(d, isum, acc) in block order): bit-identical outputs.
-inline __m512i join256(const uint8_t* a, const uint8_t* b) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
-}
-inline __m512i bcast16(const uint8_t* xq, int k) { return _mm512_set1_epi32(load_i32(xq + 4 * k)); }
+using vnni::bcast_dword;
+using vnni::join;
+using vnni::join128;
+using vnni::join256;
 
-inline __m512i dot8x2(const __m512i v[8], const uint8_t* xq, __m512i init) {
-  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast16(xq, 0));
-  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast16(xq, 1));
-  for (int k = 2; k < 8; k += 2) {
-    s0 = _mm512_dpbusd_epi32(s0, v[k], bcast16(xq, k));
-    s1 = _mm512_dpbusd_epi32(s1, v[k + 1], bcast16(xq, k + 1));
+// Steps dot-product steps over the dword pairs (v[k], x dword k) on 16 lanes, on two chains as
+// dot8; `init` seeds the first chain. Integer adds: the order is immaterial.
+template <int Steps>
+inline __m512i dot_steps(const __m512i* v, const void* xq, __m512i init) {
+  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast_dword(xq, 0));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast_dword(xq, 1));
+  for (int k = 2; k < Steps; k += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, v[k], bcast_dword(xq, k));
+    s1 = _mm512_dpbusd_epi32(s1, v[k + 1], bcast_dword(xq, k + 1));
   }
   return _mm512_add_epi32(s0, s1);
+}
+
+// acc[t] (16 rows of token t0 + t) into y, for nt tokens and the nr rows that exist.
+inline void store_pair_rows(const float (*acc)[2 * kGroup], int64_t nt, int64_t nr, float* y, int64_t y_stride,
+                            int64_t t0, int64_t r0) {
+  for (int64_t t = 0; t < nt; ++t) {
+    float* yt = y + (t0 + t) * y_stride + r0;
+    if (nr == 2 * kGroup) {
+      _mm512_storeu_ps(yt, _mm512_load_ps(acc[t]));
+    } else {
+      for (int64_t r = 0; r < nr; ++r) yt[r] = acc[t][r];
+    }
+  }
 }
 
 // Bytes of each of the two groups requested ahead of the block in use. Two streams per pass, so
@@ -119,42 +131,49 @@ struct Q4_0Pair {
       w->v[k] = _mm512_and_si512(t, m);
       w->v[4 + k] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m);
     }
-    w->d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p)), load128(q), 1));
+    w->d = _mm512_cvtph_ps(join128(p, q));
   }
-  static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) { return dot8x2(w.v, xq, _mm512_set1_epi32(-xsum8)); }
+  static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) { return dot_steps<8>(w.v, xq, _mm512_set1_epi32(-xsum8)); }
 };
 struct Q8_0Pair {
   static constexpr uint64_t kBlockBytes = sizeof(BlockQ8_0);
   static void decode(const uint8_t* p, const uint8_t* q, W2* w) {
     const __m512i m = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int k = 0; k < 8; ++k) w->v[k] = _mm512_xor_si512(join256(p + 16 + 32 * k, q + 16 + 32 * k), m);
-    w->d = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load128(p)), load128(q), 1));
+    w->d = _mm512_cvtph_ps(join128(p, q));
   }
   static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) {
-    return dot8x2(w.v, xq, _mm512_set1_epi32(-16 * xsum8));
+    return dot_steps<8>(w.v, xq, _mm512_set1_epi32(-16 * xsum8));
   }
 };
 
-// Block b of a pair of groups against tokens t0.. (NT of them, accumulators in registers: decode,
-// speculative verification and small batches).
+// Block b of groups g0 and g1, decoded; the lines kPairPrefetchAhead past it requested.
+template <class K>
+inline void decode_pair(const uint8_t* g0, const uint8_t* g1, int64_t b, W2* wd) {
+  const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
+  for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(g0 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(g1 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
+  }
+  K::decode(g0 + off, g1 + off, wd);
+}
+// One token's block folded into acc: acc = fma(d_w * d_x, isum, acc), per lane as the 256-bit kernel.
+template <class K, class Cursor>
+inline __m512 fold_pair(const W2& w, const Cursor& c, __m512 acc) {
+  const __m512i isum = K::dot(w, c.qs(), c.sum8());
+  return _mm512_fmadd_ps(_mm512_mul_ps(w.d, _mm512_set1_ps(c.d())), _mm512_cvtepi32_ps(isum), acc);
+}
+
+// NT tokens from t0, accumulators in registers (decode, speculative verification, small batches).
 template <class K, int NT>
 inline void pair_tokens(int64_t nb, const uint8_t* g0, const uint8_t* g1, const XChunks& x, int64_t t0, W2* wd,
                         float (*acc)[2 * kGroup]) {
   __m512 a[NT];
   for (int t = 0; t < NT; ++t) a[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
-    for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(g0 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(g1 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
-    }
-    K::decode(g0 + off, g1 + off, wd);
+    decode_pair<K>(g0, g1, b, wd);
     auto c = x.at(t0, b);
-    for (int t = 0; t < NT; ++t, c.next()) {
-      const __m512i isum = K::dot(*wd, c.qs(), c.sum8());
-      const __m512 d = _mm512_mul_ps(wd->d, _mm512_set1_ps(c.d()));
-      a[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), a[t]);
-    }
+    for (int t = 0; t < NT; ++t, c.next()) a[t] = fold_pair<K>(*wd, c, a[t]);
   }
   for (int t = 0; t < NT; ++t) _mm512_store_ps(acc[t], a[t]);
 }
@@ -186,28 +205,12 @@ void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, 
       } else {
         for (int64_t t = 0; t < nt; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
         for (int64_t b = 0; b < nb; ++b) {
-          const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
-          for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(g0 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(g1 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
-          }
-          K::decode(g0 + off, g1 + off, &wd);
+          decode_pair<K>(g0, g1, b, &wd);
           auto c = x.at(t0, b);
-          for (int64_t t = 0; t < nt; ++t, c.next()) {
-            const __m512i isum = K::dot(wd, c.qs(), c.sum8());
-            const __m512 d = _mm512_mul_ps(wd.d, _mm512_set1_ps(c.d()));
-            _mm512_store_ps(acc[t], _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), _mm512_load_ps(acc[t])));
-          }
+          for (int64_t t = 0; t < nt; ++t, c.next()) _mm512_store_ps(acc[t], fold_pair<K>(wd, c, _mm512_load_ps(acc[t])));
         }
       }
-      for (int64_t t = 0; t < nt; ++t) {
-        float* yt = y + (t0 + t) * y_stride + r0;
-        if (nr == 2 * kGroup) {
-          _mm512_storeu_ps(yt, _mm512_load_ps(acc[t]));
-        } else {
-          for (int64_t r = 0; r < nr; ++r) yt[r] = acc[t][r];
-        }
-      }
+      store_pair_rows(acc, nt, nr, y, y_stride, t0, r0);
     }
   }
 }
@@ -219,23 +222,6 @@ void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, 
 // same mul and fmas in super-block order): bit-identical outputs.
 namespace kq2 {
 
-inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
-inline __m512 join(__m256 a, __m256 b) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
-}
-inline __m512i bcast16(const int8_t* xq, int k) {
-  return _mm512_set1_epi32(load_i32(reinterpret_cast<const uint8_t*>(xq) + 4 * k));
-}
-template <int Steps>
-inline __m512i group_dot(const __m512i* v, const int8_t* xq) {
-  __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[0], bcast16(xq, 0));
-  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast16(xq, 1));
-  for (int k = 2; k < Steps; k += 2) {
-    s0 = _mm512_dpbusd_epi32(s0, v[k], bcast16(xq, k));
-    s1 = _mm512_dpbusd_epi32(s1, v[k + 1], bcast16(xq, k + 1));
-  }
-  return _mm512_add_epi32(s0, s1);
-}
 inline __m512 negate(__m512 v) {
   return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
 }
@@ -259,7 +245,7 @@ inline void join_q4_k(const kq::Q4KBlock& a, const kq::Q4KBlock& b, Q4KBlock2* w
 inline __m512 fold_q4_k(const Q4KBlock2& w, const uint8_t* xb, __m512 acc) {
   const int8_t* xq = reinterpret_cast<const int8_t*>(xb + offsetof(BlockQ8_K, qs));
   __m512i isum = _mm512_setzero_si512();
-  for (int g = 0; g < 8; ++g) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(group_dot<8>(w.q[g], xq + 32 * g), w.sc[g]));
+  for (int g = 0; g < 8; ++g) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot_steps<8>(w.q[g], xq + 32 * g, _mm512_setzero_si512()), w.sc[g]));
   const __m128i gsum = _mm_hadd_epi16(load128(xb + offsetof(BlockQ8_K, bsums)), load128(xb + offsetof(BlockQ8_K, bsums) + 16));
   alignas(16) int32_t gp[4];
   _mm_store_si128(reinterpret_cast<__m128i*>(gp), gsum);
@@ -288,7 +274,7 @@ inline void join_q6_k(const kq::Q6KBlock& a, const kq::Q6KBlock& b, Q6KBlock2* w
 inline __m512 fold_q6_k(const Q6KBlock2& w, const uint8_t* xb, __m512 acc) {
   const int8_t* xq = reinterpret_cast<const int8_t*>(xb + offsetof(BlockQ8_K, qs));
   __m512i isum = _mm512_setzero_si512();
-  for (int g = 0; g < 16; ++g) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(group_dot<4>(w.q[g], xq + 16 * g), w.sc[g]));
+  for (int g = 0; g < 16; ++g) isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dot_steps<4>(w.q[g], xq + 16 * g, _mm512_setzero_si512()), w.sc[g]));
   __m512i off = _mm512_setzero_si512();
   for (int j = 0; j < 8; ++j) {
     off = _mm512_add_epi32(off, _mm512_madd_epi16(w.scpair[j], _mm512_set1_epi32(load_i32(xb + offsetof(BlockQ8_K, bsums) + 4 * j))));
@@ -346,19 +332,20 @@ void matmul_group_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int6
           _mm512_store_ps(acc[t], K::fold(wd, xb, _mm512_load_ps(acc[t])));
         }
       }
-      for (int64_t t = 0; t < nt; ++t) {
-        float* yt = y + (t0 + t) * y_stride + r0;
-        if (nr == kRows2) {
-          _mm512_storeu_ps(yt, _mm512_load_ps(acc[t]));
-        } else {
-          for (int64_t r = 0; r < nr; ++r) yt[r] = acc[t][r];
-        }
-      }
+      store_pair_rows(acc, nt, nr, y, y_stride, t0, r0);
     }
   }
 }
 
 }  // namespace kq2
+
+// Where the pair kernels' rows end in [row_begin, row_end) (more than 8 rows): whole pairs of
+// 8-row groups, and a last pair with a partial second group when more than 8 rows are left; the
+// 256-bit kernels take the rest, one group of at most 8 rows.
+inline int64_t pairs_end(int64_t row_begin, int64_t row_end) {
+  const int64_t rest = (row_end - row_begin) % (2 * kGroup);
+  return rest == 0 || rest > kGroup ? row_end : row_end - rest;
+}
 
 // The k-quant group kernels' dot: vpdpbusd (exact int32, the same sums as the AVX2 maddubs pair).
 struct VnniDot {
@@ -373,11 +360,9 @@ namespace hz::kernels::vnni {
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK_K == 0);
-  // Whole 16-row pairs of groups on 512-bit registers; fewer than 9 rows left over on the 256-bit kernel.
+  // Pairs of 8-row groups on 512-bit registers, an odd group left over on the 256-bit kernel.
   if (row_end - row_begin > avx2::kq::kRows) {
-    constexpr int64_t kPair = 2 * avx2::kq::kRows;
-    const int64_t r = row_end - row_begin;
-    const int64_t split = r % kPair > avx2::kq::kRows || r % kPair == 0 ? row_end : row_end - r % kPair;
+    const int64_t split = avx2::pairs_end(row_begin, row_end);
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
     switch (wtype) {
@@ -428,11 +413,9 @@ void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin
   HZ_CHECK(row_begin % avx2::kGroup == 0 && n % kQK8_0 == 0);
   if (row_end <= row_begin || num_tokens <= 0) return;
   const uint64_t group_bytes = packed_group_bytes(wtype, n);
-  // Whole pairs of groups on the 512-bit kernel, an odd group left over on the 256-bit one.
+  // Pairs of 8-row groups on 512-bit registers, an odd group left over on the 256-bit kernel.
   if (row_end - row_begin > avx2::kGroup) {
-    const int64_t pairs_end = row_begin + (row_end - row_begin) / (2 * avx2::kGroup) * (2 * avx2::kGroup) +
-                              ((row_end - row_begin) % (2 * avx2::kGroup) > avx2::kGroup ? 2 * avx2::kGroup : 0);
-    const int64_t split = pairs_end < row_end ? pairs_end : row_end;
+    const int64_t split = avx2::pairs_end(row_begin, row_end);
     const avx2::XChunks xc{static_cast<const uint8_t*>(x), n / kQK8_0};
     const auto* p = static_cast<const uint8_t*>(packed);
     if (wtype == DType::kQ4_0) {
