@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "base/byte_size.h"
+#include "base/huge_pages.h"
 #include "device/device.h"
 #include "kernels/kernels.h"
 #include "kernels/vnni_dispatch.h"
@@ -71,12 +71,8 @@ CheckResult check_port(const std::string& host, int port) {
 CheckResult check_huge_pages() {
   const char* env = std::getenv("HORIZON_HUGEPAGES");
   if (env != nullptr && std::strcmp(env, "0") == 0) return {CheckLevel::kPass, "pages", "weights in 4 KiB pages (HORIZON_HUGEPAGES=0)"};
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string mode;
-  std::getline(in, mode);
-  const size_t a = mode.find('['), b = mode.find(']');
-  mode = a != std::string::npos && b != std::string::npos && b > a ? mode.substr(a + 1, b - a - 1) : std::string();
-  if (mode == "always" || mode == "madvise") {
+  const std::string mode = transparent_huge_page_mode();
+  if (huge_pages_for_weights()) {
     return {CheckLevel::kPass, "pages", fmt::format("transparent huge pages ({}): weight matrices of 2 MiB or more go into huge pages", mode)};
   }
   return {CheckLevel::kPass, "pages",

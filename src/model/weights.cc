@@ -9,10 +9,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <string>
 #include <thread>
 
+#include "base/huge_pages.h"
 #include "base/log.h"
 #include "base/progress.h"
 #include "kernels/kernels.h"
@@ -105,25 +104,12 @@ void release_file_pages(const uint8_t* p, uint64_t n) {
 // 2 threads, tg64 alternating): 37.6 -> 42.0 tok/s, loading no slower. The start is 2 MiB-aligned
 // so that whole huge pages cover it. On an AMD EPYC earlier, the synchronous compaction of THP
 // faults (defrag "madvise") made loading 4x slower (622 MiB: 5.9 s against 1.5 s); the switch
-// turns that off. Without huge pages the mapping is populated up front (one bulk fault).
+// turns that off, and where the kernel offers none (base/huge_pages.h) nothing is copied. Without
+// huge pages the mapping is populated up front (one bulk fault).
 constexpr uint64_t kHugePageBytes = 2u << 20;
 
-// Off with HORIZON_HUGEPAGES=0, and where the kernel has no transparent huge pages or has them
-// "never" (copying matrices would then only cost load time).
-bool huge_pages_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("HORIZON_HUGEPAGES");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-    std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-    std::string mode;
-    std::getline(in, mode);
-    return mode.find("[always]") != std::string::npos || mode.find("[madvise]") != std::string::npos;
-  }();
-  return on;
-}
-
 void* map_packed(size_t size) {
-  if (!huge_pages_enabled()) {
+  if (!huge_pages_for_weights()) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     return p == MAP_FAILED ? nullptr : p;
   }
@@ -159,8 +145,10 @@ uint64_t ModelWeights::pack(bool release_source) {
   struct Job {
     Matrix m;
     int64_t count;
-    uint64_t stride, one, span;  // span: the source bytes, from the first row to the end of the last
+    uint64_t stride, one;  // one: packed bytes of one matrix
+    uint64_t span;         // the source bytes, from the first row to the end of the last
     uint8_t* dst;
+    uint64_t dst_bytes;
     bool release;
     bool copy;  // the rows as they are (a type without a packed layout), only to sit in huge pages
   };
@@ -173,14 +161,14 @@ uint64_t ModelWeights::pack(bool release_source) {
     // Other types are copied, unchanged, only where that puts them in huge pages and the file's
     // pages are dropped after (else the copy would double their memory).
     const uint64_t span = stride * (count - 1) + m.row_bytes * m.rows;
-    if (!pack && !(release && huge_pages_enabled() && span >= kHugePageBytes)) return;
-    const uint64_t one = pack ? kernels::packed_bytes(m.dtype, m.rows, m.cols) : stride;
+    if (!pack && !(release && huge_pages_for_weights() && span >= kHugePageBytes)) return;
+    const uint64_t one = pack ? kernels::packed_bytes(m.dtype, m.rows, m.cols) : 0;
     auto buf = std::make_shared<PackedBuffer>();
     buf->size = pack ? one * count : span;
     void* p = map_packed(buf->size);
     if (p == nullptr) return;  // not fatal: the matrix stays in the file's layout
     buf->data = p;
-    jobs.push_back({m, count, stride, one, span, static_cast<uint8_t*>(p), release, !pack});
+    jobs.push_back({m, count, stride, one, span, static_cast<uint8_t*>(p), buf->size, release, !pack});
     if (pack) {
       m.packed = static_cast<const uint8_t*>(p);
     } else {
@@ -211,12 +199,15 @@ uint64_t ModelWeights::pack(bool release_source) {
   auto worker = [&] {
     for (size_t j = next++; j < jobs.size(); j = next++) {
       const Job& b = jobs[j];
-      if (b.copy) std::memcpy(b.dst, b.m.data, b.span);
-      for (int64_t i = 0; i < b.count && !b.copy; ++i) {
-        kernels::pack_weights(b.m.dtype, b.m.cols, b.m.data + i * b.stride, b.m.row_bytes, b.m.rows, b.dst + i * b.one);
+      if (b.copy) {
+        std::memcpy(b.dst, b.m.data, b.span);
+      } else {
+        for (int64_t i = 0; i < b.count; ++i) {
+          kernels::pack_weights(b.m.dtype, b.m.cols, b.m.data + i * b.stride, b.m.row_bytes, b.m.rows, b.dst + i * b.one);
+        }
       }
       if (b.release) release_file_pages(b.m.data, b.span);
-      report_progress("packing weights", packed_bytes += b.copy ? b.span : b.one * b.count, total);
+      report_progress("packing weights", packed_bytes += b.dst_bytes, total);
     }
   };
   const size_t num_threads = std::min<size_t>(jobs.size(), std::clamp(std::thread::hardware_concurrency(), 1u, 8u));

@@ -7,9 +7,9 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 
+#include "base/huge_pages.h"
 #include "base/thread_pool.h"
 #include "model/model.h"
 #include "model/quantizer.h"
@@ -70,13 +70,9 @@ TEST(PackedWeightsTest, MixtureOfExpertsLogitsAreBitIdentical) {
 // F32 weights with FFN matrices of exactly 2 MiB (2048 x 256 floats): copied out of the file into
 // 2 MiB-aligned memory; smaller matrices stay in the file's mapping.
 TEST(PackedWeightsTest, LargeFloatMatricesAreCopiedWithTheSameLogits) {
-  const char* env = std::getenv("HORIZON_HUGEPAGES");
-  if (env != nullptr && std::strcmp(env, "0") == 0) GTEST_SKIP() << "HORIZON_HUGEPAGES=0";
-  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string mode;
-  std::getline(thp, mode);
-  if (mode.find("[always]") == std::string::npos && mode.find("[madvise]") == std::string::npos) {
-    GTEST_SKIP() << "no transparent huge pages here (" << mode << "): large matrices stay in the file";
+  if (!huge_pages_for_weights()) {
+    GTEST_SKIP() << "no huge pages for weights here (HORIZON_HUGEPAGES=0 or transparent huge pages '"
+                 << transparent_huge_page_mode() << "'): large matrices stay in the file";
   }
   const std::string path = test::make_temp_dir("packed_weights_test") + "/f32-wide.gguf";
   test::TinyModelSpec spec;
