@@ -24,9 +24,6 @@ namespace {
 using test::float_bits;
 using test::random_floats;
 
-#define SKIP_WITHOUT_AVX512() \
-  if (!vnni_supported()) GTEST_SKIP() << "CPU lacks avx512f/bw/vl/vnni"
-
 const char* kv_codec_name(KvCodec c) {
   switch (c) {
     case KvCodec::kF32: return "f32";
@@ -36,8 +33,6 @@ const char* kv_codec_name(KvCodec c) {
     default: return "other";
   }
 }
-
-bool same(float a, float b) { return float_bits(a) == float_bits(b) || (std::isnan(a) && std::isnan(b)); }
 
 // `rows` rows of hd values in codec c; random_bits: every bit pattern (NaN, Inf, subnormals).
 std::vector<uint8_t> make_rows(KvCodec c, int64_t rows, int64_t hd, uint32_t seed, bool random_bits) {
@@ -68,7 +63,7 @@ std::vector<uint8_t> make_rows(KvCodec c, int64_t rows, int64_t hd, uint32_t see
 void expect_same(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(same(got[i], want[i])) << what << " at " << i << ": " << got[i] << " vs avx2 " << want[i];
+    ASSERT_TRUE(test::same_bits_or_nan(got[i], want[i])) << what << " at " << i << ": " << got[i] << " vs avx2 " << want[i];
   }
 }
 
@@ -100,7 +95,7 @@ void check(KvCodec c, int32_t heads, int64_t rows, int64_t hd, uint32_t seed, bo
 class Avx512AttnTest : public ::testing::TestWithParam<KvCodec> {};
 
 TEST_P(Avx512AttnTest, MatchesAvx2BitForBit) {
-  SKIP_WITHOUT_AVX512();
+  HZ_SKIP_WITHOUT_AVX512();
   uint32_t seed = 100;
   for (int64_t hd : {8, 16, 24, 64, 72, 128, 256}) {
     for (int32_t heads : {1, 2, 3, 4, 5, 8, 9}) {
@@ -113,7 +108,7 @@ TEST_P(Avx512AttnTest, MatchesAvx2BitForBit) {
 }
 
 TEST_P(Avx512AttnTest, RandomBitPatternsMatchAvx2) {
-  SKIP_WITHOUT_AVX512();
+  HZ_SKIP_WITHOUT_AVX512();
   uint32_t seed = 900;
   for (int64_t hd : {24, 64}) {
     for (int32_t heads : {1, 4, 9}) {
@@ -131,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Codecs, Avx512AttnTest, ::testing::Values(KvCodec::kF32
 // Codecs the 512-bit kernels do not take (and head dims the vector paths do not take) give exactly
 // the AVX2 result.
 TEST(Avx512AttnFallbackTest, OtherCodecsAndHeadDimsAreTheAvx2Path) {
-  SKIP_WITHOUT_AVX512();
+  HZ_SKIP_WITHOUT_AVX512();
   const int32_t heads = 4;
   const int64_t rows = 9;
   for (auto [c, hd] : {std::pair{KvCodec::kInt8, int64_t{64}}, std::pair{KvCodec::kF16, int64_t{12}}}) {

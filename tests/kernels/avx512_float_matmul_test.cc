@@ -24,9 +24,6 @@ namespace {
 using test::float_bits;
 using test::random_floats;
 
-#define SKIP_WITHOUT_AVX512() \
-  if (!vnni_supported()) GTEST_SKIP() << "CPU lacks avx512f/bw/vl/vnni"
-
 constexpr float kSentinel = -12345.0f;
 
 // Weights of `type` from floats (the reference converters round to nearest even).
@@ -58,11 +55,6 @@ std::vector<float> run(bool avx512, DType type, const Case& c, int64_t rb, int64
   return y;
 }
 
-// The same bits, or both NaN: when a NaN meets another NaN in an FMA, x86 keeps the one in the
-// first source operand of the encoding the compiler chose (vfmadd132/213/231), so which NaN (and
-// its sign) comes out is not fixed by the arithmetic, in either kernel.
-bool same(float a, float b) { return float_bits(a) == float_bits(b) || (std::isnan(a) && std::isnan(b)); }
-
 void expect_same_as_avx2(DType type, const Case& c, const std::string& what) {
   const int64_t stride = c.rows + 3;
   for (int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{11}, int64_t{12}, int64_t{13}, int64_t{25}, c.tokens}) {
@@ -73,7 +65,7 @@ void expect_same_as_avx2(DType type, const Case& c, const std::string& what) {
       const auto want = run(false, type, c, rb, re, tokens);
       const auto got = run(true, type, c, rb, re, tokens);
       int64_t i = 0;
-      while (i < static_cast<int64_t>(want.size()) && same(got[i], want[i])) ++i;
+      while (i < static_cast<int64_t>(want.size()) && test::same_bits_or_nan(got[i], want[i])) ++i;
       if (i == static_cast<int64_t>(want.size())) continue;
       FAIL() << what << " " << dtype_name(type) << " n=" << c.n << " tokens=" << tokens << " range=[" << rb << "," << re
              << ") first difference at t=" << i / stride << " r=" << i % stride << ": " << got[i] << " vs avx2 "
@@ -91,7 +83,7 @@ Case random_case(DType type, int64_t n, int64_t rows, int64_t tokens, uint32_t s
 class Avx512FloatMatmulTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(Avx512FloatMatmulTest, RandomInputsMatchAvx2) {
-  SKIP_WITHOUT_AVX512();
+  HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   uint32_t seed = 10;
   for (int64_t n : {8, 16, 64, 72, 256, 1000, 1027, 3, 1}) {
@@ -103,7 +95,7 @@ TEST_P(Avx512FloatMatmulTest, RandomInputsMatchAvx2) {
 }
 
 TEST_P(Avx512FloatMatmulTest, ExtremeInputsMatchAvx2) {
-  SKIP_WITHOUT_AVX512();
+  HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   const int64_t n = 45, rows = 7, tokens = 14;
   // Large magnitudes (overflow to Inf inside a chain, then Inf - Inf = NaN), exact zeros and -0.
@@ -128,14 +120,14 @@ TEST_P(Avx512FloatMatmulTest, ExtremeInputsMatchAvx2) {
 
 // More tokens than one token block (384 KiB of activations: 96 tokens of n = 1024).
 TEST_P(Avx512FloatMatmulTest, TokenBlocksMatchAvx2) {
-  SKIP_WITHOUT_AVX512();
+  HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   expect_same_as_avx2(type, random_case(type, 1024, 6, 200, 21, -1.0f, 1.0f), "blocks");
 }
 
 // The arithmetic is the AVX2 kernel's, which sums in 8 lanes; the reference sums left to right.
 TEST_P(Avx512FloatMatmulTest, CloseToTheScalarReference) {
-  SKIP_WITHOUT_AVX512();
+  HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   const Case c = random_case(type, 777, 5, 17, 31, -1.0f, 1.0f);
   const auto got = run(true, type, c, 0, c.rows, c.tokens);

@@ -9,6 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
+#include "kernels/vnni_dispatch.h"
 
 namespace hz::kernels::test {
 
@@ -92,4 +93,13 @@ inline uint32_t float_bits(float f) {
   return u;
 }
 
+// The same bits, or both NaN: when a NaN meets another NaN in an FMA, x86 keeps the one in the
+// first source operand of the encoding the compiler chose (vfmadd132/213/231), so which NaN (and
+// its sign) comes out is not fixed by the arithmetic.
+inline bool same_bits_or_nan(float a, float b) { return float_bits(a) == float_bits(b) || (std::isnan(a) && std::isnan(b)); }
+
 }  // namespace hz::kernels::test
+
+// Skips a test of the AVX-512 kernel variants on a CPU without them.
+#define HZ_SKIP_WITHOUT_AVX512() \
+  if (!::hz::kernels::vnni_supported()) GTEST_SKIP() << "CPU lacks avx512f/bw/vl/vnni"

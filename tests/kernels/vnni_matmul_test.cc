@@ -20,9 +20,6 @@
 namespace hz::kernels {
 namespace {
 
-#define SKIP_WITHOUT_VNNI() \
-  if (!vnni_supported()) GTEST_SKIP() << "CPU lacks avx512f/bw/vl/vnni"
-
 constexpr float kSentinel = -12345.0f;
 
 uint64_t block_bytes(DType type) { return type == DType::kQ4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0); }
@@ -114,7 +111,7 @@ void check_all(DType type, int64_t n, const std::vector<uint8_t>& w, int64_t row
 class VnniMatmulTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(VnniMatmulTest, QuantizedRandomInputsMatchAvx2AndReference) {
-  SKIP_WITHOUT_VNNI();
+  HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   const int64_t rows = 21;  // two full groups and a partial one
   for (int64_t n : {32, 64, 4096}) {
@@ -125,7 +122,7 @@ TEST_P(VnniMatmulTest, QuantizedRandomInputsMatchAvx2AndReference) {
 }
 
 TEST_P(VnniMatmulTest, RandomBytesMatchAvx2AndReference) {
-  SKIP_WITHOUT_VNNI();
+  HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   const int64_t rows = 13;
   for (int64_t n : {32, 64, 4096}) {
@@ -138,7 +135,7 @@ TEST_P(VnniMatmulTest, RandomBytesMatchAvx2AndReference) {
 // Saturating patterns: all-max / all-min quants against +-127 activations, the largest and zero
 // scales. Any lost term (Q4_0's 8*sum(x), Q8_0's bias) or int16 overflow shows up here.
 TEST_P(VnniMatmulTest, ExtremeInputsMatchAvx2AndReference) {
-  SKIP_WITHOUT_VNNI();
+  HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   const int64_t rows = 11, n = 128, tokens = 40;  // past 8 tokens: the 512-bit pair kernel too
   const uint64_t wrb = row_bytes(type, n), xrb = row_bytes(DType::kQ8_0, n), bb = block_bytes(type);
