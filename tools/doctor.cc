@@ -109,7 +109,14 @@ int run_doctor(DoctorOptions& d) {
   bool avx2 = features.find("avx2") != std::string::npos && features.find("fma") != std::string::npos &&
               features.find("f16c") != std::string::npos;
   std::string kernel_set = avx2 ? ": AVX2 kernels" : ": no AVX2/FMA/F16C, scalar kernels (slow)";
-  if (avx2 && kernels::vnni_enabled()) kernel_set += " with the AVX-512 variants (VNNI and 512-bit matmuls, attention)";
+  if (avx2 && kernels::vnni_split_enabled()) {
+    kernel_set += " with the AVX-512 variants (VNNI and 512-bit matmuls, attention; 256-bit kernels where this CPU "
+                  "runs them faster)";
+  } else if (avx2 && kernels::vnni_wide_enabled()) {
+    kernel_set += " with the AVX-512 variants (VNNI and 512-bit matmuls, attention)";
+  } else if (avx2 && kernels::vnni_enabled()) {
+    kernel_set += " with the 256-bit VNNI matmuls (HORIZON_VNNI=256)";
+  }
   if (avx2 && kernels::vnni_supported() && !kernels::vnni_enabled()) kernel_set += " (AVX-512 variants off: HORIZON_VNNI=0)";
   checks.push_back({avx2 ? CheckLevel::kPass : CheckLevel::kWarn, "cpu",
                     fmt::format("{} [{}]{}", host.cpu_model.empty() ? "unknown CPU" : host.cpu_model, features, kernel_set)});

@@ -59,8 +59,45 @@ bool initial_vnni() {
   return cpu_has_vnni();
 }
 
+// HORIZON_VNNI=256: the VNNI kernels on 256-bit registers only.
+bool initial_wide() {
+  const char* env = std::getenv("HORIZON_VNNI");
+  return env == nullptr || std::strcmp(env, "256") != 0;
+}
+
+// AMD family 19h (Zen 4) executes a 512-bit operation as two 256-bit halves. There the one-token
+// packed Q4_0/Q8_0 matmul is faster on the one-group 256-bit kernel (its single weight stream;
+// llama-1b matrices, 2 threads: 36-66 GB/s against 28-36 for the group pairs) and the float
+// matmul from 16 tokens on the AVX2 tile kernel (F16 2048x8192, 512 tokens: 188-201 GOP/s against
+// 129). Same bits either way. HORIZON_VNNI=512 keeps the 512-bit kernels everywhere.
+bool cpu_is_zen4() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
+  return family == 0x19;
+}
+
+bool initial_split() {
+  const char* env = std::getenv("HORIZON_VNNI");
+  if (env != nullptr && std::strcmp(env, "512") == 0) return false;
+  return cpu_is_zen4();
+}
+
 std::atomic<bool>& vnni_state() {
   static std::atomic<bool> on{initial_vnni()};
+  return on;
+}
+
+std::atomic<bool>& wide_state() {
+  static std::atomic<bool> on{initial_wide()};
+  return on;
+}
+
+// The 512-bit kernels only where they are the faster ones on this CPU (cpu_is_zen4).
+std::atomic<bool>& split_state() {
+  static std::atomic<bool> on{initial_split()};
   return on;
 }
 
@@ -107,23 +144,74 @@ constexpr KernelTable avx2_vnni_table() {
 }
 constexpr KernelTable kAvx2VnniTable = avx2_vnni_table();
 
+// The VNNI matmuls on 256-bit registers only (the float matmuls and attention stay AVX2).
+void matmul_vnni_ymm(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                     const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  if (wtype == DType::kQ4_0) {
+    return vnni::matmul_q4_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  if (wtype == DType::kQ8_0) {
+    return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens >= avx2::kGroupMinTokens) {
+    return vnni::matmul_kquant_ymm(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+}
+
+constexpr KernelTable avx2_vnni_ymm_table() {
+  KernelTable t = kAvx2Table;
+  t.matmul = &matmul_vnni_ymm;
+  t.matmul_packed = &vnni::matmul_packed_ymm;
+  return t;
+}
+constexpr KernelTable kAvx2VnniYmmTable = avx2_vnni_ymm_table();
+
+// Where a 512-bit operation costs two 256-bit ones (cpu_is_zen4): one-token packed matmuls on the
+// 256-bit kernel, float matmuls of 16 tokens or more on the AVX2 tile kernel.
+constexpr int64_t kSplitFloatTokens = 16;
+
+void matmul_vnni_split(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                       const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  if ((wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) && num_tokens >= kSplitFloatTokens) {
+    return avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  matmul_vnni(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+}
+
+void matmul_packed_split(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                         int64_t num_tokens, float* y, int64_t y_stride) {
+  if (num_tokens == 1) return vnni::matmul_packed_ymm(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
+  vnni::matmul_packed(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
+}
+
+constexpr KernelTable avx2_vnni_split_table() {
+  KernelTable t = kAvx2VnniTable;
+  t.matmul = &matmul_vnni_split;
+  t.matmul_packed = &matmul_packed_split;
+  return t;
+}
+constexpr KernelTable kAvx2VnniSplitTable = avx2_vnni_split_table();
+
 // The VNNI matmuls run only under the AVX2 ISA (a forced scalar ISA wins).
-const KernelTable* table_for(Isa isa, bool vnni) {
+const KernelTable* table_for(Isa isa, bool vnni, bool wide, bool split) {
   if (isa == Isa::kScalar) return &kScalarTable;
-  return vnni ? &kAvx2VnniTable : &kAvx2Table;
+  if (!vnni) return &kAvx2Table;
+  if (!wide) return &kAvx2VnniYmmTable;
+  return split ? &kAvx2VnniSplitTable : &kAvx2VnniTable;
+}
+
+const KernelTable* current_table() {
+  return table_for(isa_state().load(std::memory_order_relaxed), vnni_state().load(std::memory_order_relaxed),
+                   wide_state().load(std::memory_order_relaxed), split_state().load(std::memory_order_relaxed));
 }
 
 std::atomic<const KernelTable*>& table_state() {
-  static std::atomic<const KernelTable*> table{
-      table_for(isa_state().load(std::memory_order_relaxed), vnni_state().load(std::memory_order_relaxed))};
+  static std::atomic<const KernelTable*> table{current_table()};
   return table;
 }
 
-void update_table() {
-  table_state().store(
-      table_for(isa_state().load(std::memory_order_relaxed), vnni_state().load(std::memory_order_relaxed)),
-      std::memory_order_relaxed);
-}
+void update_table() { table_state().store(current_table(), std::memory_order_relaxed); }
 
 inline const KernelTable& active_table() { return *table_state().load(std::memory_order_relaxed); }
 
@@ -148,6 +236,20 @@ bool vnni_enabled() { return vnni_state().load(std::memory_order_relaxed); }
 void force_vnni(bool on) {
   HZ_CHECK_MSG(!on || cpu_has_vnni(), "force_vnni: this CPU lacks avx512f/bw/vl/vnni");
   vnni_state().store(on, std::memory_order_relaxed);
+  update_table();
+}
+
+bool vnni_wide_enabled() { return vnni_enabled() && wide_state().load(std::memory_order_relaxed); }
+
+void force_vnni_wide(bool on) {
+  wide_state().store(on, std::memory_order_relaxed);
+  update_table();
+}
+
+bool vnni_split_enabled() { return vnni_wide_enabled() && split_state().load(std::memory_order_relaxed); }
+
+void force_vnni_split(bool on) {
+  split_state().store(on, std::memory_order_relaxed);
   update_table();
 }
 

@@ -8,9 +8,22 @@ namespace hz::kernels {
 // The CPU (and OS) support avx512f/bw/vl/vnni.
 bool vnni_supported();
 // The variants run whenever active_isa() is kAvx2. On by default where supported; HORIZON_VNNI=0
-// turns them off (read once, on the first kernel call).
+// turns them off, HORIZON_VNNI=256 keeps only the 256-bit ones (read once, on the first kernel call).
 bool vnni_enabled();
 // Tests and A/B runs; turning on needs vnni_supported() (checked).
 void force_vnni(bool on);
+// The variants use 512-bit registers (two 8-row groups per register for the VNNI matmuls, the
+// float matmuls and attention) when on; off (HORIZON_VNNI=256), only the VNNI matmuls run, on
+// 256-bit registers. On by default. Same bits either way.
+bool vnni_wide_enabled();
+// Tests and A/B runs (takes effect while vnni_enabled()).
+void force_vnni_wide(bool on);
+// With the 512-bit variants on, the choice per call on CPUs where a 512-bit operation costs two
+// 256-bit ones (AMD Zen 4): one-token packed matmuls on the 256-bit VNNI kernel, float matmuls of
+// 16 tokens or more on the AVX2 kernel. On by default on those CPUs; HORIZON_VNNI=512 turns it off.
+// Same bits either way.
+bool vnni_split_enabled();
+// Tests and A/B runs (takes effect while vnni_wide_enabled()).
+void force_vnni_split(bool on);
 
 }  // namespace hz::kernels

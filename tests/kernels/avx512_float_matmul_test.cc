@@ -162,8 +162,14 @@ TEST_P(Avx512FloatMatmulTest, DispatchSwitchKeepsBits) {
   EXPECT_NEAR(off[0], want, 1e-3f);
   if (vnni_supported()) {
     force_vnni(true);
-    const auto on = once();
-    EXPECT_EQ(0, std::memcmp(on.data(), off.data(), on.size() * sizeof(float)));
+    const bool split_before = vnni_split_enabled();
+    // Both the 512-bit kernel everywhere and the Zen 4 choice (the AVX2 kernel from 16 tokens).
+    for (bool split : {false, true}) {
+      force_vnni_split(split);
+      const auto on = once();
+      EXPECT_EQ(0, std::memcmp(on.data(), off.data(), on.size() * sizeof(float))) << "split " << split;
+    }
+    force_vnni_split(split_before);
   }
   force_vnni(before);
   force_isa(isa_before);

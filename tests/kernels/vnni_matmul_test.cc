@@ -164,29 +164,48 @@ TEST_P(VnniMatmulTest, DispatchSwitchKeepsBitsAndIsaName) {
   const bool before = vnni_enabled();
   const Isa isa_before = active_isa();
   force_isa(Isa::kAvx2);
-  const int64_t rows = 19, n = 256, tokens = 9;
-  const auto w = test::make_weights(type, rows, n, 61);
-  const auto x = test::make_activations(type, tokens, n, 62);
-  const uint64_t wrb = row_bytes(type, n), xrb = activation_row_bytes(type, n);
-  std::vector<uint8_t> packed(packed_bytes(type, rows, n));
-  pack_weights(type, n, w.data(), wrb, rows, packed.data());
-  std::vector<uint8_t> xp(packed_activation_bytes(n, tokens));
-  pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x.data()), xrb, tokens, xp.data());
-  auto both = [&] {
-    std::vector<float> y(2 * rows * tokens);
-    matmul(type, n, w.data(), wrb, 0, rows, x.data(), xrb, tokens, y.data(), rows);
-    matmul_packed(type, n, packed.data(), 0, rows, xp.data(), tokens, y.data() + rows * tokens, rows);
-    return y;
-  };
-  force_vnni(false);
-  EXPECT_FALSE(vnni_enabled());
-  const auto off = both();
-  if (vnni_supported()) {
-    force_vnni(true);
-    EXPECT_TRUE(vnni_enabled());
-    EXPECT_STREQ(isa_name(active_isa()), "avx2");
-    const auto on = both();
-    EXPECT_EQ(0, std::memcmp(on.data(), off.data(), on.size() * sizeof(float)));
+  for (const int64_t tokens : {1, 9}) {
+    SCOPED_TRACE(tokens);
+    const int64_t rows = 19, n = 256;
+    const auto w = test::make_weights(type, rows, n, 61);
+    const auto x = test::make_activations(type, tokens, n, 62);
+    const uint64_t wrb = row_bytes(type, n), xrb = activation_row_bytes(type, n);
+    std::vector<uint8_t> packed(packed_bytes(type, rows, n));
+    pack_weights(type, n, w.data(), wrb, rows, packed.data());
+    std::vector<uint8_t> xp(packed_activation_bytes(n, tokens));
+    pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x.data()), xrb, tokens, xp.data());
+    auto both = [&] {
+      std::vector<float> y(2 * rows * tokens);
+      matmul(type, n, w.data(), wrb, 0, rows, x.data(), xrb, tokens, y.data(), rows);
+      matmul_packed(type, n, packed.data(), 0, rows, xp.data(), tokens, y.data() + rows * tokens, rows);
+      return y;
+    };
+    force_vnni(false);
+    EXPECT_FALSE(vnni_enabled());
+    const auto off = both();
+    if (vnni_supported()) {
+      force_vnni(true);
+      EXPECT_TRUE(vnni_enabled());
+      EXPECT_STREQ(isa_name(active_isa()), "avx2");
+      const auto on = both();
+      EXPECT_EQ(0, std::memcmp(on.data(), off.data(), on.size() * sizeof(float)));
+      // 256-bit registers only: the same bits again.
+      const bool wide_before = vnni_wide_enabled();
+      force_vnni_wide(false);
+      EXPECT_FALSE(vnni_wide_enabled());
+      EXPECT_TRUE(vnni_enabled());
+      const auto narrow = both();
+      EXPECT_EQ(0, std::memcmp(narrow.data(), off.data(), narrow.size() * sizeof(float)));
+      force_vnni_wide(wide_before);
+      // The per-call choice of the Zen 4 table, both ways, at one token and at many.
+      const bool split_before = vnni_split_enabled();
+      for (bool split : {true, false}) {
+        force_vnni_split(split);
+        EXPECT_EQ(split, vnni_split_enabled());
+        EXPECT_EQ(0, std::memcmp(both().data(), off.data(), off.size() * sizeof(float)));
+      }
+      force_vnni_split(split_before);
+    }
   }
   force_vnni(before);
   force_isa(isa_before);

@@ -357,11 +357,15 @@ struct VnniDot {
 
 namespace hz::kernels::vnni {
 
-void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
-                   const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+namespace {
+
+// kWide: pairs of 8-row groups on 512-bit registers, an odd group left over on the 256-bit kernel;
+// otherwise every group on the 256-bit kernel.
+template <bool kWide>
+void kquant_impl(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                 const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK_K == 0);
-  // Pairs of 8-row groups on 512-bit registers, an odd group left over on the 256-bit kernel.
-  if (row_end - row_begin > avx2::kq::kRows) {
+  if (kWide && row_end - row_begin > avx2::kq::kRows) {
     const int64_t split = avx2::pairs_end(row_begin, row_end);
     const auto* wb = static_cast<const uint8_t*>(w);
     const auto* xb = static_cast<const uint8_t*>(x);
@@ -396,6 +400,18 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
   }
 }
 
+}  // namespace
+
+void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                   const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  kquant_impl<true>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+}
+
+void matmul_kquant_ymm(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                       const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  kquant_impl<false>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+}
+
 void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK4_0 == 0);
@@ -408,13 +424,16 @@ void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
   avx2::matmul_rows<avx2::Q8_0VnniKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
-void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
-                   int64_t num_tokens, float* y, int64_t y_stride) {
+namespace {
+
+// kWide as in kquant_impl.
+template <bool kWide>
+void packed_impl(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                 int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(row_begin % avx2::kGroup == 0 && n % kQK8_0 == 0);
   if (row_end <= row_begin || num_tokens <= 0) return;
   const uint64_t group_bytes = packed_group_bytes(wtype, n);
-  // Pairs of 8-row groups on 512-bit registers, an odd group left over on the 256-bit kernel.
-  if (row_end - row_begin > avx2::kGroup) {
+  if (kWide && row_end - row_begin > avx2::kGroup) {
     const int64_t split = avx2::pairs_end(row_begin, row_end);
     const avx2::XChunks xc{static_cast<const uint8_t*>(x), n / kQK8_0};
     const auto* p = static_cast<const uint8_t*>(packed);
@@ -438,6 +457,18 @@ void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin
     default:
       HZ_CHECK_MSG(false, "vnni::matmul_packed: unsupported weight dtype");
   }
+}
+
+}  // namespace
+
+void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                   int64_t num_tokens, float* y, int64_t y_stride) {
+  packed_impl<true>(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
+}
+
+void matmul_packed_ymm(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                       int64_t num_tokens, float* y, int64_t y_stride) {
+  packed_impl<false>(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
 }
 
 }  // namespace hz::kernels::vnni

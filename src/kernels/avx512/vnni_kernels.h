@@ -19,15 +19,22 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                    int64_t num_tokens, float* y, int64_t y_stride);
+// The two above with every 8-row group on 256-bit registers (matmul_kquant and matmul_packed run
+// pairs of groups on 512-bit ones): the same results, for CPUs where 512-bit operations cost two
+// 256-bit ones, and for A/B runs (HORIZON_VNNI=256).
+void matmul_kquant_ymm(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                       const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+void matmul_packed_ymm(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                       int64_t num_tokens, float* y, int64_t y_stride);
 // F32 / F16 / BF16 weights against f32 activations, two rows per 512-bit register (avx2::matmul's
 // results; avx512/matmul_float.cc), for every token count.
+void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 // The fused attention kernels (kernels::kv_scores / kv_accumulate) on 512-bit registers for the f32,
 // f16 and bf16 codecs, bit-identical to avx2::'s; other codecs go to those (avx512/attn_kernels.cc).
 void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elems, const uint8_t* scales, int64_t rows,
                int64_t head_dim, float* scores);
 void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* elems, const uint8_t* scales,
                    int64_t rows, int64_t head_dim, float* acc);
-void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
-                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 
 }  // namespace hz::kernels::vnni
