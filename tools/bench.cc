@@ -58,6 +58,9 @@ struct PeerFlags {
     app.add_option("--pp", o.prompt_tokens, "Prefill test length")->capture_default_str();
     app.add_option("--tg", o.gen_tokens, "Tokens decoded per decode test")->capture_default_str();
     app.add_option("--peer-depth", o.depth, "Depth of the f16 / 8-bit KV decode rows (0: no such rows)")->capture_default_str();
+    app.add_option("--peer-batched-bench", o.batched_bench_path,
+                   "llama.cpp's llama-batched-bench, for the depth rows when llama-bench has no -d (older builds); "
+                   "default: the one beside --peer");
     app.add_option("--rounds", o.rounds,
                    "Paired: N rounds, each running every test once per engine back to back (no cache); ratios are "
                    "medians of the per-round ratios, with their spread and a bandwidth probe per round")

@@ -37,9 +37,11 @@ Result<std::vector<LlamaBenchRecord>> parse_llama_bench_json(const json& j) {
     const json& r = j[i];
     if (!r.is_object()) return invalid_argument("llama-bench JSON: record {} is not an object", i);
     for (const char* k : {"build_commit", "type_k", "type_v"}) HZ_RETURN_IF_ERROR(need(r, i, k, json::value_t::string));
-    for (const char* k : {"build_number", "n_threads", "n_prompt", "n_gen", "n_depth"}) {
+    for (const char* k : {"build_number", "n_threads", "n_prompt", "n_gen"}) {
       HZ_RETURN_IF_ERROR(need(r, i, k, json::value_t::number_integer));
     }
+    // Builds before llama-bench's -d (early 2025) write no n_depth: depth 0.
+    if (r.contains("n_depth")) HZ_RETURN_IF_ERROR(need(r, i, "n_depth", json::value_t::number_integer));
     HZ_RETURN_IF_ERROR(need(r, i, "avg_ts", json::value_t::number_float));
     LlamaBenchRecord x;
     x.build_commit = r["build_commit"].get<std::string>();
@@ -48,7 +50,7 @@ Result<std::vector<LlamaBenchRecord>> parse_llama_bench_json(const json& j) {
     x.n_threads = r["n_threads"].get<int64_t>();
     x.n_prompt = r["n_prompt"].get<int64_t>();
     x.n_gen = r["n_gen"].get<int64_t>();
-    x.n_depth = r["n_depth"].get<int64_t>();
+    x.n_depth = r.value("n_depth", int64_t{0});
     x.type_k = r["type_k"].get<std::string>();
     x.type_v = r["type_v"].get<std::string>();
     // Older builds wrote flash_attn as a bool; newer ones as the llama_flash_attn_type integer.
@@ -73,6 +75,48 @@ Result<std::vector<LlamaBenchRecord>> parse_llama_bench_json(const json& j) {
     }
     out.push_back(std::move(x));
   }
+  return out;
+}
+
+Result<json> batched_bench_records(const std::string& text, const std::string& type_k, const std::string& type_v) {
+  json out = json::array();
+  size_t pos = 0;
+  int line_no = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.empty() || line[0] != '{') continue;
+    json r = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_discarded() || !r.is_object()) {
+      return invalid_argument("llama-batched-bench output line {} is not JSON: '{}'", line_no, line.substr(0, 200));
+    }
+    for (const char* k : {"pp", "tg", "pl", "n_threads", "flash_attn"}) {
+      if (!r.contains(k) || !r[k].is_number_integer()) {
+        return invalid_argument("llama-batched-bench output line {}: no integer field '{}'", line_no, k);
+      }
+    }
+    if (!r.contains("speed_tg") || !r["speed_tg"].is_number()) {
+      return invalid_argument("llama-batched-bench output line {}: no number field 'speed_tg'", line_no);
+    }
+    const double ts = r["speed_tg"].get<double>();
+    out.push_back({{"build_commit", ""},
+                   {"build_number", 0},
+                   {"n_threads", r["n_threads"]},
+                   {"n_prompt", 0},
+                   {"n_gen", r["tg"]},
+                   {"n_depth", r["pp"]},
+                   {"n_parallel", r["pl"]},
+                   {"type_k", type_k},
+                   {"type_v", type_v},
+                   {"flash_attn", r["flash_attn"].get<int32_t>()},
+                   {"avg_ts", ts},
+                   {"samples_ts", json::array({ts})},
+                   {"source", "llama-batched-bench"}});
+  }
+  if (out.empty()) return invalid_argument("llama-batched-bench wrote no JSON lines (was --output-format jsonl given?)");
   return out;
 }
 

@@ -28,6 +28,14 @@ struct LlamaBenchRecord {
   std::string test_name() const;
 };
 
+// llama-batched-bench's `--output-format jsonl` lines (one per prompt/generation/parallel case) as
+// llama-bench-shaped records: a case of pp prompt tokens and tg generated ones becomes decode
+// "tg<tg>@d<pp>" at the tokens/s of its generation phase (speed_tg; pl sequences together when
+// pl > 1). The K/V types are not in its output, so the caller passes the ones it asked for. Other
+// lines of the output are skipped; errors name the line and the field.
+Result<nlohmann::json> batched_bench_records(const std::string& text, const std::string& type_k,
+                                             const std::string& type_v);
+
 // Errors name the record index and the missing or mistyped field.
 Result<std::vector<LlamaBenchRecord>> parse_llama_bench_json(const nlohmann::json& j);
 Result<std::vector<LlamaBenchRecord>> parse_llama_bench_json(const std::string& text);

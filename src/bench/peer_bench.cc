@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <fstream>
 #include <thread>
@@ -151,6 +152,7 @@ json PeerBenchReport::to_json() const {
   for (const auto& r : runs) {
     runs_j.push_back({{"engine", r.engine},
                       {"label", r.label},
+                      {"tool", r.tool},
                       {"args", r.args},
                       {"cached", r.cached},
                       {"wall_seconds", r.wall_seconds},
@@ -175,8 +177,16 @@ std::string PeerBenchReport::to_text() const {
   out += fmt::format("horizon {} ({}); {} threads each, {} repetitions, horizon depth fill: {}\n",
                      c.value("horizon_version", "?"), c.value("git_hash", "?"), c.value("threads", 0), c.value("reps", 0),
                      c.value("fill", "?"));
-  out += fmt::format("cpu: {} ({}), {} cpus; {}\n\n", c.value("cpu_model", "?"), c.value("cpu_features", "?"),
+  out += fmt::format("cpu: {} ({}), {} cpus; {}\n", c.value("cpu_model", "?"), c.value("cpu_features", "?"),
                      c.value("num_cpus", 0), c.value("timestamp", "?"));
+  if (const std::string tool = c.value("peer_depth_tool", "llama-bench"); tool.empty()) {
+    out += "llama.cpp depth rows: none (this llama-bench has no -d and no llama-batched-bench was found beside it; "
+           "--peer-batched-bench names one)\n";
+  } else if (tool != "llama-bench") {
+    out += fmt::format("llama.cpp depth rows: {} (this llama-bench has no -d; one sequence with the depth as its prompt, "
+                       "then the decode)\n", tool);
+  }
+  out += "\n";
   double worst = 0;
   for (const auto& r : runs) worst = std::max(worst, r.max_load);
   const int cpus = c.value("num_cpus", 0);
@@ -213,10 +223,28 @@ struct Plan {
   std::string key;  // which rows read it
 };
 
+// How the peer reaches a depth: llama-bench's -d, or llama-batched-bench (which prefills the depth
+// and times the generation after it), or not at all.
+enum class PeerDepth { kLlamaBench, kBatchedBench, kNone };
+
 std::vector<std::string> peer_args(const PeerBenchOptions& o, int32_t threads, int64_t pp, int64_t tg, int64_t depth,
-                                   const std::string& fa, bool q8) {
+                                   const std::string& fa, bool q8, PeerDepth how) {
   std::vector<std::string> a = {"-t", std::to_string(threads), "-r", std::to_string(o.reps), "-p", std::to_string(pp),
-                                "-n", std::to_string(tg),      "-d", std::to_string(depth),  "-fa", fa};
+                                "-n", std::to_string(tg)};
+  // A llama-bench without -d rejects the flag, even as -d 0.
+  if (how == PeerDepth::kLlamaBench) a.insert(a.end(), {"-d", std::to_string(depth)});
+  a.insert(a.end(), {"-fa", fa});
+  if (q8) a.insert(a.end(), {"-ctk", "q8_0", "-ctv", "q8_0"});
+  return a;
+}
+
+// llama-batched-bench: one sequence, `depth` prompt tokens, then `tg` generated ones (its S_TG is
+// the decode rate at that depth); flash attention is a plain flag there.
+std::vector<std::string> batched_args(int32_t threads, int64_t tg, int64_t depth, bool fa, bool q8) {
+  std::vector<std::string> a = {"-t",   std::to_string(threads), "-c",   std::to_string(depth + tg),
+                                "-npp", std::to_string(depth),   "-ntg", std::to_string(tg),
+                                "-npl", "1",                     "--output-format", "jsonl"};
+  if (fa) a.push_back("-fa");
   if (q8) a.insert(a.end(), {"-ctk", "q8_0", "-ctv", "q8_0"});
   return a;
 }
@@ -260,6 +288,7 @@ struct RunContext {
   const PeerBenchOptions& o;
   std::string self;
   std::string model_digest, peer_digest;
+  std::string batched_path, batched_digest;  // llama-batched-bench, when the depth rows use it
   PeerCache* cache;
   double max_load;  // cache a peer result only at most this load
   std::string timestamp;
@@ -268,34 +297,45 @@ struct RunContext {
 
 // The runs, in the order of the table's rows. Each llama-bench run is one process (its peak RSS
 // is that configuration's), horizon likewise.
-std::vector<Plan> make_plans(const PeerBenchOptions& o, int32_t threads) {
+std::vector<Plan> make_plans(const PeerBenchOptions& o, int32_t threads, PeerDepth how) {
   const int64_t pp = o.prompt_tokens, tg = o.gen_tokens, d = o.depth;
   std::vector<Plan> plans;
   auto peer = [&](std::string key, std::string label, std::vector<std::string> args) {
-    plans.push_back({EngineRun{"llama.cpp", std::move(label), std::move(args)}, std::move(key)});
+    plans.push_back({EngineRun{"llama.cpp", std::move(label), std::move(args), "llama-bench"}, std::move(key)});
+  };
+  // A decode row at a depth: llama-bench -d, llama-batched-bench, or no peer run (the row shows "-").
+  auto peer_depth = [&](std::string key, int64_t depth, bool q8) {
+    const std::string label = fmt::format("tg{} @ d{}, {} KV, fa {}", tg, depth, q8 ? "q8_0" : "f16", q8 ? "on" : "off");
+    if (how == PeerDepth::kLlamaBench) {
+      peer(std::move(key), label, peer_args(o, threads, 0, tg, depth, q8 ? "1" : "0", q8, how));
+    } else if (how == PeerDepth::kBatchedBench) {
+      plans.push_back({EngineRun{"llama.cpp", label + " (batched-bench)", batched_args(threads, tg, depth, q8, q8),
+                                 "llama-batched-bench"},
+                       std::move(key)});
+    }
   };
   auto ours = [&](std::string key, std::string label, std::vector<std::string> args) {
     plans.push_back({EngineRun{"horizon", std::move(label), std::move(args)}, std::move(key)});
   };
-  peer("p.base", fmt::format("pp{} + tg{}, fa off,on", pp, tg), peer_args(o, threads, pp, tg, 0, "0,1", false));
+  peer("p.base", fmt::format("pp{} + tg{}, fa off,on", pp, tg), peer_args(o, threads, pp, tg, 0, "0,1", false, how));
   ours("o.base", fmt::format("pp{} + tg{}, f16 KV", pp, tg), ours_args(o, threads, pp, tg, 0, "f16"));
   if (d > 0) {
-    peer("p.f16", fmt::format("tg{} @ d{}, f16 KV, fa off", tg, d), peer_args(o, threads, 0, tg, d, "0", false));
+    peer_depth("p.f16", d, false);
     ours("o.f16", fmt::format("tg{} @ d{}, f16 KV", tg, d), ours_args(o, threads, 0, tg, d, "f16"));
-    peer("p.q8", fmt::format("tg{} @ d{}, q8_0 KV, fa on", tg, d), peer_args(o, threads, 0, tg, d, "1", true));
+    peer_depth("p.q8", d, true);
     ours("o.int8", fmt::format("tg{} @ d{}, int8 KV", tg, d), ours_args(o, threads, 0, tg, d, "int8"));
     ours("o.fp8", fmt::format("tg{} @ d{}, fp8 KV", tg, d), ours_args(o, threads, 0, tg, d, "fp8"));
   }
   const int64_t ld = o.long_depth, lp = o.long_prompt;
   if (o.long_rows) {
-    peer("p.long.f16", fmt::format("tg{} @ d{}, f16 KV, fa off", tg, ld), peer_args(o, threads, 0, tg, ld, "0", false));
+    peer_depth("p.long.f16", ld, false);
     ours("o.long.f16", fmt::format("tg{} @ d{}, f16 KV", tg, ld), ours_args(o, threads, 0, tg, ld, "f16"));
-    peer("p.long.q8", fmt::format("tg{} @ d{}, q8_0 KV, fa on", tg, ld), peer_args(o, threads, 0, tg, ld, "1", true));
+    peer_depth("p.long.q8", ld, true);
     ours("o.long.int8", fmt::format("tg{} @ d{}, int8 KV", tg, ld), ours_args(o, threads, 0, tg, ld, "int8"));
     ours("o.long.fp8", fmt::format("tg{} @ d{}, fp8 KV", tg, ld), ours_args(o, threads, 0, tg, ld, "fp8"));
     // Flash attention on only: at 16K its CPU path without it materializes 16K x 16K scores per
     // head and is the slower one, and each configuration costs many minutes.
-    peer("p.long.pp", fmt::format("pp{}, fa on", lp), peer_args(o, threads, lp, 0, 0, "1", false));
+    peer("p.long.pp", fmt::format("pp{}, fa on", lp), peer_args(o, threads, lp, 0, 0, "1", false, how));
     ours("o.long.pp", fmt::format("pp{}, f16 KV", lp), ours_args(o, threads, lp, 0, 0, "f16"));
   }
   return plans;
@@ -307,7 +347,8 @@ Status execute(const RunContext& ctx, const std::string& prefix, bool use_cache,
   EngineRun& r = *rp;
   const std::string step = fmt::format("{} {}: {}", prefix, r.engine, r.label);
   if (r.engine == "llama.cpp") {
-    PeerCacheKey key{ctx.model_digest, ctx.peer_digest, r.args};
+    const bool batched = r.tool == "llama-batched-bench";
+    PeerCacheKey key{ctx.model_digest, batched ? ctx.batched_digest : ctx.peer_digest, r.args};
     if (use_cache) {
       if (auto hit = ctx.cache->load(key)) {
         r.cached = true;
@@ -321,16 +362,24 @@ Status execute(const RunContext& ctx, const std::string& prefix, bool use_cache,
     }
     ctx.say(step + " ...");
     std::vector<std::string> argv = {o.peer_path, "-m", o.model_path, "-o", "json"};
+    if (batched) argv = {ctx.batched_path, "-m", o.model_path};
     argv.insert(argv.end(), r.args.begin(), r.args.end());
     const double load0 = load_average();
     HZ_ASSIGN_OR_RETURN(ChildResult cr, run_child(argv));
     r.max_load = std::max(load0, load_average());
     if (cr.exit_code != 0) {
-      return io_error("llama-bench failed (exit {}): {}\n{}", cr.exit_code, shell_join(argv), cr.stderr_tail);
+      return io_error("{} failed (exit {}): {}\n{}", r.tool, cr.exit_code, shell_join(argv), cr.stderr_tail);
     }
-    auto recs = parse_llama_bench_json(cr.stdout_text);
-    if (!recs.ok()) return io_error("{}: {}", shell_join(argv), recs.status().message());
-    r.output = json::parse(cr.stdout_text);
+    if (batched) {
+      const bool q8 = std::find(r.args.begin(), r.args.end(), "-ctk") != r.args.end();
+      auto recs = batched_bench_records(cr.stdout_text, q8 ? "q8_0" : "f16", q8 ? "q8_0" : "f16");
+      if (!recs.ok()) return io_error("{}: {}", shell_join(argv), recs.status().message());
+      r.output = std::move(*recs);
+    } else {
+      auto recs = parse_llama_bench_json(cr.stdout_text);
+      if (!recs.ok()) return io_error("{}: {}", shell_join(argv), recs.status().message());
+      r.output = json::parse(cr.stdout_text);
+    }
     r.wall_seconds = cr.wall_seconds;
     r.peak_rss_bytes = cr.peak_rss_bytes;
     // Paired rounds (use_cache false in a paired run) never store: a one-repetition figure taken
@@ -371,7 +420,7 @@ Status execute(const RunContext& ctx, const std::string& prefix, bool use_cache,
 // The peer build as its own JSON states it (from the first record).
 void record_peer_build(const std::vector<Plan>& plans, json* c) {
   for (const auto& p : plans) {
-    if (p.run.engine != "llama.cpp") continue;
+    if (p.run.engine != "llama.cpp" || p.run.tool != "llama-bench") continue;
     auto recs = parse_llama_bench_json(p.run.output);
     if (recs.ok() && !recs->empty()) {
       (*c)["peer_build_commit"] = (*recs)[0].build_commit;
@@ -496,9 +545,42 @@ Result<PeerBenchReport> run_peer_bench(const PeerBenchOptions& o, const PeerProg
   c["rounds"] = o.rounds;
   if (o.rounds > 0) c["reps"] = 1;
 
-  RunContext ctx{o, self, *model_digest, *peer_digest, &cache, max_load, c.value("timestamp", ""), say};
+  // llama-bench builds from before its -d cannot run the depth rows; llama-batched-bench can.
+  // Such a build also rejects "-d 0", so it is asked even when no depth row is wanted.
+  PeerDepth how = PeerDepth::kLlamaBench;
+  std::string batched_path, batched_digest;
+  auto help = run_child({o.peer_path, "--help"});
+  if (!help.ok()) return invalid_argument("--peer: cannot run '{}': {}", o.peer_path, help.status().message());
+  const bool has_depth =
+      help->stdout_text.find("n-depth") != std::string::npos || help->stderr_tail.find("n-depth") != std::string::npos;
+  if (!has_depth && o.depth <= 0 && !o.long_rows) how = PeerDepth::kNone;  // no depth rows to run
+  if (!has_depth && (o.depth > 0 || o.long_rows)) {
+    batched_path = o.batched_bench_path;
+    if (batched_path.empty()) {
+      const auto beside = std::filesystem::path(o.peer_path).parent_path() / "llama-batched-bench";
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(beside, ec)) batched_path = beside.string();
+    }
+    if (batched_path.empty()) {
+      how = PeerDepth::kNone;
+      say("this llama-bench has no -d and there is no llama-batched-bench beside it (--peer-batched-bench): the "
+          "llama.cpp side of the depth rows is left out");
+    } else {
+      auto d = peer_build_digest(batched_path);
+      if (!d.ok()) return invalid_argument("--peer-batched-bench: {}", d.status().message());
+      batched_digest = *d;
+      how = PeerDepth::kBatchedBench;
+      say("this llama-bench has no -d: the depth rows run " + batched_path);
+    }
+  }
+  if (o.depth > 0 || o.long_rows) {
+    c["peer_depth_tool"] = how == PeerDepth::kLlamaBench ? "llama-bench" : how == PeerDepth::kBatchedBench ? batched_path : "";
+  }
+
+  RunContext ctx{o, self, *model_digest, *peer_digest, batched_path, batched_digest, &cache, max_load,
+                 c.value("timestamp", ""), say};
   if (o.rounds <= 0) {
-    std::vector<Plan> plans = make_plans(o, threads);
+    std::vector<Plan> plans = make_plans(o, threads, how);
     for (size_t i = 0; i < plans.size(); ++i) {
       HZ_RETURN_IF_ERROR(execute(ctx, fmt::format("[{}/{}]", i + 1, plans.size()), /*use_cache=*/o.use_cache, &plans[i].run));
     }
@@ -517,7 +599,7 @@ Result<PeerBenchReport> run_peer_bench(const PeerBenchOptions& o, const PeerProg
     pr.max_load = load_average();
     say(fmt::format("round {}/{}: probing read bandwidth", round + 1, o.rounds));
     pr.bandwidth_gb_s = probe_read_bandwidth(threads);
-    std::vector<Plan> plans = make_plans(one, threads);
+    std::vector<Plan> plans = make_plans(one, threads, how);
     std::vector<size_t> order(plans.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = round % 2 == 0 ? i : order.size() - 1 - i;
     for (size_t k = 0; k < order.size(); ++k) {

@@ -23,6 +23,9 @@ namespace hz::bench {
 struct PeerBenchOptions {
   std::string model_path;
   std::string peer_path;     // llama-bench executable
+  // llama-batched-bench, for the decode-at-depth rows where this llama-bench has no -d (builds
+  // before early 2025). Empty: the llama-batched-bench beside peer_path, when there is one.
+  std::string batched_bench_path;
   std::string horizon_path;  // empty: this executable
   std::string cache_dir;     // empty: default_peer_cache_dir()
   bool use_cache = true;     // false: always rerun the peer (and refresh the cache)
@@ -69,6 +72,7 @@ struct EngineRun {
   std::string engine;  // "llama.cpp" or "horizon"
   std::string label;   // "f16 KV, depth 4096"
   std::vector<std::string> args;  // without the executable (and, for the peer, without -m / -o)
+  std::string tool;  // the peer's program: "llama-bench", or "llama-batched-bench" for depth rows
   bool cached = false;
   double wall_seconds = 0;
   uint64_t peak_rss_bytes = 0;

@@ -22,7 +22,8 @@ using nlohmann::json;
 std::string bin() { return HORIZON_BINARY; }
 
 // tokens/s it reports: pp = 100 + fa, tg = 10 + fa (so fa on is the better configuration).
-const char* kFakePeer = R"(#!/bin/bash
+const char* kFakePeer = R"SH(#!/bin/bash
+if [ "$1" = "--help" ]; then echo "  -d, --n-depth <n>  (default: 0)"; exit 0; fi
 echo run >> "$(dirname "$0")/count"
 p=0; n=0; d=0; fa=0; t=1; ctk=f16
 while [ $# -gt 0 ]; do
@@ -44,7 +45,46 @@ for f in ${fa//,/ }; do
   [ "$n" -gt 0 ] && rec 0 $n $f $((10 + f))
 done
 echo "]"
-)";
+)SH";
+
+// A llama-bench from before -d (it rejects the flag and writes no n_depth) and the
+// llama-batched-bench beside it: decode tokens/s after the prompt = 20.5 + fa.
+const char* kOldPeer = R"SH(#!/bin/bash
+if [ "$1" = "--help" ]; then echo "  -p, --n-prompt <n>"; exit 0; fi
+echo run >> "$(dirname "$0")/count"
+p=0; n=0; fa=0; t=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -p) p=$2; shift;; -n) n=$2; shift;; -fa) fa=$2; shift;; -t) t=$2; shift;;
+    -d) echo "error: invalid parameter for argument: -d" >&2; exit 1;;
+  esac
+  shift
+done
+first=1
+rec() {
+  [ $first = 1 ] || echo ","
+  first=0
+  echo "{\"build_commit\":\"old456\",\"build_number\":7,\"n_threads\":$t,\"type_k\":\"f16\",\"type_v\":\"f16\",\"flash_attn\":$3,\"n_prompt\":$1,\"n_gen\":$2,\"avg_ts\":$4}"
+}
+echo "["
+for f in ${fa//,/ }; do
+  [ "$p" -gt 0 ] && rec $p 0 $f $((100 + f))
+  [ "$n" -gt 0 ] && rec 0 $n $f $((10 + f))
+done
+echo "]"
+)SH";
+const char* kFakeBatched = R"SH(#!/bin/bash
+echo "batched $*" >> "$(dirname "$0")/batched-args"
+npp=0; ntg=0; npl=1; fa=0; t=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -npp) npp=$2; shift;; -ntg) ntg=$2; shift;; -npl) npl=$2; shift;; -fa) fa=1;; -t) t=$2; shift;;
+  esac
+  shift
+done
+echo "main: a log line"
+echo "{\"n_kv_max\": 64, \"n_batch\": 2048, \"n_ubatch\": 512, \"flash_attn\": $fa, \"is_pp_shared\": 0, \"n_gpu_layers\": 0, \"n_threads\": $t, \"n_threads_batch\": $t, \"pp\": $npp, \"tg\": $ntg, \"pl\": $npl, \"n_kv\": 36, \"t_pp\": 0.1, \"speed_pp\": 320.0, \"t_tg\": 0.2, \"speed_tg\": 2$fa.5, \"t\": 0.3, \"speed\": 120.0}"
+)SH";
 
 struct Fixture {
   std::string dir, peer, model, cache;
@@ -226,6 +266,57 @@ TEST(BenchPeerCliTest, PairedRoundsReportMedianOfPerRoundRatios) {
       << err;
   EXPECT_NE(out.find("spread (rounds)"), std::string::npos) << out;
   EXPECT_NE(out.find("read bandwidth"), std::string::npos) << out;
+}
+
+// A llama-bench without -d: the base rows from it (no -d passed), the depth rows from the
+// llama-batched-bench beside it, one sequence with the depth as its prompt.
+TEST(BenchPeerCliTest, OldLlamaBenchDepthRowsRunThroughBatchedBench) {
+  Fixture f;
+  std::ofstream(f.peer) << kOldPeer;
+  const std::string batched = f.dir + "/bin/llama-batched-bench";
+  std::ofstream(batched) << kFakeBatched;
+  chmod(batched.c_str(), 0755);
+  json j = run_json(f.base_flags());
+  EXPECT_EQ(f.count(), 1);  // llama-bench ran once, for pp + tg
+  EXPECT_EQ(j["conditions"]["peer_build_commit"], "old456");
+  EXPECT_EQ(j["conditions"]["peer_depth_tool"], batched);
+  const json* pp = find_row(j, "prefill pp16", "f16 KV");
+  ASSERT_NE(pp, nullptr);
+  EXPECT_EQ((*pp)["peer_values"], json::array({100.0, 101.0}));
+  const json* f16 = find_row(j, "decode tg4 @ d32, f16 KV", "f16");
+  ASSERT_NE(f16, nullptr);
+  EXPECT_EQ((*f16)["peer_values"], json::array({20.5}));  // flash attention off
+  const json* q = find_row(j, "decode tg4 @ d32, 8-bit KV", "int8");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ((*q)["peer_values"], json::array({21.5}));  // q8_0 with -fa
+  EXPECT_GT((*q)["ratio"].get<double>(), 0);
+  std::ifstream in(f.dir + "/bin/batched-args");
+  std::stringstream args;
+  args << in.rdbuf();
+  EXPECT_NE(args.str().find("-npp 32 -ntg 4 -npl 1 --output-format jsonl -fa -ctk q8_0 -ctv q8_0"), std::string::npos)
+      << args.str();
+  EXPECT_NE(args.str().find("-c 36"), std::string::npos) << args.str();
+  // Cached like llama-bench's results: a rerun runs neither.
+  json again = run_json(f.base_flags());
+  EXPECT_EQ(f.count(), 1);
+  int cached = 0;
+  for (const auto& r : again["runs"]) cached += r["cached"].get<bool>() ? 1 : 0;
+  EXPECT_EQ(cached, 3);
+  std::string text, text_err;
+  ASSERT_EQ(test::run_command(bin() + " bench peer" + f.base_flags(), &text, &text_err), 0) << text_err;
+  EXPECT_NE(text.find("depth rows: " + batched), std::string::npos) << text;
+
+  // Without a llama-batched-bench: the base rows still run, the peer side of the depth rows is empty.
+  std::filesystem::remove(batched);
+  json none = run_json(f.base_flags() + " --no-peer-cache");
+  EXPECT_EQ(none["conditions"]["peer_depth_tool"], "");
+  std::string out, err;
+  ASSERT_EQ(test::run_command(bin() + " bench peer" + f.base_flags(), &out, &err), 0) << err;
+  EXPECT_NE(out.find("has no -d"), std::string::npos) << out;
+  const json* missing = find_row(none, "decode tg4 @ d32, f16 KV", "f16");
+  ASSERT_NE(missing, nullptr);
+  EXPECT_EQ((*missing)["peer_values"], json::array({0.0}));
+  EXPECT_EQ((*missing)["ratio"].get<double>(), 0.0);
 }
 
 TEST(BenchPeerCliTest, ErrorsNameTheProblem) {

@@ -80,6 +80,32 @@ TEST(LlamaBenchJsonTest, AcceptsOlderBoolFlashAttnAndMissingSamples) {
   EXPECT_DOUBLE_EQ((*r)[0].median_ts(), 12.5);
 }
 
+TEST(LlamaBenchJsonTest, BatchedBenchLinesBecomeDepthRecords) {
+  const std::string text =
+      "main: n_kv_max = 4160\n"
+      R"({"n_kv_max": 4160, "n_batch": 2048, "n_ubatch": 512, "flash_attn": 1, "is_pp_shared": 0, "n_gpu_layers": 0, "n_threads": 2, "n_threads_batch": 2, "pp": 4096, "tg": 64, "pl": 1, "n_kv": 4160, "t_pp": 40.1, "speed_pp": 102.1, "t_tg": 2.5, "speed_tg": 25.6, "t": 42.6, "speed": 97.6})"
+      "\n\nllama_perf_context_print: load time = 1 ms\n";
+  auto recs = batched_bench_records(text, "q8_0", "q8_0");
+  ASSERT_TRUE(recs.ok()) << recs.status().message();
+  auto parsed = parse_llama_bench_json(*recs);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->size(), 1u);
+  const LlamaBenchRecord& r = (*parsed)[0];
+  EXPECT_EQ(r.n_prompt, 0);
+  EXPECT_EQ(r.n_gen, 64);
+  EXPECT_EQ(r.n_depth, 4096);
+  EXPECT_EQ(r.flash_attn, 1);
+  EXPECT_EQ(r.type_k, "q8_0");
+  EXPECT_DOUBLE_EQ(r.median_ts(), 25.6);
+  EXPECT_EQ(r.test_name(), "tg64@d4096");
+  auto none = batched_bench_records("| PP | TG |\n", "f16", "f16");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("jsonl"), std::string::npos);
+  auto broken = batched_bench_records("{\"pp\": 4096, \"tg\": 64}\n", "f16", "f16");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("'pl'"), std::string::npos) << broken.status().message();
+}
+
 TEST(LlamaBenchJsonTest, ErrorsNameTheField) {
   auto not_json = parse_llama_bench_json(std::string("llama-bench: error: unknown argument"));
   ASSERT_FALSE(not_json.ok());
@@ -87,11 +113,22 @@ TEST(LlamaBenchJsonTest, ErrorsNameTheField) {
   auto not_array = parse_llama_bench_json(std::string("{}"));
   ASSERT_FALSE(not_array.ok());
   EXPECT_NE(not_array.status().message().find("array"), std::string::npos);
-  auto missing = parse_llama_bench_json(std::string(
+  // Builds from before -d write no n_depth: depth 0. A missing n_gen is an error.
+  auto no_depth = parse_llama_bench_json(std::string(
       R"([{"build_commit":"x","build_number":1,"n_threads":4,"type_k":"f16","type_v":"f16","flash_attn":0,
            "n_prompt":0,"n_gen":16,"avg_ts":12.5}])"));
+  ASSERT_TRUE(no_depth.ok()) << no_depth.status().message();
+  EXPECT_EQ((*no_depth)[0].n_depth, 0);
+  auto missing = parse_llama_bench_json(std::string(
+      R"([{"build_commit":"x","build_number":1,"n_threads":4,"type_k":"f16","type_v":"f16","flash_attn":0,
+           "n_prompt":0,"avg_ts":12.5}])"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("'n_depth'"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("'n_gen'"), std::string::npos) << missing.status().message();
+  auto bad_depth = parse_llama_bench_json(std::string(
+      R"([{"build_commit":"x","build_number":1,"n_threads":4,"type_k":"f16","type_v":"f16","flash_attn":0,
+           "n_prompt":0,"n_gen":16,"n_depth":"4096","avg_ts":12.5}])"));
+  ASSERT_FALSE(bad_depth.ok());
+  EXPECT_NE(bad_depth.status().message().find("'n_depth'"), std::string::npos) << bad_depth.status().message();
   auto mistyped = parse_llama_bench_json(std::string(
       R"([{"build_commit":"x","build_number":1,"n_threads":4,"type_k":"f16","type_v":"f16","flash_attn":0,
            "n_prompt":0,"n_gen":"16","n_depth":0,"avg_ts":12.5}])"));
