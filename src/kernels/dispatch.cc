@@ -53,17 +53,16 @@ bool cpu_has_vnni() {
   return has;
 }
 
-bool initial_vnni() {
+// HORIZON_VNNI is that value (0: the variants off, 256: 256-bit registers only, 512: the 512-bit
+// kernels everywhere).
+bool vnni_env_is(const char* value) {
   const char* env = std::getenv("HORIZON_VNNI");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-  return cpu_has_vnni();
+  return env != nullptr && std::strcmp(env, value) == 0;
 }
 
-// HORIZON_VNNI=256: the VNNI kernels on 256-bit registers only.
-bool initial_wide() {
-  const char* env = std::getenv("HORIZON_VNNI");
-  return env == nullptr || std::strcmp(env, "256") != 0;
-}
+bool initial_vnni() { return !vnni_env_is("0") && cpu_has_vnni(); }
+
+bool initial_wide() { return !vnni_env_is("256"); }
 
 // AMD family 19h (Zen 4) executes a 512-bit operation as two 256-bit halves. There the one-token
 // packed Q4_0/Q8_0 matmul is faster on the one-group 256-bit kernel (its single weight stream;
@@ -79,11 +78,7 @@ bool cpu_is_zen4() {
   return family == 0x19;
 }
 
-bool initial_split() {
-  const char* env = std::getenv("HORIZON_VNNI");
-  if (env != nullptr && std::strcmp(env, "512") == 0) return false;
-  return cpu_is_zen4();
-}
+bool initial_split() { return !vnni_env_is("512") && cpu_is_zen4(); }
 
 std::atomic<bool>& vnni_state() {
   static std::atomic<bool> on{initial_vnni()};
@@ -115,10 +110,11 @@ constexpr KernelTable kAvx2Table = {
 };
 #undef HZ_KERNEL
 
-// AVX2 with the AVX-512 VNNI Q4_0/Q8_0 and k-quant matmuls and the 512-bit float matmuls (all
-// bit-identical to the AVX2 ones, so still Isa::kAvx2).
-void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
-                 const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+// AVX2 with the AVX-512 VNNI Q4_0/Q8_0 and k-quant matmuls and, with kWide, the k-quant group pairs
+// and the 512-bit float matmuls (all bit-identical to the AVX2 ones, so still Isa::kAvx2).
+template <bool kWide>
+void matmul_vnni_kind(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                      const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   if (wtype == DType::kQ4_0) {
     return vnni::matmul_q4_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
@@ -126,9 +122,10 @@ void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
     return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens >= avx2::kGroupMinTokens) {
-    return vnni::matmul_kquant(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+    return (kWide ? vnni::matmul_kquant : vnni::matmul_kquant_ymm)(wtype, n, w, w_row_bytes, row_begin, row_end, x,
+                                                                   x_row_bytes, num_tokens, y, y_stride);
   }
-  if (wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) {
+  if (kWide && (wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16)) {
     return vnni::matmul_float(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
@@ -136,7 +133,7 @@ void matmul_vnni(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
 
 constexpr KernelTable avx2_vnni_table() {
   KernelTable t = kAvx2Table;
-  t.matmul = &matmul_vnni;
+  t.matmul = &matmul_vnni_kind<true>;
   t.matmul_packed = &vnni::matmul_packed;
   t.kv_scores = &vnni::kv_scores;
   t.kv_accumulate = &vnni::kv_accumulate;
@@ -145,23 +142,9 @@ constexpr KernelTable avx2_vnni_table() {
 constexpr KernelTable kAvx2VnniTable = avx2_vnni_table();
 
 // The VNNI matmuls on 256-bit registers only (the float matmuls and attention stay AVX2).
-void matmul_vnni_ymm(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
-                     const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  if (wtype == DType::kQ4_0) {
-    return vnni::matmul_q4_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-  }
-  if (wtype == DType::kQ8_0) {
-    return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-  }
-  if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens >= avx2::kGroupMinTokens) {
-    return vnni::matmul_kquant_ymm(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-  }
-  avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
-}
-
 constexpr KernelTable avx2_vnni_ymm_table() {
   KernelTable t = kAvx2Table;
-  t.matmul = &matmul_vnni_ymm;
+  t.matmul = &matmul_vnni_kind<false>;
   t.matmul_packed = &vnni::matmul_packed_ymm;
   return t;
 }
@@ -176,7 +159,7 @@ void matmul_vnni_split(DType wtype, int64_t n, const void* w, uint64_t w_row_byt
   if ((wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) && num_tokens >= kSplitFloatTokens) {
     return avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
-  matmul_vnni(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  matmul_vnni_kind<true>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
 void matmul_packed_split(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
