@@ -2,8 +2,9 @@
 // driver. A step is one 256-element super-block: integer products are summed exactly into 8 int32
 // lanes with maddubs/madd (each 32- or 16-element group weighted by its integer scale), reduced to
 // one exact int32 and folded into the f32 sum by the block-order rule (one fma per term, as the
-// scalar reference); the Q4_K/Q5_K mins enter through Q8_K's bsums. The matmuls of Q4_K, Q5_K, Q6_K
-// run the 8-row group kernel (matmul_kq_groups.h), which gives the same bits.
+// scalar reference); the Q4_K/Q5_K mins enter through Q8_K's bsums. Matmuls of up to 3 tokens run
+// 4 rows at a time (matmul_quads), more tokens the 8-row group kernel (matmul_kq_groups.h); both
+// give the same bits.
 #include <cmath>
 #include <cstddef>
 
@@ -74,10 +75,13 @@ template <class Block>
 // The sum of a block-order accumulator.
 [[gnu::always_inline]] inline float lane0(__m256 acc) { return _mm256_cvtss_f32(acc); }
 
-// Inlined into the tile loops by force: as a call its vectors spill to the stack (measured: half of
-// Q4_K decode time in the call, the loads of its spilled registers).
+// The exact integer terms of one Q4_K / Q5_K super-block's dot: `sumi` (8 int32 lanes summing to
+// sum_g scale_g * (q_g . x_g)) and `mins` (4 int32 lanes summing to sum_g min_g * bsum_g).
+// `group_sums` is the activation's 8 group sums (x_group_sums). Inlined by force: as a call its
+// vectors spill to the stack (measured: half of Q4_K decode time in the call).
 template <bool kFifthBit>
-[[gnu::always_inline]] inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
+[[gnu::always_inline]] inline void isums_scale_min(const ScaleMinW& w, const Q8KX& x, __m128i group_sums, __m256i* sumi_out,
+                                                   __m128i* mins_out) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256i sumi = _mm256_setzero_si256();
   __m256i qh;
@@ -100,10 +104,21 @@ template <bool kFifthBit>
     const __m256i s_hi = _mm256_shuffle_epi8(w.scales, broadcast_i16_mask(2 * j + 1, 2 * j + 1));
     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
   }
-  // Mins: sum over groups of min_g * (sum of the group's activations) = min_g * (bsums pair).
+  *sumi_out = sumi;
+  *mins_out = _mm_madd_epi16(w.mins, group_sums);  // sum over groups of min_g * (the group's bsums pair)
+}
+
+// The 8 int16 sums of Q8_K's 32-element groups (pairs of its 16-element bsums).
+[[gnu::always_inline]] inline __m128i x_group_sums(const Q8KX& x) {
   const __m256i bsums = load256(x.bsums);
-  const __m128i group_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-  const __m128i mins_dot = _mm_madd_epi16(w.mins, group_sums);  // 4 int32
+  return _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+}
+
+template <bool kFifthBit>
+[[gnu::always_inline]] inline __m256 fold_scale_min(const ScaleMinW& w, const Q8KX& x, __m256 acc) {
+  __m256i sumi;
+  __m128i mins_dot;
+  isums_scale_min<kFifthBit>(w, x, x_group_sums(x), &sumi, &mins_dot);
   return fold_block_order(_mm256_mul_ps(w.d, x.d), hsum_epi32(sumi), _mm256_mul_ps(w.dmin, x.d),
                           hsum_epi32(_mm256_castsi128_si256(mins_dot), 4), acc);
 }
@@ -120,6 +135,10 @@ struct Q4_KKind {
   }
   [[gnu::always_inline]] static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
   [[gnu::always_inline]] static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<false>(w, x, acc); }
+  static constexpr bool kMins = true;
+  [[gnu::always_inline]] static void isums(const W& w, const X& x, __m128i group_sums, __m256i* sumi, __m128i* mins) {
+    isums_scale_min<false>(w, x, group_sums, sumi, mins);
+  }
   static float finish(__m256 acc) { return lane0(acc); }
 };
 
@@ -136,6 +155,10 @@ struct Q5_KKind {
   }
   [[gnu::always_inline]] static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
   [[gnu::always_inline]] static __m256 fold(const W& w, const X& x, __m256 acc) { return fold_scale_min<true>(w, x, acc); }
+  static constexpr bool kMins = true;
+  [[gnu::always_inline]] static void isums(const W& w, const X& x, __m128i group_sums, __m256i* sumi, __m128i* mins) {
+    isums_scale_min<true>(w, x, group_sums, sumi, mins);
+  }
   static float finish(__m256 acc) { return lane0(acc); }
 };
 
@@ -154,6 +177,7 @@ struct Q6_KKind {
   static constexpr bool kHasTail = false;
   static constexpr int kMaxRows = 4;  // independent fma chains for decode (the block-order sums are scalar)
   static constexpr int kMaxTokens = 4;
+  static constexpr bool kMins = false;
   using W = Q6_KW;
   using X = Q8KX;
   [[gnu::always_inline]] static W load_w(const uint8_t* row, int64_t s) {
@@ -168,7 +192,9 @@ struct Q6_KKind {
     return w;
   }
   [[gnu::always_inline]] static X load_x(const uint8_t* row, int64_t s) { return load_q8_k(row, s); }
-  [[gnu::always_inline]] static __m256 fold(const W& w, const X& x, __m256 acc) {
+  // The exact int32 lanes of one super-block's dot (no mins: the u6 offset is taken out here).
+  [[gnu::always_inline]] static void isums(const W& w, const X& x, __m128i /*group_sums*/, __m256i* sumi_out,
+                                           __m128i* /*mins_out*/) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
     __m256i sumi = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {  // 128-element halves: 64 ql bytes, 32 qh bytes
@@ -189,7 +215,11 @@ struct Q6_KKind {
       }
     }
     const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(load256(x.bsums), w.scales16), 5);
-    sumi = _mm256_sub_epi32(sumi, offset);
+    *sumi_out = _mm256_sub_epi32(sumi, offset);
+  }
+  [[gnu::always_inline]] static __m256 fold(const W& w, const X& x, __m256 acc) {
+    __m256i sumi;
+    isums(w, x, __m128i{}, &sumi, nullptr);
     return fold_block_order(_mm256_mul_ps(w.d, x.d), hsum_epi32(sumi), acc);
   }
   static float finish(__m256 acc) { return lane0(acc); }
@@ -202,6 +232,108 @@ struct Avx2Dot {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, x), _mm256_set1_epi16(1)));
   }
 };
+
+// ---- few-token matmuls (decode): 4 rows at a time ----
+// The row-at-a-time tile above reduces each super-block's int32 lanes to scalars and runs the
+// block-order fmas in scalar registers: two horizontal sums and a trip through the scalar unit per
+// row and super-block, more work than the dot itself at one token. Here the int32 lanes of 4 rows
+// are reduced together (a tree of hadds) and the 4 rows' fmas run in the 4 lanes of one vector.
+// Each lane takes exactly the scalar reference's fmas in its order, so the bits do not change.
+
+// Lane r = the sum of v[r]'s 8 lanes (exact).
+[[gnu::always_inline]] inline __m128i sum4_epi32(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i abcd = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+  return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+// Lane r = the sum of v[r]'s 4 lanes (exact).
+[[gnu::always_inline]] inline __m128i sum4_epi32(__m128i a, __m128i b, __m128i c, __m128i d) {
+  return _mm_hadd_epi32(_mm_hadd_epi32(a, b), _mm_hadd_epi32(c, d));
+}
+
+constexpr int kQuadRows = 4;
+constexpr int kQuadMaxTokens = kGroupMinTokens - 1;
+
+// Rows w_rows[0..3] (repeat a row to pad) against T activation rows; out[t][r] for r < num_rows.
+// `ahead`: the next quad's bytes, prefetched a share per super-block (see dot_tile).
+template <class K, int T>
+void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint8_t* const* x_rows, float* const* out,
+               const uint8_t* ahead, uint64_t ahead_bytes) {
+  __m128 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
+  const int64_t num_steps = n / K::kStep;
+  const uint64_t ahead_lines = (ahead_bytes + 63) / 64;
+  const uint64_t lines_per_step = num_steps > 0 ? (ahead_lines + num_steps - 1) / static_cast<uint64_t>(num_steps) : 0;
+  for (int64_t s = 0; s < num_steps; ++s) {
+    const uint64_t l0 = static_cast<uint64_t>(s) * lines_per_step;
+    for (uint64_t l = l0; l < l0 + lines_per_step && l < ahead_lines; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+    typename K::X xv[T];
+    __m128i group_sums[T];
+    for (int t = 0; t < T; ++t) {
+      xv[t] = K::load_x(x_rows[t], s);
+      if constexpr (K::kMins) group_sums[t] = x_group_sums(xv[t]);
+    }
+    __m256i sumi[kQuadRows][T];
+    __m128i mins[kQuadRows][T];
+    float d[kQuadRows], dmin[kQuadRows];
+    for (int r = 0; r < kQuadRows; ++r) {
+      const typename K::W wv = K::load_w(w_rows[r], s);
+      d[r] = _mm256_cvtss_f32(wv.d);
+      if constexpr (K::kMins) dmin[r] = _mm256_cvtss_f32(wv.dmin);
+      for (int t = 0; t < T; ++t) K::isums(wv, xv[t], group_sums[t], &sumi[r][t], &mins[r][t]);
+    }
+    const __m128 dw = _mm_setr_ps(d[0], d[1], d[2], d[3]);
+    for (int t = 0; t < T; ++t) {
+      const __m128 dx = _mm256_castps256_ps128(xv[t].d);
+      const __m128i isum = sum4_epi32(sumi[0][t], sumi[1][t], sumi[2][t], sumi[3][t]);
+      acc[t] = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(isum), acc[t]);
+      if constexpr (K::kMins) {
+        // fnmadd(a, b, c) = -(a b) + c with one rounding: the reference's fma(-dmin, msum, acc).
+        const __m128 dminw = _mm_setr_ps(dmin[0], dmin[1], dmin[2], dmin[3]);
+        const __m128i msum = sum4_epi32(mins[0][t], mins[1][t], mins[2][t], mins[3][t]);
+        acc[t] = _mm_fnmadd_ps(_mm_mul_ps(dminw, dx), _mm_cvtepi32_ps(msum), acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(16) float lanes[kQuadRows];
+    _mm_store_ps(lanes, acc[t]);
+    for (int r = 0; r < num_rows; ++r) out[t][r] = lanes[r];
+  }
+}
+
+template <class K>
+void matmul_quads(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
+                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += kQuadMaxTokens) {
+    const int nt = static_cast<int>(num_tokens - t0 < kQuadMaxTokens ? num_tokens - t0 : kQuadMaxTokens);
+    const uint8_t* x_rows[kQuadMaxTokens];
+    for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kQuadRows) {
+      const int nr = static_cast<int>(row_end - r0 < kQuadRows ? row_end - r0 : kQuadRows);
+      const uint8_t* w_rows[kQuadRows];
+      for (int r = 0; r < kQuadRows; ++r) w_rows[r] = wb + (r0 + (r < nr ? r : nr - 1)) * w_row_bytes;
+      const int64_t next_rows = row_end - (r0 + nr) < kQuadRows ? row_end - (r0 + nr) : kQuadRows;
+      const uint8_t* ahead = wb + (r0 + nr) * w_row_bytes;
+      const uint64_t ahead_bytes = next_rows > 0 ? static_cast<uint64_t>(next_rows) * w_row_bytes : 0;
+      float* out[kQuadMaxTokens];
+      for (int t = 0; t < nt; ++t) out[t] = y + (t0 + t) * y_stride + r0;
+      switch (nt) {
+        case 1:
+          quad_tile<K, 1>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          break;
+        case 2:
+          quad_tile<K, 2>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          break;
+        default:
+          quad_tile<K, 3>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          break;
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -224,23 +356,23 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
   HZ_CHECK(n % kQK_K == 0);
   switch (wtype) {
     case DType::kQ4_K:
-      // Few tokens (decode): row at a time, nothing decoded beyond what one dot needs. More: the
+      // Few tokens (decode): 4 rows at a time, nothing decoded beyond what their dots need. More: the
       // 8-row group kernel, which decodes a super-block once for up to 32 tokens. Both follow the
       // block-order rule, so the switch never changes a bit.
       if (num_tokens < kGroupMinTokens) {
-        return matmul_kind<Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+        return matmul_quads<Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
       }
       return kq::matmul_groups<kq::Q4KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
                                                      y_stride);
     case DType::kQ5_K:
       if (num_tokens < kGroupMinTokens) {
-        return matmul_kind<Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+        return matmul_quads<Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
       }
       return kq::matmul_groups<kq::Q5KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
                                                      y_stride);
     case DType::kQ6_K:
       if (num_tokens < kGroupMinTokens) {
-        return matmul_kind<Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+        return matmul_quads<Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
       }
       return kq::matmul_groups<kq::Q6KKind, Avx2Dot>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
                                                      y_stride);
