@@ -121,7 +121,7 @@ void matmul_vnni_kind(DType wtype, int64_t n, const void* w, uint64_t w_row_byte
   if (wtype == DType::kQ8_0) {
     return vnni::matmul_q8_0(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
-  if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens >= avx2::kGroupMinTokens) {
+  if (wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) {
     return (kWide ? vnni::matmul_kquant : vnni::matmul_kquant_ymm)(wtype, n, w, w_row_bytes, row_begin, row_end, x,
                                                                    x_row_bytes, num_tokens, y, y_stride);
   }

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "base/check.h"
+#include "kernels/avx2/kquant_quads.h"
 #include "kernels/avx2/matmul_kq_groups.h"
 #include "kernels/avx2/matmul_q_groups.h"
 #include "kernels/avx512/vnni_kernels.h"
@@ -365,6 +366,22 @@ template <bool kWide>
 void kquant_impl(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK_K == 0);
+  if (num_tokens < avx2::kGroupMinTokens) {
+    // Decode: the AVX2 few-token kernel, here with 32 vector registers (no spills).
+    switch (wtype) {
+      case DType::kQ4_K:
+        return avx2::matmul_quads<avx2::Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                                  y_stride);
+      case DType::kQ5_K:
+        return avx2::matmul_quads<avx2::Q5_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                                  y_stride);
+      case DType::kQ6_K:
+        return avx2::matmul_quads<avx2::Q6_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                                  y_stride);
+      default:
+        HZ_CHECK_MSG(false, "vnni::matmul_kquant: not a k-quant");
+    }
+  }
   if (kWide && row_end - row_begin > avx2::kq::kRows) {
     const int64_t split = avx2::pairs_end(row_begin, row_end);
     const auto* wb = static_cast<const uint8_t*>(w);

@@ -14,7 +14,8 @@ void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
-// Q4_K / Q5_K / Q6_K weights against Q8_K activations (8-row groups; avx2::matmul_kquant's results).
+// Q4_K / Q5_K / Q6_K weights against Q8_K activations (up to 3 tokens: 4 rows at a time with 32
+// vector registers; more: 8-row groups; avx2::matmul_kquant's results).
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
