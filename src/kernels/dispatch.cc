@@ -150,9 +150,10 @@ constexpr KernelTable avx2_vnni_ymm_table() {
 }
 constexpr KernelTable kAvx2VnniYmmTable = avx2_vnni_ymm_table();
 
-// Where a 512-bit operation costs two 256-bit ones (cpu_is_zen4): one-token packed matmuls on the
+// Where a 512-bit operation costs two 256-bit ones (cpu_is_zen4): packed matmuls of 1-2 tokens on the
 // 256-bit kernel, float matmuls of 16 tokens or more on the AVX2 tile kernel.
 constexpr int64_t kSplitFloatTokens = 16;
+constexpr int64_t kSplitPackedTokens = 2;
 
 void matmul_vnni_split(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                        const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
@@ -164,7 +165,11 @@ void matmul_vnni_split(DType wtype, int64_t n, const void* w, uint64_t w_row_byt
 
 void matmul_packed_split(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                          int64_t num_tokens, float* y, int64_t y_stride) {
-  if (num_tokens == 1) return vnni::matmul_packed_ymm(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
+  // Two tokens too (Q4_0 8192x2048, 2 threads: 231-236 GOP/s against 133-185 for the pairs; equal
+  // on 2048x8192); from 4 tokens the pairs are faster.
+  if (num_tokens <= kSplitPackedTokens) {
+    return vnni::matmul_packed_ymm(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
+  }
   vnni::matmul_packed(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
 }
 
