@@ -3,6 +3,6 @@
 namespace hz {
 
 const char* horizon_version() { return HORIZON_VERSION; }
-const char* horizon_git_hash() { return HORIZON_GIT_HASH; }
+// horizon_git_hash() is generated at build time (cmake/git_hash.cmake).
 
 }  // namespace hz
