@@ -166,17 +166,25 @@ struct VnniScope {
   }
 };
 
+// Restores the AMX switch on scope exit.
+struct AmxScope {
+  bool before = amx_supported() && amx_enabled();
+  explicit AmxScope(bool on) { force_amx(on); }
+  ~AmxScope() { force_amx(before); }
+};
+
 // args: type index, shape index, tokens, threads, variant (0: AVX2 on GGUF rows, 1: AVX2 on packed
 // weights and activations, 2: the scalar reference on GGUF rows, only for 2048x2048 and <= 8 tokens,
 // 3: AVX-512 VNNI on GGUF rows, 4: AVX-512 VNNI packed, 5 and 6: as 3 and 4 on 256-bit registers
-// only (HORIZON_VNNI=256); 3 to 6 need a CPU with avx512vl/vnni)
+// only (HORIZON_VNNI=256), 7: packed with AMX tiles from 16 tokens; 3 to 6 need a CPU with
+// avx512vl/vnni, 7 one with AMX-INT8)
 void BM_Matmul(benchmark::State& state) {
   const DType type = kTypes[state.range(0)];
   const Shape s = kShapes[state.range(1)];
   const int64_t num_tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   const int64_t variant = state.range(4);
-  const bool packed = variant == 1 || variant == 4 || variant == 6;
+  const bool packed = variant == 1 || variant == 4 || variant == 6 || variant == 7;
   const bool scalar = variant == 2;
   const bool vnni = variant >= 3;
   if (scalar && (state.range(1) != 0 || num_tokens > 8)) {
@@ -191,7 +199,12 @@ void BM_Matmul(benchmark::State& state) {
     state.SkipWithError("CPU lacks avx512f/bw/vl/vnni");
     return;
   }
-  const VnniScope vnni_scope(vnni, variant < 5);
+  if (variant == 7 && !amx_supported()) {
+    state.SkipWithError("CPU or OS offers no AMX-INT8");
+    return;
+  }
+  const VnniScope vnni_scope(vnni, variant < 5 || variant == 7);
+  const AmxScope amx_scope(variant == 7);
   Weights& w = weights_for(type, s);
   const auto x = make_activations(type, s.cols, num_tokens);
   const uint64_t xrb = activation_row_bytes(type, s.cols);
@@ -231,11 +244,11 @@ void BM_Matmul(benchmark::State& state) {
   state.counters["best_GOP/s"] = 2.0 * s.rows * s.cols * num_tokens / best / 1e9;
   state.SetLabel(std::string(dtype_name(type)) + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" +
                  std::to_string(num_tokens) + "/thr" + std::to_string(threads) +
-                 (packed ? "/packed" : scalar ? "/scalar-ref" : "/rows") + (vnni ? variant < 5 ? "/vnni" : "/vnni256" : ""));
+                 (packed ? "/packed" : scalar ? "/scalar-ref" : "/rows") + (variant == 7 ? "/amx" : vnni ? variant < 5 ? "/vnni" : "/vnni256" : ""));
 }
 
 BENCHMARK(BM_Matmul)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}, {1, 2, 4, 5, 8, 16, 32, 64, 512}, {1, 2}, {0, 1, 2, 3, 4, 5, 6}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}, {1, 2, 4, 5, 8, 16, 32, 64, 512}, {1, 2}, {0, 1, 2, 3, 4, 5, 6, 7}})
     ->ArgNames({"type", "shape", "tokens", "threads", "variant"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -26,4 +26,13 @@ bool vnni_split_enabled();
 // Tests and A/B runs (takes effect while vnni_wide_enabled()).
 void force_vnni_split(bool on);
 
+// AMX-INT8 tiles (Intel Xeon from Sapphire Rapids), granted by the OS: asks it on the first call.
+bool amx_supported();
+// Packed Q4_0/Q8_0 matmuls of 16 tokens or more (prefill, large decode batches) compute their
+// block dots on AMX tiles while the 512-bit variants are on (not on CPUs that split
+// them). On by default where supported; HORIZON_AMX=0 turns it off. Same bits either way.
+bool amx_enabled();
+// Tests and A/B runs; turning on needs amx_supported() (checked).
+void force_amx(bool on);
+
 }  // namespace hz::kernels

@@ -3,7 +3,9 @@
 // around the 32-token chunk, row ranges that are not multiples of 8, random and extreme inputs. Past
 // 8 tokens the packed layout runs two groups per 512-bit register: ranges of 9-16 rows (a pair with
 // a partial second group) and of 17-24 rows (a pair, then one group on the 256-bit kernel) are here.
-// Also the dispatch switch (force_vnni) and that the ISA name does not change with it.
+// The AMX tile kernel (packed layout, every token count when called directly) where the CPU and OS
+// offer AMX-INT8. Also the dispatch switches (force_vnni, force_amx) and that the ISA name does not
+// change with them.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -51,8 +53,10 @@ std::vector<uint8_t> random_activation_bytes(int64_t tokens, int64_t n, uint32_t
   return x;
 }
 
-enum class Impl { kRef, kAvx2, kVnni };
-const char* impl_name(Impl i) { return i == Impl::kRef ? "ref" : i == Impl::kAvx2 ? "avx2" : "vnni"; }
+enum class Impl { kRef, kAvx2, kVnni, kAmx };
+const char* impl_name(Impl i) {
+  return i == Impl::kRef ? "ref" : i == Impl::kAvx2 ? "avx2" : i == Impl::kVnni ? "vnni" : "amx";
+}
 
 // y[t * stride + r] for r in [rb, re), sentinel elsewhere. Layout 0: GGUF rows and Q8_0 rows;
 // layout 1: packed weights and packed activations (rb a multiple of 8).
@@ -66,7 +70,7 @@ std::vector<float> run(Impl impl, int layout, DType type, int64_t n, const std::
       for (int64_t r = rb; r < re; ++r) ref::vec_dot(type, n, w.data() + r * wrb, x.data() + t * xrb, &y[t * stride + r]);
     }
   } else if (layout == 1) {
-    auto fn = impl == Impl::kAvx2 ? avx2::matmul_packed : vnni::matmul_packed;
+    auto fn = impl == Impl::kAvx2 ? avx2::matmul_packed : impl == Impl::kAmx ? vnni::matmul_packed_amx : vnni::matmul_packed;
     fn(type, n, packed.data(), rb, re, xp.data(), tokens, y.data(), stride);
   } else if (impl == Impl::kAvx2) {
     avx2::matmul(type, n, w.data(), wrb, rb, re, x.data(), xrb, tokens, y.data(), stride);
@@ -84,7 +88,7 @@ void check_all(DType type, int64_t n, const std::vector<uint8_t>& w, int64_t row
   std::vector<uint8_t> packed(packed_bytes(type, rows, n));
   pack_weights(type, n, w.data(), row_bytes(type, n), rows, packed.data());
   const int64_t stride = rows + 3;
-  for (int64_t tokens : {1, 2, 7, 32, 33, 70}) {
+  for (int64_t tokens : {1, 2, 7, 16, 17, 32, 33, 70}) {  // 16, 17: the AMX kernel's token halves
     if (tokens > max_tokens) continue;
     std::vector<uint8_t> xp(packed_activation_bytes(n, tokens));
     pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x.data()), row_bytes(DType::kQ8_0, n), tokens, xp.data());
@@ -94,7 +98,8 @@ void check_all(DType type, int64_t n, const std::vector<uint8_t>& w, int64_t row
       for (auto [rb, re] : ranges) {
         if (re <= rb) continue;
         const auto want = run(Impl::kRef, layout, type, n, w, packed, x, xp, rb, re, tokens, stride);
-        for (Impl impl : {Impl::kAvx2, Impl::kVnni}) {
+        for (Impl impl : {Impl::kAvx2, Impl::kVnni, Impl::kAmx}) {
+          if (impl == Impl::kAmx && (layout == 0 || !amx_supported())) continue;
           const auto got = run(impl, layout, type, n, w, packed, x, xp, rb, re, tokens, stride);
           if (std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0) continue;
           int64_t i = 0;
@@ -164,7 +169,7 @@ TEST_P(VnniMatmulTest, DispatchSwitchKeepsBitsAndIsaName) {
   const bool before = vnni_enabled();
   const Isa isa_before = active_isa();
   force_isa(Isa::kAvx2);
-  for (const int64_t tokens : {1, 9}) {
+  for (const int64_t tokens : {1, 9, 20}) {  // 20: the AMX table's tile kernel
     SCOPED_TRACE(tokens);
     const int64_t rows = 19, n = 256;
     const auto w = test::make_weights(type, rows, n, 61);
@@ -205,6 +210,16 @@ TEST_P(VnniMatmulTest, DispatchSwitchKeepsBitsAndIsaName) {
         EXPECT_EQ(0, std::memcmp(both().data(), off.data(), off.size() * sizeof(float)));
       }
       force_vnni_split(split_before);
+      // With and without the AMX tile kernel.
+      if (amx_supported()) {
+        const bool amx_before = amx_enabled();
+        for (bool amx : {true, false}) {
+          force_amx(amx);
+          EXPECT_EQ(amx, amx_enabled());
+          EXPECT_EQ(0, std::memcmp(both().data(), off.data(), off.size() * sizeof(float)));
+        }
+        force_amx(amx_before);
+      }
     }
   }
   force_vnni(before);
@@ -217,6 +232,18 @@ INSTANTIATE_TEST_SUITE_P(Types, VnniMatmulTest, ::testing::Values(DType::kQ8_0, 
 TEST(VnniDispatchTest, OnByDefaultWhereSupported) {
   if (std::getenv("HORIZON_VNNI") != nullptr) GTEST_SKIP() << "HORIZON_VNNI is set";
   EXPECT_EQ(vnni_enabled(), vnni_supported());
+}
+
+TEST(VnniDispatchTest, AmxOnByDefaultWhereSupported) {
+  if (std::getenv("HORIZON_AMX") != nullptr || std::getenv("HORIZON_VNNI") != nullptr) {
+    GTEST_SKIP() << "HORIZON_AMX or HORIZON_VNNI is set";
+  }
+  EXPECT_EQ(amx_enabled(), amx_supported() && !vnni_split_enabled());
+}
+
+TEST(VnniDispatchTest, ForcingAmxOnWithoutSupportIsAProgrammerError) {
+  if (amx_supported()) GTEST_SKIP() << "CPU and OS offer AMX-INT8";
+  EXPECT_DEATH(force_amx(true), "force_amx");
 }
 
 TEST(VnniDispatchTest, ForcingOnWithoutSupportIsAProgrammerError) {

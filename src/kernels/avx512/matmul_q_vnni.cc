@@ -6,6 +6,8 @@
 // scalar reference (same fma per block, in block order).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "base/check.h"
 #include "kernels/avx2/kquant_quads.h"
 #include "kernels/avx2/matmul_kq_groups.h"
@@ -340,6 +342,166 @@ void matmul_group_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int6
 
 }  // namespace kq2
 
+// ---- AMX (Intel Xeon from Sapphire Rapids): the int32 block dots of the packed group pairs by tile ----
+// TDPBSUD multiplies signed bytes (A: the activations, one token per tile row, the 32 quants of a
+// block) by unsigned bytes (B: row k holds the 16 rows' dword k, the very vectors the VNNI kernel
+// feeds vpdpbusd) and sums them into int32 lanes. One tile op per block (K = 32: one scale per
+// block) leaves the block's exact int32 dots of 16 rows by up to 16 tokens in C, so the 8
+// vpdpbusd per token and block of the VNNI kernel become one tile op for all of them. The kind's
+// correction, d = d_w * d_x and the fma in block order then run per token as there: bit-identical.
+#define HZ_AMX __attribute__((target("amx-tile,amx-int8")))
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles: C (the int32 dots) 0-3, buffer u and half m (tokens 16m..16m+15) at 2u + m; A (the
+// activations) 4-5 by half; B (the weights) 6-7 by buffer. Consecutive blocks alternate buffers,
+// so one block's tile ops need not wait for the previous block's tiles to be stored.
+inline TileConfig amx_tile_config(int64_t nt) {
+  TileConfig c;
+  const auto m0 = static_cast<uint8_t>(nt < 16 ? nt : 16);
+  const auto m1 = static_cast<uint8_t>(nt - m0);
+  for (int u = 0; u < 2; ++u) {
+    c.rows[2 * u] = m0;
+    c.colsb[2 * u] = 64;
+    c.rows[2 * u + 1] = m1;
+    c.colsb[2 * u + 1] = m1 > 0 ? 64 : 0;
+    c.rows[6 + u] = 8;
+    c.colsb[6 + u] = 64;
+  }
+  c.rows[4] = m0;
+  c.colsb[4] = 32;
+  c.rows[5] = m1;
+  c.colsb[5] = m1 > 0 ? 32 : 0;
+  return c;
+}
+
+// Q4_0: sum(w*x) = sum(nib*x) - 8*sum(x) = dots - sum8; Q8_0: sum((w+128)*x) - 16*sum8.
+template <class K>
+constexpr int32_t amx_xsum_scale() {
+  return std::is_same_v<K, Q4_0Pair> ? 1 : 16;
+}
+
+// A software pipeline over the blocks, two stages apart, so that no step waits for the one before
+// it on the same block: while block b is folded, block b + 1's tile ops run and block b + 2's
+// weights are decoded into its B buffer. (One block at a time through store, tile load, tile op,
+// tile store and load is a chain: 1.5x slower at 5 tokens.) Even so the tile work has a fixed cost
+// per block of about 16 ns, so dispatch sends only matmuls of 16 tokens or more here.
+constexpr int kAmxRing = 4;
+
+// Block blk's dots of tokens 16m.. (tile TC, activations in tile TA) from B tile TB.
+#define HZ_AMX_DOTS(TB, TA, TC, m, blk)                                                              \
+  do {                                                                                             \
+    _tile_loadd(TA, x.at(t0 + 16 * (m), blk).qs(), kPackedActivationEntryBytes);                   \
+    _tile_zero(TC);                                                                                \
+    _tile_dpbsud(TC, TA, TB);                                                                      \
+    _tile_stored(TC, cbuf[(blk) % kAmxRing][16 * (m)], 64);                                        \
+  } while (0)
+
+// One token's block dots (a cbuf row) folded into acc, as fold_pair.
+template <class K, class Cursor>
+inline __m512 fold_amx(const int32_t* dots, __m512 dw, const Cursor& c, __m512 acc) {
+  const __m512i isum = _mm512_add_epi32(_mm512_load_si512(dots), _mm512_set1_epi32(-amx_xsum_scale<K>() * c.sum8()));
+  return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(c.d())), _mm512_cvtepi32_ps(isum), acc);
+}
+
+// One pair of groups (g0, g1) against tokens [t0, t0 + nt): NT > 0 is nt with the accumulators in
+// registers; NT == 0 keeps them in acc (up to 32 tokens). The tile configuration is loaded.
+template <class K, int NT>
+HZ_AMX inline void pair_amx(int64_t nb, const uint8_t* g0, const uint8_t* g1, const XChunks& x, int64_t t0, int64_t nt,
+                            float (*acc)[2 * kGroup]) {
+  alignas(64) int32_t bbuf[kAmxRing][8][2 * kGroup];
+  alignas(64) int32_t cbuf[kAmxRing][kTokenChunk][2 * kGroup];
+  __m512 d[kAmxRing];
+  W2 wd;
+  const bool two_halves = nt > 16;
+  constexpr int kRegs = NT > 0 ? NT : 1;
+  __m512 a[kRegs];
+  if constexpr (NT > 0) {
+    for (int t = 0; t < NT; ++t) a[t] = _mm512_setzero_ps();
+  } else {
+    for (int64_t t = 0; t < nt; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
+  }
+  auto decode = [&](int64_t blk) {
+    decode_pair<K>(g0, g1, blk, &wd);
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(bbuf[blk % kAmxRing][k], wd.v[k]);
+    d[blk % kAmxRing] = wd.d;
+  };
+  auto fold = [&](int64_t blk) {
+    auto c = x.at(t0, blk);
+    const int32_t(*dots)[2 * kGroup] = cbuf[blk % kAmxRing];
+    const __m512 dw = d[blk % kAmxRing];
+    if constexpr (NT > 0) {
+      for (int t = 0; t < NT; ++t, c.next()) a[t] = fold_amx<K>(dots[t], dw, c, a[t]);
+    } else {
+      for (int64_t t = 0; t < nt; ++t, c.next()) _mm512_store_ps(acc[t], fold_amx<K>(dots[t], dw, c, _mm512_load_ps(acc[t])));
+    }
+  };
+  // Stage 1 of block b is its decode, stage 2 its tile ops, stage 3 its fold; step s runs stage 1
+  // of block s, 2 of s - 1 and 3 of s - 2.
+  for (int64_t s = 0; s < nb + 2; ++s) {
+    if (s < nb) decode(s);
+    const int64_t b2 = s - 1;
+    if (b2 >= 0 && b2 < nb) {
+      if ((b2 & 1) == 0) {
+        _tile_loadd(6, bbuf[b2 % kAmxRing], 64);
+        HZ_AMX_DOTS(6, 4, 0, 0, b2);
+        if (two_halves) HZ_AMX_DOTS(6, 5, 1, 1, b2);
+      } else {
+        _tile_loadd(7, bbuf[b2 % kAmxRing], 64);
+        HZ_AMX_DOTS(7, 4, 2, 0, b2);
+        if (two_halves) HZ_AMX_DOTS(7, 5, 3, 1, b2);
+      }
+    }
+    if (s >= 2) fold(s - 2);
+  }
+  if constexpr (NT > 0) {
+    for (int t = 0; t < NT; ++t) _mm512_store_ps(acc[t], a[t]);
+  }
+}
+#undef HZ_AMX_DOTS
+
+template <class K, int NT = 1>
+HZ_AMX inline void pair_amx_tokens(int64_t nb, const uint8_t* g0, const uint8_t* g1, const XChunks& x, int64_t t0,
+                                   int64_t nt, float (*acc)[2 * kGroup]) {
+  if constexpr (NT <= kRegisterTokens) {
+    if (nt != NT) return pair_amx_tokens<K, NT + 1>(nb, g0, g1, x, t0, nt, acc);
+    pair_amx<K, NT>(nb, g0, g1, x, t0, nt, acc);
+  } else {
+    pair_amx<K, 0>(nb, g0, g1, x, t0, nt, acc);
+  }
+}
+
+// matmul_group_pairs with the block dots on AMX tiles.
+template <class K>
+HZ_AMX void matmul_group_pairs_amx(int64_t n, const uint8_t* packed, uint64_t group_bytes, int64_t row_begin,
+                                   int64_t row_end, const XChunks& x, int64_t num_tokens, float* y, int64_t y_stride) {
+  const int64_t nb = n / kQK8_0;
+  alignas(64) float acc[kTokenChunk][2 * kGroup];
+  int64_t configured = 0;
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenChunk) {
+    const int64_t nt = num_tokens - t0 < kTokenChunk ? num_tokens - t0 : kTokenChunk;
+    if (nt != configured) {
+      const TileConfig cfg = amx_tile_config(nt);
+      _tile_loadconfig(&cfg);
+      configured = nt;
+    }
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += 2 * kGroup) {
+      const int64_t nr = row_end - r0 < 2 * kGroup ? row_end - r0 : 2 * kGroup;
+      const uint8_t* g0 = packed + (r0 / kGroup) * group_bytes;
+      pair_amx_tokens<K>(nb, g0, g0 + group_bytes, x, t0, nt, acc);
+      store_pair_rows(acc, nt, nr, y, y_stride, t0, r0);
+    }
+  }
+  _tile_release();
+}
+
+
 // Where the pair kernels' rows end in [row_begin, row_end) (more than 8 rows): whole pairs of
 // 8-row groups, and a last pair with a partial second group when more than 8 rows are left; the
 // 256-bit kernels take the rest, one group of at most 8 rows.
@@ -486,6 +648,28 @@ void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin
 void matmul_packed_ymm(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                        int64_t num_tokens, float* y, int64_t y_stride) {
   packed_impl<false>(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
+}
+
+void matmul_packed_amx(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                       int64_t num_tokens, float* y, int64_t y_stride) {
+  HZ_CHECK(row_begin % avx2::kGroup == 0 && n % kQK8_0 == 0);
+  HZ_CHECK_MSG(wtype == DType::kQ4_0 || wtype == DType::kQ8_0, "vnni::matmul_packed_amx: unsupported weight dtype");
+  if (row_end <= row_begin || num_tokens <= 0) return;
+  if (row_end - row_begin > avx2::kGroup) {
+    const int64_t split = avx2::pairs_end(row_begin, row_end);
+    const avx2::XChunks xc{static_cast<const uint8_t*>(x), n / kQK8_0};
+    const auto* p = static_cast<const uint8_t*>(packed);
+    if (wtype == DType::kQ4_0) {
+      avx2::matmul_group_pairs_amx<avx2::Q4_0Pair>(n, p, packed_group_bytes(wtype, n), row_begin, split, xc, num_tokens, y,
+                                                  y_stride);
+    } else {
+      avx2::matmul_group_pairs_amx<avx2::Q8_0Pair>(n, p, packed_group_bytes(wtype, n), row_begin, split, xc, num_tokens, y,
+                                                  y_stride);
+    }
+    if (split == row_end) return;
+    row_begin = split;
+  }
+  packed_impl<true>(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);  // the last group, 256-bit
 }
 
 }  // namespace hz::kernels::vnni

@@ -27,6 +27,11 @@ void matmul_kquant_ymm(DType wtype, int64_t n, const void* w, uint64_t w_row_byt
                        const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_packed_ymm(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                        int64_t num_tokens, float* y, int64_t y_stride);
+// matmul_packed (Q4_0 / Q8_0 only) with the block dots of each pair of groups on AMX tiles (Intel
+// Xeon from Sapphire Rapids; kernels::amx_supported, which also asks the OS for the tile state):
+// the same results. Each call loads its thread's tile configuration and releases it.
+void matmul_packed_amx(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
+                       int64_t num_tokens, float* y, int64_t y_stride);
 // F32 / F16 / BF16 weights against f32 activations, two rows per 512-bit register (avx2::matmul's
 // results; avx512/matmul_float.cc), for every token count.
 void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
