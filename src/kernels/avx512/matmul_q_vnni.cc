@@ -152,7 +152,7 @@ struct Q8_0Pair {
 
 // Block b of groups g0 and g1, decoded; the lines kPairPrefetchAhead past it requested.
 template <class K>
-inline void decode_pair(const uint8_t* g0, const uint8_t* g1, int64_t b, W2* wd) {
+__attribute__((always_inline)) inline void decode_pair(const uint8_t* g0, const uint8_t* g1, int64_t b, W2* wd) {
   const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
   for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(g0 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
