@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/prefetch.h"
 #include "kernels/attn_kernels.h"
 #include "kernels/kernels.h"
 
@@ -23,11 +24,12 @@ namespace {
 
 // Consecutive tiles live in different blocks (far apart, in other pages), which the hardware
 // prefetchers do not follow: the next tile's rows are requested while this one is computed.
+// (base/prefetch.h: prefetches the compiler cannot drop.)
 void prefetch(const KvTile& t) {
-  for (uint64_t o = 0; o < t.bytes; o += 64) __builtin_prefetch(t.k + o);
-  for (uint64_t o = 0; o < t.v_bytes; o += 64) __builtin_prefetch(t.v + o);
-  if (t.ks != nullptr) __builtin_prefetch(t.ks);
-  if (t.vs != nullptr) __builtin_prefetch(t.vs);
+  prefetch_range(t.k, t.bytes);
+  prefetch_range(t.v, t.v_bytes);
+  if (t.ks != nullptr) prefetch_line(t.ks);
+  if (t.vs != nullptr) prefetch_line(t.vs);
 }
 
 int32_t tile_len(int64_t t0, int64_t key_end) {
