@@ -118,6 +118,11 @@ int run_doctor(DoctorOptions& d) {
     kernel_set += " with the 256-bit VNNI matmuls (HORIZON_VNNI=256)";
   }
   if (avx2 && kernels::vnni_supported() && !kernels::vnni_enabled()) kernel_set += " (AVX-512 variants off: HORIZON_VNNI=0)";
+  if (avx2 && kernels::amx_enabled()) {
+    kernel_set += ", AMX tiles for Q4_0/Q8_0 matmuls of 16+ tokens";
+  } else if (avx2 && kernels::vnni_enabled() && kernels::amx_supported()) {
+    kernel_set += " (AMX off: HORIZON_AMX=0)";
+  }
   checks.push_back({avx2 ? CheckLevel::kPass : CheckLevel::kWarn, "cpu",
                     fmt::format("{} [{}]{}", host.cpu_model.empty() ? "unknown CPU" : host.cpu_model, features, kernel_set)});
   checks.push_back(check_huge_pages());
