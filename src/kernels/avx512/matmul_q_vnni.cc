@@ -127,7 +127,7 @@ struct W2 {
 // Block b of groups g (at p) and g+1 (at q) in the packed layout: 8 f16 scales, then the dwords.
 struct Q4_0Pair {
   static constexpr uint64_t kBlockBytes = sizeof(BlockQ4_0);
-  static void decode(const uint8_t* p, const uint8_t* q, W2* w) {
+  __attribute__((always_inline)) static void decode(const uint8_t* p, const uint8_t* q, W2* w) {
     const __m512i m = _mm512_set1_epi8(0x0f);
     for (int k = 0; k < 4; ++k) {
       const __m512i t = join256(p + 16 + 32 * k, q + 16 + 32 * k);
@@ -140,7 +140,7 @@ struct Q4_0Pair {
 };
 struct Q8_0Pair {
   static constexpr uint64_t kBlockBytes = sizeof(BlockQ8_0);
-  static void decode(const uint8_t* p, const uint8_t* q, W2* w) {
+  __attribute__((always_inline)) static void decode(const uint8_t* p, const uint8_t* q, W2* w) {
     const __m512i m = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int k = 0; k < 8; ++k) w->v[k] = _mm512_xor_si512(join256(p + 16 + 32 * k, q + 16 + 32 * k), m);
     w->d = _mm512_cvtph_ps(join128(p, q));
