@@ -6,14 +6,14 @@
 namespace hz {
 
 void swiglu_ffn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x, int64_t num_tokens, float* y,
-                FfnScratch& s, const MatmulFn& matmul) {
+                FfnScratch& s, const MatmulFn& matmul, const MatmulFn* matmul_same_input) {
   const int64_t ffn = gate.rows;
   HZ_CHECK(up.rows == ffn && down.cols == ffn && gate.cols == up.cols && down.rows == gate.cols);
   const size_t n = static_cast<size_t>(num_tokens * ffn);
   if (s.gate.size() < n) s.gate.resize(n);
   if (s.up.size() < n) s.up.resize(n);
   matmul(gate, x, num_tokens, s.gate.data());
-  matmul(up, x, num_tokens, s.up.data());
+  (matmul_same_input != nullptr ? *matmul_same_input : matmul)(up, x, num_tokens, s.up.data());
   for (int64_t t = 0; t < num_tokens; ++t) kernels::swiglu(&s.gate[t * ffn], &s.up[t * ffn], ffn);
   // x has been fully read (both matmuls above), so y may overwrite it.
   matmul(down, s.gate.data(), num_tokens, y);

@@ -19,8 +19,10 @@ struct FfnScratch {
   std::vector<float> gate, up;  // [num_tokens][ffn]
 };
 
-// y[num_tokens][hidden] = SwiGLU FFN of x[num_tokens][hidden]. y may alias x.
+// y[num_tokens][hidden] = SwiGLU FFN of x[num_tokens][hidden]. y may alias x. matmul_same_input
+// (optional) runs the up projection right after the gate one on the same x (it may reuse the
+// gate's quantized activations).
 void swiglu_ffn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x, int64_t num_tokens, float* y,
-                FfnScratch& scratch, const MatmulFn& matmul);
+                FfnScratch& scratch, const MatmulFn& matmul, const MatmulFn* matmul_same_input = nullptr);
 
 }  // namespace hz

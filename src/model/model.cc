@@ -50,11 +50,31 @@ uint64_t Model::streamed_weight_bytes() const {
 
 // y[t][r] = W[r] . x[t]: activations are converted once to the weight's activation type, then the
 // rows are split among threads (a split over rows never changes any element's arithmetic).
-void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool) {
+void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool, bool same_input) {
   const uint64_t arb = kernels::activation_row_bytes(w.dtype, w.cols);
-  if (act_.size() < arb * num_tokens) act_.resize(arb * num_tokens);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    kernels::quantize_activation_row(w.dtype, x + t * w.cols, act_.data() + t * arb, w.cols);
+  const DType at = kernels::activation_type(w.dtype);
+  // The previous call's quantized activations serve again when the caller says x is unchanged
+  // since then (wk and wv after wq, up after gate) and they were made for the same type and width.
+  const bool reuse = same_input && act_.x == x && act_.num_tokens == num_tokens && act_.type == at && act_.cols == w.cols;
+  if (!reuse) {
+    if (act_.rows.size() < arb * num_tokens) act_.rows.resize(arb * num_tokens);
+    uint8_t* dst = act_.rows.data();
+    auto quantize = [&](int64_t t) { kernels::quantize_activation_row(w.dtype, x + t * w.cols, dst + t * arb, w.cols); };
+    // Many tokens (prefill, batches): across the pool (rows are independent).
+    constexpr int64_t kParallelValues = 1 << 15;
+    if (num_tokens > 1 && num_tokens * w.cols >= kParallelValues && pool.num_threads() > 1) {
+      const int64_t tasks = std::min<int64_t>(num_tokens, pool.num_threads() * 4);
+      pool.parallel_for(tasks, [&](int64_t task, int) {
+        for (int64_t t = task * num_tokens / tasks; t < (task + 1) * num_tokens / tasks; ++t) quantize(t);
+      });
+    } else {
+      for (int64_t t = 0; t < num_tokens; ++t) quantize(t);
+    }
+    act_.x = x;
+    act_.num_tokens = num_tokens;
+    act_.type = at;
+    act_.cols = w.cols;
+    act_.packed_valid = false;
   }
   const int64_t rows = w.rows;
   // Row chunks: enough tasks to balance threads, large enough to amortise dispatch; multiples of 16
@@ -62,12 +82,15 @@ void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y
   int64_t chunk = std::max<int64_t>(16, rows / (pool.num_threads() * 8));
   chunk = (chunk + 15) / 16 * 16;
   const int64_t num_tasks = (rows + chunk - 1) / chunk;
-  const uint8_t* a = act_.data();
+  const uint8_t* a = act_.rows.data();
   if (w.packed != nullptr) {
-    const uint64_t bytes = kernels::packed_activation_bytes(w.cols, num_tokens);
-    if (act_packed_.size() < bytes) act_packed_.resize(bytes);
-    kernels::pack_activations(w.cols, reinterpret_cast<const BlockQ8_0*>(a), arb, num_tokens, act_packed_.data());
-    const uint8_t* ap = act_packed_.data();
+    if (!act_.packed_valid) {
+      const uint64_t bytes = kernels::packed_activation_bytes(w.cols, num_tokens);
+      if (act_.packed.size() < bytes) act_.packed.resize(bytes);
+      kernels::pack_activations(w.cols, reinterpret_cast<const BlockQ8_0*>(a), arb, num_tokens, act_.packed.data());
+      act_.packed_valid = true;
+    }
+    const uint8_t* ap = act_.packed.data();
     pool.parallel_for(num_tasks, [&](int64_t task, int) {
       const int64_t r0 = task * chunk;
       const int64_t r1 = std::min(rows, r0 + chunk);
@@ -90,8 +113,8 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
 
   for (int64_t t = 0; t < total; ++t) kernels::rms_norm(&x_[t * c.hidden], L.attn_norm.data(), &xn_[t * c.hidden], c.hidden, c.rms_eps);
   matmul(L.wq, xn_.data(), total, q_.data(), pool);
-  matmul(L.wk, xn_.data(), total, k_.data(), pool);
-  matmul(L.wv, xn_.data(), total, v_.data(), pool);
+  matmul(L.wk, xn_.data(), total, k_.data(), pool, /*same_input=*/true);
+  matmul(L.wv, xn_.data(), total, v_.data(), pool, /*same_input=*/true);
 
   // Biases, per-head q/k norms, RoPE, and the K/V write into the cache, token by token.
   const KvCacheConfig& kc = kv.config();
@@ -190,11 +213,14 @@ void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   const ModelConfig& c = cfg_;
   for (int64_t t = 0; t < total; ++t) kernels::rms_norm(&x_[t * c.hidden], L.ffn_norm.data(), &xn_[t * c.hidden], c.hidden, c.rms_eps);
   const MatmulFn mm = [this, &pool](const Matrix& w, const float* x, int64_t n, float* y) { matmul(w, x, n, y, pool); };
+  const MatmulFn mm_same = [this, &pool](const Matrix& w, const float* x, int64_t n, float* y) {
+    matmul(w, x, n, y, pool, /*same_input=*/true);
+  };
   if (ffn_out_.size() < static_cast<size_t>(total * c.hidden)) ffn_out_.resize(total * c.hidden);
   if (c.num_experts > 0) {
     moe_.forward(c, L, xn_.data(), total, ffn_out_.data(), mm);
   } else {
-    swiglu_ffn(L.w_gate, L.w_up, L.w_down, xn_.data(), total, ffn_out_.data(), ffn_scratch_, mm);
+    swiglu_ffn(L.w_gate, L.w_up, L.w_down, xn_.data(), total, ffn_out_.data(), ffn_scratch_, mm, &mm_same);
   }
   for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }

@@ -70,7 +70,9 @@ class Model {
 
  private:
   Model(GgufFile file, ModelConfig cfg, ModelWeights w, std::unique_ptr<TensorSource> tensors = nullptr);
-  void matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool);
+  // y = w x for num_tokens rows of x. same_input: x has not changed since the previous call (its
+  // quantized activations may be reused).
+  void matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool, bool same_input = false);
   void attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int32_t layer, ThreadPool& pool);
   void ffn_layer(const LayerWeights& L, int64_t num_tokens, ThreadPool& pool);
 
@@ -85,8 +87,17 @@ class Model {
   std::vector<float> ffn_out_;          // [num_tokens][hidden]
   FfnScratch ffn_scratch_;
   MoeBlock moe_;
-  std::vector<uint8_t> act_;            // activations quantized for the current matmul
-  std::vector<uint8_t> act_packed_;     // the same regrouped for packed weights (kernels::pack_activations)
+  // The activations quantized for the last matmul, and what they were made from.
+  struct Activations {
+    std::vector<uint8_t> rows;    // [num_tokens] rows of kernels::activation_type
+    std::vector<uint8_t> packed;  // the same regrouped for packed weights (kernels::pack_activations)
+    const float* x = nullptr;
+    int64_t num_tokens = 0;
+    DType type = DType::kF32;
+    int64_t cols = 0;
+    bool packed_valid = false;
+  };
+  Activations act_;
   AttentionRunner attn_runner_;
   std::vector<AttnQueryRow> attn_rows_;     // per token of the step
   KvRotation kv_rotation_;                 // signs of a rotated KV cache (built on first use)
