@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "model/weights.h"
 
 namespace hz {
@@ -21,8 +22,9 @@ struct FfnScratch {
 
 // y[num_tokens][hidden] = SwiGLU FFN of x[num_tokens][hidden]. y may alias x. matmul_same_input
 // (optional) runs the up projection right after the gate one on the same x (it may reuse the
-// gate's quantized activations).
+// gate's quantized activations); pool (optional) runs the activation of many tokens across threads.
 void swiglu_ffn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x, int64_t num_tokens, float* y,
-                FfnScratch& scratch, const MatmulFn& matmul, const MatmulFn* matmul_same_input = nullptr);
+                FfnScratch& scratch, const MatmulFn& matmul, const MatmulFn* matmul_same_input = nullptr,
+                ThreadPool* pool = nullptr);
 
 }  // namespace hz

@@ -220,7 +220,7 @@ void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   if (c.num_experts > 0) {
     moe_.forward(c, L, xn_.data(), total, ffn_out_.data(), mm);
   } else {
-    swiglu_ffn(L.w_gate, L.w_up, L.w_down, xn_.data(), total, ffn_out_.data(), ffn_scratch_, mm, &mm_same);
+    swiglu_ffn(L.w_gate, L.w_up, L.w_down, xn_.data(), total, ffn_out_.data(), ffn_scratch_, mm, &mm_same, &pool);
   }
   for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }
