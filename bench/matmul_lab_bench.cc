@@ -168,7 +168,7 @@ struct VnniScope {
 
 // Restores the AMX switch on scope exit.
 struct AmxScope {
-  bool before = amx_supported() && amx_enabled();
+  bool before = amx_enabled();
   explicit AmxScope(bool on) { force_amx(on); }
   ~AmxScope() { force_amx(before); }
 };
@@ -203,8 +203,9 @@ void BM_Matmul(benchmark::State& state) {
     state.SkipWithError("CPU or OS offers no AMX-INT8");
     return;
   }
-  const VnniScope vnni_scope(vnni, variant < 5 || variant == 7);
+  // AMX first: its scope saves amx_enabled() before the VNNI scope changes what that reports.
   const AmxScope amx_scope(variant == 7);
+  const VnniScope vnni_scope(vnni, variant < 5 || variant == 7);
   Weights& w = weights_for(type, s);
   const auto x = make_activations(type, s.cols, num_tokens);
   const uint64_t xrb = activation_row_bytes(type, s.cols);

@@ -108,9 +108,9 @@ void attend_super_block(const KvReadTable& t, int32_t kv_head, const float* q, i
   // Tile by tile, every query of the block that reaches it: the tile's K/V rows are read from
   // memory once and stay in L1 for the others. Per query the tiles, their lengths and the
   // operations are those of attend_super.
-  for (int64_t t0 = key_begin; t0 < last; t0 += kTileTokens - t0 % kTileTokens) {
-    const int64_t next = t0 + kTileTokens - t0 % kTileTokens;  // the last query reads every tile
-    if (next < last) prefetch(t.tile(kv_head, pos[nq - 1], next, tile_len(next, last)));
+  for (int64_t t0 = key_begin, next; t0 < last; t0 = next) {
+    next = t0 + kTileTokens - t0 % kTileTokens;
+    if (next < last) prefetch(t.tile(kv_head, pos[nq - 1], next, tile_len(next, last)));  // the last query reads every tile
     for (int32_t i = 0; i < nq; ++i) {
       const int64_t end = std::min(seg_end, pos[i] + 1);
       if (t0 >= end) continue;

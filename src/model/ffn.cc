@@ -1,11 +1,16 @@
 #include "model/ffn.h"
 
-#include <algorithm>
-
 #include "base/check.h"
 #include "kernels/kernels.h"
 
 namespace hz {
+
+void for_each_row_range(ThreadPool* pool, int64_t rows, int64_t row_values,
+                        const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kParallelValues = 1 << 15;
+  if (pool == nullptr || pool->num_threads() < 2 || rows < 2 || rows * row_values < kParallelValues) return fn(0, rows);
+  pool->parallel_range(rows, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+}
 
 void swiglu_ffn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x, int64_t num_tokens, float* y,
                 FfnScratch& s, const MatmulFn& matmul, const MatmulFn* matmul_same_input, ThreadPool* pool) {
@@ -16,18 +21,9 @@ void swiglu_ffn(const Matrix& gate, const Matrix& up, const Matrix& down, const 
   if (s.up.size() < n) s.up.resize(n);
   matmul(gate, x, num_tokens, s.gate.data());
   (matmul_same_input != nullptr ? *matmul_same_input : matmul)(up, x, num_tokens, s.up.data());
-  // Token rows are independent: many of them go across the pool.
-  constexpr int64_t kParallelValues = 1 << 15;
-  if (pool != nullptr && pool->num_threads() > 1 && num_tokens > 1 && num_tokens * ffn >= kParallelValues) {
-    const int64_t tasks = std::min<int64_t>(num_tokens, pool->num_threads() * 4);
-    pool->parallel_for(tasks, [&](int64_t task, int) {
-      for (int64_t t = task * num_tokens / tasks; t < (task + 1) * num_tokens / tasks; ++t) {
-        kernels::swiglu(&s.gate[t * ffn], &s.up[t * ffn], ffn);
-      }
-    });
-  } else {
-    for (int64_t t = 0; t < num_tokens; ++t) kernels::swiglu(&s.gate[t * ffn], &s.up[t * ffn], ffn);
-  }
+  for_each_row_range(pool, num_tokens, ffn, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) kernels::swiglu(&s.gate[t * ffn], &s.up[t * ffn], ffn);
+  });
   // x has been fully read (both matmuls above), so y may overwrite it.
   matmul(down, s.gate.data(), num_tokens, y);
 }

@@ -20,6 +20,12 @@ struct FfnScratch {
   std::vector<float> gate, up;  // [num_tokens][ffn]
 };
 
+// fn(begin, end) over the token rows [0, rows) of row_values values each: split across the pool
+// (ThreadPool::parallel_range) when there are enough values to pay for the dispatch, else one
+// call on this thread. Rows must be independent. pool may be null.
+void for_each_row_range(ThreadPool* pool, int64_t rows, int64_t row_values,
+                        const std::function<void(int64_t, int64_t)>& fn);
+
 // y[num_tokens][hidden] = SwiGLU FFN of x[num_tokens][hidden]. y may alias x. matmul_same_input
 // (optional) runs the up projection right after the gate one on the same x (it may reuse the
 // gate's quantized activations); pool (optional) runs the activation of many tokens across threads.

@@ -59,17 +59,9 @@ void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y
   if (!reuse) {
     if (act_.rows.size() < arb * num_tokens) act_.rows.resize(arb * num_tokens);
     uint8_t* dst = act_.rows.data();
-    auto quantize = [&](int64_t t) { kernels::quantize_activation_row(w.dtype, x + t * w.cols, dst + t * arb, w.cols); };
-    // Many tokens (prefill, batches): across the pool (rows are independent).
-    constexpr int64_t kParallelValues = 1 << 15;
-    if (num_tokens > 1 && num_tokens * w.cols >= kParallelValues && pool.num_threads() > 1) {
-      const int64_t tasks = std::min<int64_t>(num_tokens, pool.num_threads() * 4);
-      pool.parallel_for(tasks, [&](int64_t task, int) {
-        for (int64_t t = task * num_tokens / tasks; t < (task + 1) * num_tokens / tasks; ++t) quantize(t);
-      });
-    } else {
-      for (int64_t t = 0; t < num_tokens; ++t) quantize(t);
-    }
+    for_each_row_range(&pool, num_tokens, w.cols, [&](int64_t begin, int64_t end) {  // prefill, batches: across the pool
+      for (int64_t t = begin; t < end; ++t) kernels::quantize_activation_row(w.dtype, x + t * w.cols, dst + t * arb, w.cols);
+    });
     act_.x = x;
     act_.num_tokens = num_tokens;
     act_.type = at;

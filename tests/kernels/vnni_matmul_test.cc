@@ -202,24 +202,18 @@ TEST_P(VnniMatmulTest, DispatchSwitchKeepsBitsAndIsaName) {
       const auto narrow = both();
       EXPECT_EQ(0, std::memcmp(narrow.data(), off.data(), narrow.size() * sizeof(float)));
       force_vnni_wide(wide_before);
-      // The per-call choice of the Zen 4 table, both ways, at one token and at many.
-      const bool split_before = vnni_split_enabled();
-      for (bool split : {true, false}) {
-        force_vnni_split(split);
-        EXPECT_EQ(split, vnni_split_enabled());
-        EXPECT_EQ(0, std::memcmp(both().data(), off.data(), off.size() * sizeof(float)));
-      }
-      force_vnni_split(split_before);
-      // With and without the AMX tile kernel.
-      if (amx_supported()) {
-        const bool amx_before = amx_enabled();
-        for (bool amx : {true, false}) {
-          force_amx(amx);
-          EXPECT_EQ(amx, amx_enabled());
+      // A switch both ways: the same bits each time, then back as it was.
+      auto both_ways = [&](void (*force)(bool), bool (*enabled)()) {
+        const bool was = enabled();
+        for (bool on : {true, false}) {
+          force(on);
+          EXPECT_EQ(on, enabled());
           EXPECT_EQ(0, std::memcmp(both().data(), off.data(), off.size() * sizeof(float)));
         }
-        force_amx(amx_before);
-      }
+        force(was);
+      };
+      both_ways(force_vnni_split, vnni_split_enabled);       // the per-call choice of the Zen 4 table
+      if (amx_supported()) both_ways(force_amx, amx_enabled);  // the AMX tile kernel
     }
   }
   force_vnni(before);

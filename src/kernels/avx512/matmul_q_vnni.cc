@@ -410,9 +410,9 @@ inline __m512 fold_amx(const int32_t* dots, __m512 dw, const Cursor& c, __m512 a
   return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(c.d())), _mm512_cvtepi32_ps(isum), acc);
 }
 
-// One pair of groups (g0, g1) against tokens [t0, t0 + nt): NT > 0 is nt with the accumulators in
-// registers; NT == 0 keeps them in acc (up to 32 tokens). The tile configuration is loaded.
-template <class K, int NT>
+// One pair of groups (g0, g1) against tokens [t0, t0 + nt), nt <= kTokenChunk, accumulated in acc
+// (dispatch sends 16 tokens or more here, past what registers hold). The tile configuration is loaded.
+template <class K>
 HZ_AMX inline void pair_amx(int64_t nb, const uint8_t* g0, const uint8_t* g1, const XChunks& x, int64_t t0, int64_t nt,
                             float (*acc)[2 * kGroup]) {
   alignas(64) int32_t bbuf[kAmxRing][8][2 * kGroup];
@@ -420,13 +420,7 @@ HZ_AMX inline void pair_amx(int64_t nb, const uint8_t* g0, const uint8_t* g1, co
   __m512 d[kAmxRing];
   W2 wd;
   const bool two_halves = nt > 16;
-  constexpr int kRegs = NT > 0 ? NT : 1;
-  __m512 a[kRegs];
-  if constexpr (NT > 0) {
-    for (int t = 0; t < NT; ++t) a[t] = _mm512_setzero_ps();
-  } else {
-    for (int64_t t = 0; t < nt; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
-  }
+  for (int64_t t = 0; t < nt; ++t) _mm512_store_ps(acc[t], _mm512_setzero_ps());
   auto decode = [&](int64_t blk) {
     decode_pair<K>(g0, g1, blk, &wd);
     for (int k = 0; k < 8; ++k) _mm512_store_si512(bbuf[blk % kAmxRing][k], wd.v[k]);
@@ -436,11 +430,7 @@ HZ_AMX inline void pair_amx(int64_t nb, const uint8_t* g0, const uint8_t* g1, co
     auto c = x.at(t0, blk);
     const int32_t(*dots)[2 * kGroup] = cbuf[blk % kAmxRing];
     const __m512 dw = d[blk % kAmxRing];
-    if constexpr (NT > 0) {
-      for (int t = 0; t < NT; ++t, c.next()) a[t] = fold_amx<K>(dots[t], dw, c, a[t]);
-    } else {
-      for (int64_t t = 0; t < nt; ++t, c.next()) _mm512_store_ps(acc[t], fold_amx<K>(dots[t], dw, c, _mm512_load_ps(acc[t])));
-    }
+    for (int64_t t = 0; t < nt; ++t, c.next()) _mm512_store_ps(acc[t], fold_amx<K>(dots[t], dw, c, _mm512_load_ps(acc[t])));
   };
   // Stage 1 of block b is its decode, stage 2 its tile ops, stage 3 its fold; step s runs stage 1
   // of block s, 2 of s - 1 and 3 of s - 2.
@@ -460,22 +450,8 @@ HZ_AMX inline void pair_amx(int64_t nb, const uint8_t* g0, const uint8_t* g1, co
     }
     if (s >= 2) fold(s - 2);
   }
-  if constexpr (NT > 0) {
-    for (int t = 0; t < NT; ++t) _mm512_store_ps(acc[t], a[t]);
-  }
 }
 #undef HZ_AMX_DOTS
-
-template <class K, int NT = 1>
-HZ_AMX inline void pair_amx_tokens(int64_t nb, const uint8_t* g0, const uint8_t* g1, const XChunks& x, int64_t t0,
-                                   int64_t nt, float (*acc)[2 * kGroup]) {
-  if constexpr (NT <= kRegisterTokens) {
-    if (nt != NT) return pair_amx_tokens<K, NT + 1>(nb, g0, g1, x, t0, nt, acc);
-    pair_amx<K, NT>(nb, g0, g1, x, t0, nt, acc);
-  } else {
-    pair_amx<K, 0>(nb, g0, g1, x, t0, nt, acc);
-  }
-}
 
 // matmul_group_pairs with the block dots on AMX tiles.
 template <class K>
@@ -494,7 +470,7 @@ HZ_AMX void matmul_group_pairs_amx(int64_t n, const uint8_t* packed, uint64_t gr
     for (int64_t r0 = row_begin; r0 < row_end; r0 += 2 * kGroup) {
       const int64_t nr = row_end - r0 < 2 * kGroup ? row_end - r0 : 2 * kGroup;
       const uint8_t* g0 = packed + (r0 / kGroup) * group_bytes;
-      pair_amx_tokens<K>(nb, g0, g0 + group_bytes, x, t0, nt, acc);
+      pair_amx<K>(nb, g0, g0 + group_bytes, x, t0, nt, acc);
       store_pair_rows(acc, nt, nr, y, y_stride, t0, r0);
     }
   }
@@ -605,10 +581,12 @@ void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
 
 namespace {
 
-// kWide as in kquant_impl.
-template <bool kWide>
+// kWide as in kquant_impl; kAmx: the pairs of groups on AMX tiles (the last group of at most 8
+// rows stays on the 256-bit kernel either way).
+template <bool kWide, bool kAmx = false>
 void packed_impl(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                  int64_t num_tokens, float* y, int64_t y_stride) {
+  static_assert(kWide || !kAmx);
   HZ_CHECK(row_begin % avx2::kGroup == 0 && n % kQK8_0 == 0);
   if (row_end <= row_begin || num_tokens <= 0) return;
   const uint64_t group_bytes = packed_group_bytes(wtype, n);
@@ -616,10 +594,17 @@ void packed_impl(DType wtype, int64_t n, const void* packed, int64_t row_begin, 
     const int64_t split = avx2::pairs_end(row_begin, row_end);
     const avx2::XChunks xc{static_cast<const uint8_t*>(x), n / kQK8_0};
     const auto* p = static_cast<const uint8_t*>(packed);
+    const auto pairs = [&]<class K>() {
+      if constexpr (kAmx) {
+        avx2::matmul_group_pairs_amx<K>(n, p, group_bytes, row_begin, split, xc, num_tokens, y, y_stride);
+      } else {
+        avx2::matmul_group_pairs<K>(n, p, group_bytes, row_begin, split, xc, num_tokens, y, y_stride);
+      }
+    };
     if (wtype == DType::kQ4_0) {
-      avx2::matmul_group_pairs<avx2::Q4_0Pair>(n, p, group_bytes, row_begin, split, xc, num_tokens, y, y_stride);
+      pairs.template operator()<avx2::Q4_0Pair>();
     } else if (wtype == DType::kQ8_0) {
-      avx2::matmul_group_pairs<avx2::Q8_0Pair>(n, p, group_bytes, row_begin, split, xc, num_tokens, y, y_stride);
+      pairs.template operator()<avx2::Q8_0Pair>();
     } else {
       HZ_CHECK_MSG(false, "vnni::matmul_packed: unsupported weight dtype");
     }
@@ -652,24 +637,7 @@ void matmul_packed_ymm(DType wtype, int64_t n, const void* packed, int64_t row_b
 
 void matmul_packed_amx(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                        int64_t num_tokens, float* y, int64_t y_stride) {
-  HZ_CHECK(row_begin % avx2::kGroup == 0 && n % kQK8_0 == 0);
-  HZ_CHECK_MSG(wtype == DType::kQ4_0 || wtype == DType::kQ8_0, "vnni::matmul_packed_amx: unsupported weight dtype");
-  if (row_end <= row_begin || num_tokens <= 0) return;
-  if (row_end - row_begin > avx2::kGroup) {
-    const int64_t split = avx2::pairs_end(row_begin, row_end);
-    const avx2::XChunks xc{static_cast<const uint8_t*>(x), n / kQK8_0};
-    const auto* p = static_cast<const uint8_t*>(packed);
-    if (wtype == DType::kQ4_0) {
-      avx2::matmul_group_pairs_amx<avx2::Q4_0Pair>(n, p, packed_group_bytes(wtype, n), row_begin, split, xc, num_tokens, y,
-                                                  y_stride);
-    } else {
-      avx2::matmul_group_pairs_amx<avx2::Q8_0Pair>(n, p, packed_group_bytes(wtype, n), row_begin, split, xc, num_tokens, y,
-                                                  y_stride);
-    }
-    if (split == row_end) return;
-    row_begin = split;
-  }
-  packed_impl<true>(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);  // the last group, 256-bit
+  packed_impl<true, true>(wtype, n, packed, row_begin, row_end, x, num_tokens, y, y_stride);
 }
 
 }  // namespace hz::kernels::vnni
