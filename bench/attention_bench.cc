@@ -187,7 +187,7 @@ void BM_DecodeAttention(benchmark::State& state) {
 }
 
 void args(benchmark::internal::Benchmark* b) {
-  for (int64_t depth : {1024, 8192, 32768}) {
+  for (int64_t depth : {256, 1024, 8192, 32768}) {
     for (int64_t t = 0; t < static_cast<int64_t>(std::size(kTypes)); ++t) {
       for (int64_t path : {0, 1, 2}) b->Args({depth, t, path});
     }

@@ -55,7 +55,9 @@ void pack_weights(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, i
 void unpack_row(DType wtype, int64_t n, const void* packed, int64_t r, void* row);
 // Packed activations (Q8_0 rows regrouped once per matmul so that a block of a chunk of tokens is
 // contiguous): entry (chunk c of kPackedTokenChunk tokens, block b, token j of the chunk) at
-// ((c * n/32 + b) * kPackedTokenChunk + j) * 40 = {f32 d, int32 8 * sum(qs), int8 qs[32]}.
+// ((c * n/32 + b) * kPackedTokenChunk + j) * 40 = {f32 d, int32 -8 * sum(qs), int8 qs[32]}. The sum is
+// stored negated because the Q4_0 dot starts from it: one broadcast from memory per token, no
+// negation on a vector port.
 constexpr int kPackedTokenChunk = 32;
 constexpr int kPackedActivationEntryBytes = 40;
 uint64_t packed_activation_bytes(int64_t n, int64_t num_tokens);

@@ -75,7 +75,7 @@ void pack_activations(int64_t n, const BlockQ8_0* x, uint64_t x_row_bytes, int64
       const float d = f16_to_f32(row[b].d);
       int32_t sum = 0;
       for (int k = 0; k < kQK8_0; ++k) sum += row[b].qs[k];
-      sum *= 8;
+      sum *= -8;
       std::memcpy(e, &d, 4);
       std::memcpy(e + 4, &sum, 4);
       std::memcpy(e + 8, row[b].qs, kQK8_0);

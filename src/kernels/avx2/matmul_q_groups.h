@@ -174,7 +174,7 @@ struct XChunks {
     const uint8_t* p;
     const uint8_t* qs() const { return p + 8; }
     float d() const { return load_f32(p); }
-    int32_t sum8() const { return load_i32(p + 4); }
+    int32_t sum8() const { return -load_i32(p + 4); }  // stored negated (kernels.h)
     void next() { p += kPackedActivationEntryBytes; }
   };
   Cursor at(int64_t t, int64_t b) const { return {entry(t, b)}; }
