@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/avx2/avx2_common.h"
 #include "kernels/avx2/avx2_kernels.h"
@@ -47,11 +48,49 @@ struct BF16Rows {
   static __m256 narrow(const uint8_t* row, int64_t i) { return avx2::load_bf16(reinterpret_cast<const uint16_t*>(row + 2 * i)); }
 };
 
+inline int64_t load_i64(const uint8_t* p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+// int8 codes as floats (the AVX2 kernel's sign extension and conversion, 16 lanes at once).
+inline __m128i load_i64x2(const uint8_t* a, const uint8_t* b) {
+  return _mm_set_epi64x(load_i64(b), load_i64(a));
+}
+struct I8Rows {
+  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load_i64x2(a + i, b + i)));
+  }
+  static __m512 wide(const uint8_t* row, int64_t i) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i))));
+  }
+  static __m256 narrow(const uint8_t* row, int64_t i) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(load_i64(row + i))));
+  }
+};
+// E4M3 bytes widened through f16 bits as the AVX2 kernel does (the value times 2^-8; E4M3 NaN to
+// an f16 NaN), 16 at once.
+inline __m512 fp8_to_f32(__m128i bytes) {
+  const __m256i w = _mm256_cvtepu8_epi16(bytes);
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8);
+  const __m256i mag = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x7f)), 7);
+  const __m256i nan = _mm256_and_si256(_mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x3f80)), _mm256_set1_epi16(0x7e00));
+  return _mm512_cvtph_ps(_mm256_or_si256(_mm256_or_si256(sign, mag), nan));
+}
+struct Fp8Rows {
+  static __m512 pair(const uint8_t* a, const uint8_t* b, int64_t i) { return fp8_to_f32(load_i64x2(a + i, b + i)); }
+  static __m512 wide(const uint8_t* row, int64_t i) {
+    return fp8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
+  }
+  static __m256 narrow(const uint8_t* row, int64_t i) { return _mm512_castps512_ps256(fp8_to_f32(_mm_cvtsi64_si128(load_i64(row + i)))); }
+};
+constexpr float kFp8Unscale = 256.0f;  // the AVX2 kernel's: E4M3 read as f16 is the value times 2^-8
+
 constexpr int64_t kRowBlock = 16;  // the AVX2 kernel's row block (the reduction groups 8 of them)
 
-// scores[h * sstride + r] for G heads (the plain codecs' post-scale is 1).
+// scores[h * sstride + r] for G heads, times `post` (1 for the float codecs, fp8's head scale).
 template <int G, class L>
-void scores_plain(const float* q, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd, float* scores,
+void scores_plain(const float* q, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd, float post, float* scores,
                   int64_t sstride) {
   __m256 accs[kRowBlock][G];
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
@@ -73,30 +112,76 @@ void scores_plain(const float* q, const uint8_t* elems, int64_t reb, int64_t row
         if (r + 1 < nr) accs[r + 1][h] = high_half(acc[h]);
       }
     }
+    avx2::store_scores<G>(accs, nr, post, scores + r0, sstride);
+  }
+}
+
+// Scores over int8 rows, as the AVX2 kernel: per row and group a product chain t, then acc =
+// fma(scale, t, acc); two rows per register with their own scales in each half.
+template <int G, class L>
+void scores_grouped(const float* q, const uint8_t* elems, const uint8_t* scales, int64_t reb, int64_t rows, int64_t hd,
+                    float* scores, int64_t sstride) {
+  const int64_t g = kv_group(hd), ng = kv_groups(hd);
+  __m256 accs[kRowBlock][G];
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const int64_t nr = std::min(kRowBlock, rows - r0);
+    for (int64_t r = 0; r < nr; r += 2) {
+      const int64_t ra = r0 + r, rb = r + 1 < nr ? ra + 1 : ra;
+      const uint8_t* a = elems + ra * reb;
+      const uint8_t* b = elems + rb * reb;
+      __m512 acc[G], t[G];
+      HZ_UNROLL
+      for (int h = 0; h < G; ++h) acc[h] = _mm512_setzero_ps();
+      for (int64_t gi = 0; gi < ng; ++gi) {
+        const int64_t b0 = gi * g, e = std::min(hd, b0 + g);
+        __m512 v = L::pair(a, b, b0);
+        HZ_UNROLL
+        for (int h = 0; h < G; ++h) t[h] = _mm512_mul_ps(bcast8(q + h * hd + b0), v);
+        for (int64_t i = b0 + 8; i < e; i += 8) {
+          v = L::pair(a, b, i);
+          HZ_UNROLL
+          for (int h = 0; h < G; ++h) t[h] = _mm512_fmadd_ps(bcast8(q + h * hd + i), v, t[h]);
+        }
+        const __m512 d = join(_mm256_set1_ps(avx2::load_f16_scalar(scales + 2 * (ra * ng + gi))),
+                              _mm256_set1_ps(avx2::load_f16_scalar(scales + 2 * (rb * ng + gi))));
+        HZ_UNROLL
+        for (int h = 0; h < G; ++h) acc[h] = _mm512_fmadd_ps(d, t[h], acc[h]);
+      }
+      HZ_UNROLL
+      for (int h = 0; h < G; ++h) {
+        accs[r][h] = _mm512_castps512_ps256(acc[h]);
+        if (r + 1 < nr) accs[r + 1][h] = high_half(acc[h]);
+      }
+    }
     avx2::store_scores<G>(accs, nr, 1.0f, scores + r0, sstride);
   }
 }
 
 // acc[h * hd + i] += sum over rows in order of p[h * rows + r] * row_r[i], for G heads: chunks of
 // 16 elements (C of them at once, so that C * G chains hide the fma latency), an 8-element tail.
+// coef[r][group][h] (ng groups of g elements; a 16-element chunk never straddles two: g is 32 or
+// the whole head).
 template <int G, int C, class L>
-int64_t accumulate_chunks(const float* coef, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd, float* acc,
-                          int64_t i) {
+int64_t accumulate_chunks(const float* coef, int64_t ng, int64_t g, const uint8_t* elems, int64_t reb, int64_t rows,
+                          int64_t hd, float* acc, int64_t i) {
   for (; i + 16 * C <= hd; i += 16 * C) {
     __m512 a[C][G];
+    int64_t gi[C];
     HZ_UNROLL
     for (int c = 0; c < C; ++c) {
+      gi[c] = ng == 1 ? 0 : (i + 16 * c) / g;
       HZ_UNROLL
       for (int h = 0; h < G; ++h) a[c][h] = _mm512_loadu_ps(acc + h * hd + i + 16 * c);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* row = elems + r * reb;
-      const float* cr = coef + r * G;
+      const float* cr = coef + r * ng * G;
       HZ_UNROLL
       for (int c = 0; c < C; ++c) {
         const __m512 v = L::wide(row, i + 16 * c);
+        const float* cf = cr + gi[c] * G;
         HZ_UNROLL
-        for (int h = 0; h < G; ++h) a[c][h] = _mm512_fmadd_ps(_mm512_set1_ps(cr[h]), v, a[c][h]);
+        for (int h = 0; h < G; ++h) a[c][h] = _mm512_fmadd_ps(_mm512_set1_ps(cf[h]), v, a[c][h]);
       }
     }
     HZ_UNROLL
@@ -108,47 +193,70 @@ int64_t accumulate_chunks(const float* coef, const uint8_t* elems, int64_t reb, 
   return i;
 }
 
+// How the AVX2 kernel scales a row's values in the accumulation: grouped (int8: each group's
+// scale per row) or one factor (`post`: 1 for the float codecs, fp8's head scale).
+struct RowScales {
+  const uint8_t* scales = nullptr;  // f16 per row and group; null: post
+  float post = 1.0f;
+};
+constexpr int64_t kMaxGroups = 16;  // as the AVX2 kernel (handled() keeps to it)
+
 template <int G, class L>
 void accumulate_heads(const float* p, int64_t pstride, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd,
-                      float* acc) {
+                      RowScales rs, float* acc) {
   constexpr int C = G >= 4 ? 1 : (G >= 2 ? 2 : 4);
-  alignas(64) float coef[kRowBlock * G];
+  const int64_t ng = rs.scales != nullptr ? kv_groups(hd) : 1;
+  const int64_t g = rs.scales != nullptr ? kv_group(hd) : hd;
+  alignas(64) float coef[kRowBlock * kMaxGroups * G];
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int64_t nr = std::min(kRowBlock, rows - r0);
-    // The AVX2 kernel's coefficients: p * 1 for the plain codecs.
+    // The AVX2 kernel's coefficients: p times the row's group scale, or times post.
     for (int64_t r = 0; r < nr; ++r) {
-      for (int h = 0; h < G; ++h) coef[r * G + h] = p[h * pstride + r0 + r] * 1.0f;
+      for (int64_t gi = 0; gi < ng; ++gi) {
+        const float d = rs.scales != nullptr ? avx2::load_f16_scalar(rs.scales + 2 * ((r0 + r) * ng + gi)) : rs.post;
+        for (int h = 0; h < G; ++h) coef[(r * ng + gi) * G + h] = p[h * pstride + r0 + r] * d;
+      }
     }
     const uint8_t* block = elems + r0 * reb;
-    int64_t i = accumulate_chunks<G, C, L>(coef, block, reb, nr, hd, acc, 0);
-    if (C > 1) i = accumulate_chunks<G, 1, L>(coef, block, reb, nr, hd, acc, i);
+    int64_t i = accumulate_chunks<G, C, L>(coef, ng, g, block, reb, nr, hd, acc, 0);
+    if (C > 1) i = accumulate_chunks<G, 1, L>(coef, ng, g, block, reb, nr, hd, acc, i);
     if (i < hd) {  // hd % 16 == 8: the last 8 elements, 256-bit
       __m256 a[G];
+      const int64_t gt = ng == 1 ? 0 : i / g;
       for (int h = 0; h < G; ++h) a[h] = _mm256_loadu_ps(acc + h * hd + i);
       for (int64_t r = 0; r < nr; ++r) {
         const __m256 v = L::narrow(block + r * reb, i);
-        for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(coef + r * G + h), v, a[h]);
+        for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(coef + (r * ng + gt) * G + h), v, a[h]);
       }
       for (int h = 0; h < G; ++h) _mm256_storeu_ps(acc + h * hd + i, a[h]);
     }
   }
 }
 
-template <class L>
-void scores_heads(const float* q, int32_t num_heads, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd,
-                  float* scores) {
-  for (int32_t h = 0; h < num_heads;) {
-    const int32_t left = num_heads - h;
+// The scores of every head, in chunks of 4, 2, 1 as the AVX2 kernel (a head's arithmetic is the
+// same in any chunk): plain rows times `post`, or int8 rows with their group scales.
+template <class L, bool kGrouped>
+void scores_heads(const float* q, int32_t num_heads, const uint8_t* elems, const uint8_t* scales, int64_t reb,
+                  int64_t rows, int64_t hd, float post, float* scores) {
+  auto chunk = [&]<int G>(int32_t h) {
     const float* qh = q + h * hd;
     float* sh = scores + h * rows;
+    if constexpr (kGrouped) {
+      scores_grouped<G, L>(qh, elems, scales, reb, rows, hd, sh, rows);
+    } else {
+      scores_plain<G, L>(qh, elems, reb, rows, hd, post, sh, rows);
+    }
+  };
+  for (int32_t h = 0; h < num_heads;) {
+    const int32_t left = num_heads - h;
     if (left >= 4) {
-      scores_plain<4, L>(qh, elems, reb, rows, hd, sh, rows);
+      chunk.template operator()<4>(h);
       h += 4;
     } else if (left >= 2) {
-      scores_plain<2, L>(qh, elems, reb, rows, hd, sh, rows);
+      chunk.template operator()<2>(h);
       h += 2;
     } else {
-      scores_plain<1, L>(qh, elems, reb, rows, hd, sh, rows);
+      chunk.template operator()<1>(h);
       h += 1;
     }
   }
@@ -156,22 +264,22 @@ void scores_heads(const float* q, int32_t num_heads, const uint8_t* elems, int64
 
 template <class L>
 void accumulate_all(const float* p, int32_t num_heads, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd,
-                    float* acc) {
+                    RowScales rs, float* acc) {
   for (int32_t h = 0; h < num_heads;) {
     const int32_t left = num_heads - h;
     const float* ph = p + h * rows;
     float* ah = acc + h * hd;
     if (left >= 8) {
-      accumulate_heads<8, L>(ph, rows, elems, reb, rows, hd, ah);
+      accumulate_heads<8, L>(ph, rows, elems, reb, rows, hd, rs, ah);
       h += 8;
     } else if (left >= 4) {
-      accumulate_heads<4, L>(ph, rows, elems, reb, rows, hd, ah);
+      accumulate_heads<4, L>(ph, rows, elems, reb, rows, hd, rs, ah);
       h += 4;
     } else if (left >= 2) {
-      accumulate_heads<2, L>(ph, rows, elems, reb, rows, hd, ah);
+      accumulate_heads<2, L>(ph, rows, elems, reb, rows, hd, rs, ah);
       h += 2;
     } else {
-      accumulate_heads<1, L>(ph, rows, elems, reb, rows, hd, ah);
+      accumulate_heads<1, L>(ph, rows, elems, reb, rows, hd, rs, ah);
       h += 1;
     }
   }
@@ -180,7 +288,16 @@ void accumulate_all(const float* p, int32_t num_heads, const uint8_t* elems, int
 // The codecs and head sizes handled here; the AVX2 kernel takes the same head sizes (whole 8-lane
 // steps, at most 16 groups) onto its vector path.
 bool handled(KvCodec c, int64_t hd) {
-  return (c == KvCodec::kF32 || c == KvCodec::kF16 || c == KvCodec::kBF16) && hd % 8 == 0 && kv_groups(hd) <= 16;
+  const bool codec = c == KvCodec::kF32 || c == KvCodec::kF16 || c == KvCodec::kBF16 || c == KvCodec::kInt8 ||
+                     c == KvCodec::kFp8;
+  return codec && hd % 8 == 0 && kv_groups(hd) <= kMaxGroups;
+}
+
+// fp8's factor: the head's f32 scale (the first 4 scale bytes) times 2^8, as the AVX2 kernel.
+float fp8_post(const uint8_t* scales) {
+  float post;
+  std::memcpy(&post, scales, 4);
+  return post * kFp8Unscale;
 }
 
 }  // namespace
@@ -189,18 +306,27 @@ void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elem
                int64_t rows, int64_t hd, float* scores) {
   if (!handled(c, hd)) return avx2::kv_scores(c, q, num_heads, elems, scales, rows, hd, scores);
   const int64_t reb = kv_row_elem_bytes(c, hd);
-  if (c == KvCodec::kF32) return scores_heads<F32Rows>(q, num_heads, elems, reb, rows, hd, scores);
-  if (c == KvCodec::kF16) return scores_heads<F16Rows>(q, num_heads, elems, reb, rows, hd, scores);
-  return scores_heads<BF16Rows>(q, num_heads, elems, reb, rows, hd, scores);
+  switch (c) {
+    case KvCodec::kF32: return scores_heads<F32Rows, false>(q, num_heads, elems, scales, reb, rows, hd, 1.0f, scores);
+    case KvCodec::kF16: return scores_heads<F16Rows, false>(q, num_heads, elems, scales, reb, rows, hd, 1.0f, scores);
+    case KvCodec::kBF16: return scores_heads<BF16Rows, false>(q, num_heads, elems, scales, reb, rows, hd, 1.0f, scores);
+    case KvCodec::kFp8:
+      return scores_heads<Fp8Rows, false>(q, num_heads, elems, scales, reb, rows, hd, fp8_post(scales), scores);
+    default: return scores_heads<I8Rows, true>(q, num_heads, elems, scales, reb, rows, hd, 1.0f, scores);  // int8
+  }
 }
 
 void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* elems, const uint8_t* scales,
                    int64_t rows, int64_t hd, float* acc) {
   if (!handled(c, hd)) return avx2::kv_accumulate(c, p, num_heads, elems, scales, rows, hd, acc);
   const int64_t reb = kv_row_elem_bytes(c, hd);
-  if (c == KvCodec::kF32) return accumulate_all<F32Rows>(p, num_heads, elems, reb, rows, hd, acc);
-  if (c == KvCodec::kF16) return accumulate_all<F16Rows>(p, num_heads, elems, reb, rows, hd, acc);
-  return accumulate_all<BF16Rows>(p, num_heads, elems, reb, rows, hd, acc);
+  switch (c) {
+    case KvCodec::kF32: return accumulate_all<F32Rows>(p, num_heads, elems, reb, rows, hd, {}, acc);
+    case KvCodec::kF16: return accumulate_all<F16Rows>(p, num_heads, elems, reb, rows, hd, {}, acc);
+    case KvCodec::kBF16: return accumulate_all<BF16Rows>(p, num_heads, elems, reb, rows, hd, {}, acc);
+    case KvCodec::kFp8: return accumulate_all<Fp8Rows>(p, num_heads, elems, reb, rows, hd, {nullptr, fp8_post(scales)}, acc);
+    default: return accumulate_all<I8Rows>(p, num_heads, elems, reb, rows, hd, {scales, 1.0f}, acc);  // int8
+  }
 }
 
 }  // namespace hz::kernels::vnni
