@@ -133,6 +133,7 @@ int run_bench_engine(const EngineBenchFlags& f) {
   if (!eo.ok()) return fail(eo.status().message());
   bench::EngineBenchOptions o;
   o.model_path = eo->model_path;
+  o.device = eo->device;
   o.threads = eo->threads;
   o.kv = kv_precision(*eo);
   o.block_size = eo->block_size;
@@ -191,6 +192,11 @@ int run_bench_engine(const EngineBenchFlags& f) {
   std::string out = fmt::format("model: {} ({}, {}, weights {}; decode reads {} of weights per token)\n",
                                 c.value("model_path", "?"), c.value("model_name", "?"), c.value("arch", "?"),
                                 c.value("weight_type", "?"), gib(static_cast<uint64_t>(bytes_per_token)));
+  if (c.contains("device")) {
+    out += fmt::format("device: {} (weights {} on the device{})\n", c.value("device", "?"),
+                       gib(c.value("device_weight_bytes", uint64_t{0})),
+                       c["device_conversions"].empty() ? "" : fmt::format(", {} tensors converted to q8_0", c["device_conversions"].size()));
+  }
   out += fmt::format("run: {} threads, KV {} ({} per token), block {}, prefill chunk {}, fill {}, {} reps\n",
                      c.value("threads", 0), c.value("kv_cache_dtype", "?"), gib(c.value("kv_bytes_per_token", uint64_t{0})),
                      c.value("block_size", 0), c.value("prefill_chunk", 0), c.value("fill", "?"), c.value("reps", 0));

@@ -1,5 +1,9 @@
 #include "tools/device_flag.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "base/log.h"
 #include "device/device.h"
 
 namespace hz::cli {
@@ -8,12 +12,21 @@ void add_device_flag(CLI::App& app, std::string& device) {
   app.add_option("--device", device, "Where the model runs: cpu or cuda (an NVIDIA Hopper GPU)")->capture_default_str();
 }
 
-Status check_device_flag(const std::string& device) {
-  if (device == "cpu") return Status();
+Result<EngineDevice> resolve_device_flag(const std::string& device) {
+  if (device == "cpu") return EngineDevice::kCpu;
   if (device != "cuda") return invalid_argument("--device '{}' is not one of cpu, cuda", device);
+  const char* emulate = std::getenv("HORIZON_CUDA_EMULATE");
+  if (emulate != nullptr && std::strcmp(emulate, "1") == 0) {
+    HZ_LOG_WARN("--device cuda: HORIZON_CUDA_EMULATE=1, the GPU path runs on the host emulation of the CUDA backend");
+    return EngineDevice::kHostEmulation;
+  }
   HZ_RETURN_IF_ERROR(device::require_gpu("--device cuda"));
-  // TODO(#24): the engine on the GPU (weights, the device KV arena, the step loop).
-  return unimplemented("--device cuda: the GPU kernels are built, but the engine does not run on the GPU yet; use --device cpu");
+  return EngineDevice::kCuda;
+}
+
+Status require_cpu(EngineDevice device, const char* command) {
+  if (device == EngineDevice::kCpu) return Status();
+  return unimplemented("--device cuda: {} runs on the CPU only for now (run and serve run on the GPU)", command);
 }
 
 }  // namespace hz::cli

@@ -1,4 +1,4 @@
-// `--device cpu|cuda` for the engine commands (run, serve, bench engine, perplexity): one
+// `--device cpu|cuda` for the engine commands (run, serve, chat, bench engine, perplexity): one
 // definition, one error when CUDA is asked for and cannot run.
 #pragma once
 
@@ -7,12 +7,16 @@
 #include <string>
 
 #include "base/status.h"
+#include "runtime/engine_options.h"
 
 namespace hz::cli {
 
 void add_device_flag(CLI::App& app, std::string& device);
-// cpu: ok. cuda: an error naming --device that says why (no CUDA in this build, no driver or GPU,
-// an unsupported GPU, or, with a GPU, that the engine does not run on it yet).
-Status check_device_flag(const std::string& device);
+// cpu: the CPU. cuda: the CUDA backend, or an error naming --device that says why it cannot run
+// (no CUDA in this build, no driver or GPU, an unsupported GPU). With HORIZON_CUDA_EMULATE=1,
+// cuda is the host emulation of the CUDA backend (tests of the GPU path without a GPU).
+Result<EngineDevice> resolve_device_flag(const std::string& device);
+// For the commands that have no GPU path yet: an error naming the command when `device` is not the CPU.
+Status require_cpu(EngineDevice device, const char* command);
 
 }  // namespace hz::cli

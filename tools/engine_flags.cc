@@ -156,7 +156,7 @@ Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
   }
   if (o.block_size < 16 || o.block_size > 256 || o.block_size % 16 != 0)
     return invalid_argument("--block-size {} must be a multiple of 16 between 16 and 256", o.block_size);
-  HZ_RETURN_IF_ERROR(check_device_flag(device));
+  HZ_ASSIGN_OR_RETURN(o.device, resolve_device_flag(device));
   if (spec == "off" || spec == "none") {
     o.spec = SpecMode::kOff;
   } else if (spec == "ngram") {

@@ -14,6 +14,7 @@
 #include "runtime/perplexity.h"
 #include "tools/cli.h"
 #include "tools/config_file.h"
+#include "tools/device_flag.h"
 #include "tools/engine_flags.h"
 #include "tools/progress.h"
 
@@ -211,6 +212,7 @@ int run_perplexity(const PplOptions& o) {
   auto opts = o.engine.resolve();
   if (!opts.ok()) return fail(opts.status().message());
   const EngineOptions& eo = *opts;
+  if (Status s = require_cpu(eo.device, "perplexity"); !s.ok()) return fail(s.message());
   if (eo.block_size < 16 || eo.block_size > 256 || eo.block_size % 16 != 0)
     return fail(fmt::format("--block-size {} must be a multiple of 16 between 16 and 256", eo.block_size));
   if (eo.prefill_chunk < 1) return fail("--prefill-chunk must be at least 1");

@@ -24,13 +24,15 @@ namespace {
 // What a user wants to know once the server is up, one fact per line.
 std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std::string& url) {
   const EngineOptions& o = e.options();
-  const KvCache& kv = e.kv();
+  const KvPlan& kv = e.kv_plan();
   const ModelInfo& info = e.model_info();
   const EngineStats st = e.stats();
-  const int64_t blocks = kv.config().num_blocks;
-  const int64_t tokens = blocks * kv.config().block_tokens;
+  const int64_t blocks = kv.num_blocks;
+  const int64_t tokens = blocks * kv.block_tokens;
+  const uint64_t kv_bytes = static_cast<uint64_t>(blocks) * kv.block_bytes;
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string tiers = fmt::format("RAM {}", format_bytes(kv.total_bytes()));
+  const bool on_device = e.device_model() != nullptr;
+  std::string tiers = fmt::format("{} {}", on_device ? "GPU memory" : "RAM", format_bytes(kv_bytes));
   if (st.kv_disk_enabled) tiers += fmt::format(", disk prefix store {} ({})", o.kv_disk_dir, format_bytes(o.kv_disk_budget_bytes));
   if (st.kv_far_enabled) tiers += ", far blocks of long contexts on disk";
   if (st.kv_remote_enabled) tiers += ", remote prefixes shared through Redis";
@@ -45,8 +47,11 @@ std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std
   std::string s;
   s += fmt::format("  model          {} ({}, {})\n", info.name, e.model().config().arch, o.model_path);
   s += fmt::format("  context        {} tokens per sequence\n", o.max_model_len);
-  s += fmt::format("  KV cache       {}, {} blocks of {} tokens = {} tokens, {}{}\n", kv_precision_name(kv.precision()), blocks,
-                   kv.config().block_tokens, tokens, format_bytes(kv.total_bytes()),
+  if (on_device)
+    s += fmt::format("  device         {} (weights {})\n", o.device == EngineDevice::kCuda ? "cuda" : "cuda, host emulation",
+                     format_bytes(e.device_model()->weight_bytes()));
+  s += fmt::format("  KV cache       {}, {} blocks of {} tokens = {} tokens, {}{}\n", kv_precision_name(kv.precision), blocks,
+                   kv.block_tokens, tokens, format_bytes(kv_bytes),
                    o.enable_prefix_caching ? ", prefix caching on" : "");
   s += fmt::format("  KV tiers       {}\n", tiers);
   s += fmt::format("  max sequences  {} (queue {})\n", o.max_num_seqs, o.max_queue);

@@ -141,6 +141,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
     return invalid_argument("--block-size: {} is not a multiple of 16 in 16..256", o.block_size);
   }
   if (o.far_cold && o.kv_disk_dir.empty()) return invalid_argument("--far-cold needs --kv-disk-dir (and a --kv-budget below the context)");
+  if (o.device != EngineDevice::kCpu) return run_device_engine_bench(o, progress);
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model_path));
   const ModelConfig& c = model->config();
 

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "bench/stats.h"
+#include "runtime/engine_options.h"
 #include "tensor/dtype.h"
 
 namespace hz::bench {
@@ -22,6 +23,9 @@ enum class FillMode { kSynthetic, kPrefill };
 
 struct EngineBenchOptions {
   std::string model_path;
+  // kCuda / kHostEmulation: the model and KV cache on the device (model/device_model.h); the KV
+  // cache is then f16, bf16 or f32, in device memory (no --kv-budget, --kv-disk-dir).
+  EngineDevice device = EngineDevice::kCpu;
   int32_t threads = 0;  // 0: all hardware threads
   KvPrecision kv;  // KV types and hot window, as the engine flags resolve them
   int32_t block_size = 16;
@@ -66,6 +70,8 @@ using ProgressFn = std::function<void(const std::string&)>;
 
 // Errors name the option (lengths, reps) or the model file.
 Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const ProgressFn& progress = nullptr);
+// The same tests on the device (o.device not the CPU), after run_engine_bench's option checks.
+Result<EngineBenchReport> run_device_engine_bench(const EngineBenchOptions& o, const ProgressFn& progress);
 
 const char* fill_mode_name(FillMode m);
 

@@ -16,7 +16,50 @@ KvManager::KvManager(BlockPool& pool, int32_t block_tokens, KvStorage* storage)
 KvManager::KvManager(std::unique_ptr<KvCache> cache, int32_t block_tokens)
     : cache_(std::move(cache)), pool_(cache_->pool()), block_tokens_(block_tokens), storage_(cache_.get()) {}
 
+KvManager::KvManager(std::unique_ptr<DeviceKvArena> arena, int32_t block_tokens)
+    : device_arena_(std::move(arena)), pool_(device_arena_->pool()), block_tokens_(block_tokens), storage_(device_arena_.get()) {}
+
 KvManager::~KvManager() = default;
+
+Status KvManager::check_device_options(const KvOptions& o, const KvPlan& plan) {
+  if (o.hot_window > 0) return unimplemented("--kv-hot-window: the GPU KV cache keeps one type for every position (run on the CPU for a hot window)");
+  if (!o.disk_dir.empty()) return unimplemented("--kv-disk-dir: the GPU KV cache has no disk tier yet (run on the CPU for it)");
+  if (!o.remote_url.empty()) return unimplemented("--kv-remote: the GPU KV cache has no remote tier yet (run on the CPU for it)");
+  const KvTypePair t = plan.precision.arena_types();
+  for (int32_t st = 0; st < 2; ++st) {
+    const KvType k = t[st];
+    if (k != KvType::kF16 && k != KvType::kF32 && k != KvType::kBF16) {
+      const char* flag = o.hot_type_v ? (st == 0 ? "--kv-cache-dtype-k" : "--kv-cache-dtype-v") : "--kv-cache-dtype";
+      return unimplemented("{} {}: the GPU KV cache holds f16, bf16 or f32 for now (8- and 4-bit types run on the CPU)", flag,
+                           kv_type_name(k));
+    }
+  }
+  if (!t.same()) return unimplemented("--kv-cache-dtype-k / -v: the GPU KV cache keeps keys and values in one type");
+  if (plan.precision.any_rotated()) return unimplemented("--kv-rotation on: the GPU KV cache stores rows unrotated");
+  return Status();
+}
+
+Result<std::unique_ptr<KvManager>> KvManager::open_device(const KvOptions& o, const KvPlan& plan, const KvModelInfo& m,
+                                                          cuda::Backend& backend) {
+  HZ_RETURN_IF_ERROR(check_device_options(o, plan));
+  DeviceKvArenaConfig dc;
+  dc.num_layers = m.num_layers;
+  dc.num_kv_heads = m.num_kv_heads;
+  dc.head_dim = m.head_dim;
+  dc.block_tokens = plan.block_tokens;
+  dc.num_blocks = plan.num_blocks;
+  const KvType t = plan.precision.arena_types().k;
+  dc.codec = t == KvType::kF32 ? kernels::KvCodec::kF32 : t == KvType::kBF16 ? kernels::KvCodec::kBF16 : kernels::KvCodec::kF16;
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceKvArena> arena, DeviceKvArena::create(dc, backend));
+  HZ_CHECK(arena->block_bytes() == plan.block_bytes);
+  std::unique_ptr<KvManager> k(new KvManager(std::move(arena), plan.block_tokens));
+  for (const std::string& w : plan.warnings) HZ_LOG_WARN("{}", w);
+  if (plan.prefix_caching) {
+    k->owned_prefix_ = std::make_unique<PrefixCache>(k->pool_, k->block_tokens_, m.identity, std::nullopt);
+    k->set_prefix_cache(k->owned_prefix_.get(), 0);
+  }
+  return k;
+}
 
 Result<std::unique_ptr<KvManager>> KvManager::open(const KvOptions& o, const KvPlan& plan, const KvModelInfo& m) {
   KvCacheConfig kc;

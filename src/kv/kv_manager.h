@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "kv/block_pool.h"
+#include "kv/device_kv_arena.h"
 #include "kv/disk_tier.h"
 #include "kv/far_tier.h"
 #include "kv/kv_cache.h"
@@ -46,6 +47,13 @@ class KvManager {
   KvManager(BlockPool& pool, int32_t block_tokens, KvStorage* storage = nullptr);
   // The engine's: the arena, prefix cache and tiers that `plan` (KvOptions::validate) asks for.
   static Result<std::unique_ptr<KvManager>> open(const KvOptions& o, const KvPlan& plan, const KvModelInfo& m);
+  // The same over a device arena on `backend` (kv/device_kv_arena.h): the pool, block tables and
+  // prefix cache on the host, the blocks in device memory. The features the device arena lacks
+  // (8- and 4-bit types, hot window, disk and remote tiers) are refused with an error naming the flag.
+  static Result<std::unique_ptr<KvManager>> open_device(const KvOptions& o, const KvPlan& plan, const KvModelInfo& m,
+                                                        cuda::Backend& backend);
+  // The checks of open_device alone: what a device KV cache cannot do, each naming its flag.
+  static Status check_device_options(const KvOptions& o, const KvPlan& plan);
   ~KvManager();
   KvManager(const KvManager&) = delete;
   KvManager& operator=(const KvManager&) = delete;
@@ -91,7 +99,8 @@ class KvManager {
   // --- The engine's view.
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
-  KvCache* cache() { return cache_.get(); }  // null for a borrowed-parts manager
+  KvCache* cache() { return cache_.get(); }  // null for a borrowed-parts or device manager
+  DeviceKvArena* device_arena() { return device_arena_.get(); }  // null unless open_device
   PrefixCache* prefix_cache() { return prefix_; }
   FarTier* far() { return far_.get(); }
   DiskTier* disk_tier() { return disk_tier_.get(); }
@@ -101,6 +110,7 @@ class KvManager {
 
  private:
   KvManager(std::unique_ptr<KvCache> cache, int32_t block_tokens);
+  KvManager(std::unique_ptr<DeviceKvArena> arena, int32_t block_tokens);
   Status open_store(const KvOptions& o, const KvPlan& plan, const KvModelInfo& m);
   void open_far(const KvOptions& o);
   Status open_prefix_cache(const KvOptions& o, const KvPlan& plan, const KvModelInfo& m);
@@ -118,6 +128,7 @@ class KvManager {
 
   // Owned parts (the engine's manager), declared before the references into them.
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<DeviceKvArena> device_arena_;
   std::unique_ptr<kvstore::KvStore> store_;
   std::unique_ptr<FarTier> far_;
   std::unique_ptr<PrefixCache> owned_prefix_;

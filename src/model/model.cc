@@ -10,19 +10,19 @@
 
 namespace hz {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOverrides& overrides) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelOverrides& overrides, bool pack) {
   if (is_hf_folder(path)) {
     // TODO(#9): RoPE overrides for Hugging Face folders (config.json's rope_scaling is read).
     HZ_ASSIGN_OR_RETURN(HfFolder hf, HfFolder::open(path));
     HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*hf.tensors, hf.config));
-    w.pack(/*release_source=*/false);
+    if (pack) w.pack(/*release_source=*/false);
     return std::unique_ptr<Model>(new Model(std::move(hf.metadata), std::move(hf.config), std::move(w), std::move(hf.tensors)));
   }
   HZ_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
   HZ_ASSIGN_OR_RETURN(ModelConfig cfg, ModelConfig::from_gguf(f, overrides.rope));
   if (cfg.name.empty()) cfg.name = path.substr(path.find_last_of('/') + 1);
   HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(f, cfg));
-  w.pack(/*release_source=*/true);
+  if (pack) w.pack(/*release_source=*/true);
   return std::unique_ptr<Model>(new Model(std::move(f), std::move(cfg), std::move(w)));
 }
 

@@ -48,7 +48,10 @@ class Model {
  public:
   // A GGUF file, or a Hugging Face folder (config.json + safetensors, see model/hf_folder.h).
   // `overrides` replace the file's metadata where set (RoPE scaling flags).
-  static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOverrides& overrides = {});
+  // `pack`: repack Q4_0/Q8_0 matrices for the CPU kernels (ModelWeights::pack); off when the
+  // weights only feed a device (model/device_model.h).
+  static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOverrides& overrides = {},
+                                             bool pack = true);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 

@@ -18,9 +18,14 @@ class Drafter;  // runtime/drafter.h
 
 enum class SpecMode { kOff, kNgram };
 
+// Where the model runs: the CPU kernels, the CUDA backend (--device cuda), or the host emulation
+// of the CUDA backend (tests of the GPU path on machines without a GPU).
+enum class EngineDevice { kCpu, kCuda, kHostEmulation };
+
 struct EngineOptions {
   std::string model_path;
   std::string served_model_name;   // default: the model file's name
+  EngineDevice device = EngineDevice::kCpu;
   int32_t threads = 0;             // 0: all hardware threads
   int32_t max_model_len = 0;       // 0: the model's training context
   ModelOverrides model_overrides;  // metadata the user overrides (RoPE scaling flags)

@@ -63,10 +63,10 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier, kRemoteTier };
     "Cached blocks reused for other data.", src.prefix ? src.prefix->evictions() : 0)                                  \
   /* KV tiers. RAM: the arena's blocks in use or cached. Disk: see kv/disk_tier.h. */                                  \
   F(kv_ram_bytes_used, uint64_t, kGauge, kAlways, "horizon_kv_tier_bytes_used", "tier", "ram",                         \
-    "KV bytes held per tier (RAM: referenced + cached blocks).", static_cast<uint64_t>(src.pool.num_used() + src.pool.num_cached()) * src.kv.block_bytes()) \
+    "KV bytes held per tier (RAM: referenced + cached blocks).", static_cast<uint64_t>(src.pool.num_used() + src.pool.num_cached()) * src.kv_block_bytes) \
   F(kv_disk_bytes_used, uint64_t, kGauge, kDiskTier, "horizon_kv_tier_bytes_used", "tier", "disk", "", src.store.bytes_used) \
   F(kv_ram_bytes_total, uint64_t, kGauge, kAlways, "horizon_kv_tier_bytes_total", "tier", "ram",                       \
-    "KV capacity per tier.", src.kv.total_bytes())                                                                     \
+    "KV capacity per tier.", src.kv_total_bytes)                                                                     \
   F(kv_disk_bytes_total, uint64_t, kGauge, kDiskTier, "horizon_kv_tier_bytes_total", "tier", "disk", "", src.store.slots_total * src.store_slot_bytes) \
   V(kGauge, kAlways, "horizon_kv_tier_blocks", "tier", "ram", "KV blocks held per tier.",                              \
     s.kv_blocks_used + s.kv_blocks_cached)                                                                             \
@@ -107,8 +107,8 @@ enum class StatsSection { kAlways, kDiskTier, kFarTier, kRemoteTier };
   F(kv_far_blocks, uint64_t, kGauge, kFarTier, "horizon_kv_far_blocks", "", "",                                        \
     "Far KV blocks of running sequences on disk.", src.far.blocks)                                                     \
   F(kv_far_bytes_used, uint64_t, kGauge, kFarTier, "horizon_kv_far_bytes_used", "", "",                                \
-    "Bytes of far KV blocks on disk.", src.far.blocks * src.kv.block_bytes())                                          \
-  F(kv_far_bytes_total, uint64_t, kGauge, kFarTier, "horizon_kv_far_bytes_total", "", "", "Capacity of the far tier.", src.far.capacity * src.kv.block_bytes()) \
+    "Bytes of far KV blocks on disk.", src.far.blocks * src.kv_block_bytes)                                          \
+  F(kv_far_bytes_total, uint64_t, kGauge, kFarTier, "horizon_kv_far_bytes_total", "", "", "Capacity of the far tier.", src.far.capacity * src.kv_block_bytes) \
   F(kv_far_spills, uint64_t, kCounter, kFarTier, "horizon_kv_far_spills_total", "", "",                                \
     "KV blocks of running sequences moved from RAM to disk.", src.far.spills)                                          \
   F(kv_far_read_bytes, uint64_t, kCounter, kFarTier, "horizon_kv_far_read_bytes_total", "", "",                        \

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "kernels/kernels.h"
 #include "kvstore/fingerprint.h"
+#include "model/device_model.h"
 #include "model/model_shape.h"
 #include "planner/capacity_plan.h"
 #include "planner/host_info.h"
@@ -98,7 +99,8 @@ StartupDemand startup_demand(const EngineOptions& opts) {
 Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& opts) {
   std::unique_ptr<LocalEngine> e(new LocalEngine());
   e->opts_ = opts;
-  HZ_ASSIGN_OR_RETURN(e->model_, Model::load(opts.model_path, opts.model_overrides));
+  const bool on_device = opts.device != EngineDevice::kCpu;
+  HZ_ASSIGN_OR_RETURN(e->model_, Model::load(opts.model_path, opts.model_overrides, /*pack=*/!on_device));
   HZ_ASSIGN_OR_RETURN(e->tokenizer_, Tokenizer::from_gguf(e->model_->file()));
   const ModelConfig& c = e->model_->config();
   if (e->tokenizer_->vocab_size() != c.vocab)
@@ -107,10 +109,16 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   HZ_RETURN_IF_ERROR(check_engine_options(opts));
   e->opts_.max_model_len = opts.max_model_len > 0 ? opts.max_model_len : c.train_ctx;
   // KvOptions::validate composes the KV features (the prefix store, hot retention, the far tier).
-  const KvOptions ko = kv_options(opts);
-  HZ_ASSIGN_OR_RETURN(const KvPlan plan, ko.validate(kv_demand(e->opts_, c)));
-  HZ_RETURN_IF_ERROR(admit_at_startup(load_model_shape(opts.model_path), plan, startup_demand(e->opts_)).status());
-  HZ_ASSIGN_OR_RETURN(e->kvm_, KvManager::open(ko, plan, e->kv_model_info(plan)));
+  KvOptions ko = kv_options(opts);
+  if (on_device) {
+    HZ_RETURN_IF_ERROR(e->open_device(ko));
+  } else {
+    HZ_ASSIGN_OR_RETURN(const KvPlan plan, ko.validate(kv_demand(e->opts_, c)));
+    HZ_RETURN_IF_ERROR(admit_at_startup(load_model_shape(opts.model_path), plan, startup_demand(e->opts_)).status());
+    HZ_ASSIGN_OR_RETURN(e->kvm_, KvManager::open(ko, plan, e->kv_model_info(plan)));
+    e->plan_ = plan;
+  }
+  const KvPlan& plan = e->plan_;
   e->kv_ = e->kvm_->cache();
   e->kv_store_ = e->kvm_->store();
   e->far_ = e->kvm_->far();
@@ -144,6 +152,58 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
   e->thread_ = std::thread([raw] { raw->loop(); });
   return e;
 }
+
+// The GPU path (or its host emulation): the weights uploaded, then the KV cache in what device
+// memory is left after them and one step's scratch (a --kv-budget, when given, is taken as is).
+Status LocalEngine::open_device(KvOptions ko) {
+  const ModelConfig& c = model_->config();
+  HZ_RETURN_IF_ERROR(DeviceModel::check_supported(c));
+  if (opts_.device == EngineDevice::kCuda) {
+    HZ_ASSIGN_OR_RETURN(backend_, cuda::make_cuda_backend("--device cuda"));
+  } else {
+    backend_ = cuda::make_host_backend();
+  }
+  ko.backend = "cuda";
+  // The flags the device KV cache lacks fail before the weights are uploaded.
+  {
+    KvOptions probe = ko;
+    probe.budget_bytes = uint64_t{1} << 40;
+    HZ_ASSIGN_OR_RETURN(const KvPlan p, probe.validate(kv_demand(opts_, c)));
+    HZ_RETURN_IF_ERROR(KvManager::check_device_options(ko, p));
+  }
+  HZ_ASSIGN_OR_RETURN(device_model_, DeviceModel::create(*model_, *backend_));
+  HZ_LOG_INFO("{}: weights {:.2f} GiB on the device", backend_->describe(), device_model_->weight_bytes() / 1073741824.0);
+  if (ko.budget_bytes == 0) {
+    HZ_ASSIGN_OR_RETURN(const uint64_t free, backend_->free_bytes());
+    const int64_t step_tokens = std::max(opts_.max_num_batched_tokens, opts_.prefill_chunk) + opts_.max_num_seqs * 65;
+    const uint64_t scratch = DeviceModel::scratch_bytes_for(c, step_tokens, opts_.max_model_len);
+    // What the CUDA runtime, graphs and the allocator keep besides our buffers.
+    const uint64_t reserve = opts_.device == EngineDevice::kCuda ? (uint64_t{1} << 30) : 0;
+    const uint64_t usable = free > scratch + reserve ? (free - scratch - reserve) / 10 * 9 : 0;
+    // As on the CPU: room for max_num_seqs full-length sequences; on the host emulation also at
+    // most a quarter of free RAM.
+    KvGeometry g;
+    g.num_layers = static_cast<uint64_t>(c.num_layers);
+    g.num_heads = static_cast<uint64_t>(c.num_kv_heads);
+    g.head_dim = static_cast<uint64_t>(c.head_dim);
+    const uint64_t block = hz::kv_block_bytes(g, ko.hot_type, static_cast<uint64_t>(ko.block_tokens));
+    const uint64_t wanted = (static_cast<uint64_t>(opts_.max_model_len) + ko.block_tokens - 1) / ko.block_tokens *
+                            static_cast<uint64_t>(opts_.max_num_seqs) * block;
+    ko.budget_bytes = std::min(wanted, opts_.device == EngineDevice::kCuda ? usable : free / 4);
+    if (ko.budget_bytes < block)
+      return out_of_range("--device cuda: {:.2f} GiB of device memory is free after the weights ({:.2f} GiB), not enough "
+                          "for one KV block and a step's {:.2f} GiB of activations (lower --max-num-batched-tokens, or use "
+                          "a smaller model or weight type)",
+                          free / 1073741824.0, device_model_->weight_bytes() / 1073741824.0, scratch / 1073741824.0);
+  }
+  HZ_ASSIGN_OR_RETURN(plan_, ko.validate(kv_demand(opts_, c)));
+  HZ_ASSIGN_OR_RETURN(kvm_, KvManager::open_device(ko, plan_, kv_model_info(plan_), *backend_));
+  HZ_LOG_INFO("KV cache on the device: {} blocks of {} tokens ({:.2f} GiB)", plan_.num_blocks, plan_.block_tokens,
+              static_cast<double>(plan_.num_blocks) * plan_.block_bytes / 1073741824.0);
+  return Status();
+}
+
+uint64_t LocalEngine::kv_block_bytes() const { return plan_.block_bytes; }
 
 KvModelInfo LocalEngine::kv_model_info(const KvPlan& plan) const {
   const ModelConfig& c = model_->config();
@@ -234,10 +294,10 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   if (req.sampling.max_tokens < 1) return invalid_argument("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
   const int64_t total = std::min<int64_t>(max_len, static_cast<int64_t>(req.prompt.size()) + req.sampling.max_tokens);
   const int64_t far_blocks = far_ ? far_->capacity() : 0;
-  if (kv_->blocks_for(total) > kv_->config().num_blocks + far_blocks)
+  const int64_t bt = kvm_->block_tokens(), pool_blocks = kvm_->pool().num_blocks();
+  if ((total + bt - 1) / bt > pool_blocks + far_blocks)
     return out_of_range("the prompt and max_tokens need {} tokens of KV cache; the pool holds {} tokens{} (raise --kv-budget{})",
-                        total, static_cast<int64_t>(kv_->config().num_blocks) * kv_->config().block_tokens,
-                        far_ ? fmt::format(" in RAM and {} on disk", far_blocks * kv_->config().block_tokens) : "",
+                        total, pool_blocks * bt, far_ ? fmt::format(" in RAM and {} on disk", far_blocks * bt) : "",
                         far_ ? " or --kv-disk-budget" : " or add a disk tier, --kv-disk-dir");
   if (!req.sink) return invalid_argument("no event sink");
   std::lock_guard<std::mutex> lk(mu_);
@@ -294,6 +354,7 @@ bool LocalEngine::wait_idle(std::chrono::milliseconds timeout) {
 }
 
 Status LocalEngine::submit_embeddings(EmbeddingJob job) {
+  if (device_model_ != nullptr) return unimplemented("embeddings run on the CPU only (this server runs with --device cuda)");
   for (const auto& input : job.inputs) {
     if (input.empty()) return invalid_argument("an embedding input has no tokens");
     if (static_cast<int64_t>(input.size()) > opts_.max_model_len) {
@@ -509,7 +570,18 @@ void LocalEngine::step() {
   }
   const StepBatch b = build_batch(slices, now);
   const auto forward_start = std::chrono::steady_clock::now();
-  model_->forward(b.slices, *kv_, *pool_, &logits_);
+  if (device_model_ != nullptr) {
+    Status st = device_model_->forward(b.slices, *kvm_->device_arena(), &logits_);
+    if (!st.ok()) {
+      // A device failure: the step's sequences end with the error (their KV is undefined); the
+      // engine stays up for the next requests.
+      HZ_LOG_ERROR("device step failed: {}", st.message());
+      for (const ScheduledSlice& sl : slices) finish(sl.seq->id, FinishReason::kError, st);
+      return;
+    }
+  } else {
+    model_->forward(b.slices, *kv_, *pool_, &logits_);
+  }
   // A far block that failed its checksum was read this step: those sequences are recomputed (and
   // left out of the commit and the sampling); everything else stands.
   const std::vector<bool> redo = redo_corrupt(slices);
@@ -626,7 +698,8 @@ namespace {
 struct StatsSources {
   const Scheduler& sched;
   const BlockPool& pool;
-  const KvCache& kv;
+  uint64_t kv_block_bytes;      // one KV block (RAM or device memory)
+  uint64_t kv_total_bytes;      // the pool's capacity
   const PrefixCache* prefix;    // null without prefix caching
   kvstore::StoreStats store;    // the disk tier's store (zero without a disk tier)
   uint64_t store_slot_bytes;
@@ -641,8 +714,9 @@ struct StatsSources {
 
 void LocalEngine::publish_stats() {
   const StatsSources src{*sched_,
-                         kv_->pool(),
-                         *kv_,
+                         kvm_->pool(),
+                         kv_block_bytes(),
+                         kv_block_bytes() * static_cast<uint64_t>(kvm_->pool().num_blocks()),
                          prefix_cache_,
                          disk_tier_ ? kv_store_->stats() : kvstore::StoreStats{},
                          disk_tier_ ? kv_store_->slot_bytes() : 0,

@@ -13,11 +13,13 @@
 #include <unordered_map>
 
 #include "base/thread_pool.h"
+#include "kernels/cuda/backend.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_manager.h"
 #include "kv/prefix_cache.h"
 #include "kvstore/kv_store.h"
+#include "model/device_model.h"
 #include "model/model.h"
 #include "runtime/drafter.h"
 #include "runtime/engine_api.h"
@@ -49,7 +51,10 @@ class LocalEngine : public Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return opts_; }
-  const KvCache& kv() const { return *kv_; }
+  const KvCache& kv() const { return *kv_; }  // the CPU's KV cache (not with --device cuda)
+  // The device path (--device cuda or its host emulation): the model's device copy, else null.
+  const DeviceModel* device_model() const { return device_model_.get(); }
+  const KvPlan& kv_plan() const { return plan_; }
   // The disk tier's fingerprint (what makes this engine's KV reusable); zero without a disk tier.
   const kvstore::Fingerprint& kv_fingerprint() const { return fingerprint_; }
   // Tests: injects I/O faults into the disk tier's writes. Call before the first request.
@@ -64,6 +69,9 @@ class LocalEngine : public Engine {
   struct Request;  // per-request runtime state (sampler, detokenizer, sink), engine thread only
 
   LocalEngine() = default;
+  // --device cuda: the backend, the weights on it and the KV manager over a device arena.
+  Status open_device(KvOptions ko);
+  uint64_t kv_block_bytes() const;
   void loop();
   void drain_inbox();
   void run_embeddings();  // the queued embedding jobs, between steps
@@ -106,7 +114,11 @@ class LocalEngine : public Engine {
 
   EngineOptions opts_;
   ModelInfo info_;
+  // The device backend outlives everything that holds its memory (declared first, destroyed last).
+  std::unique_ptr<cuda::Backend> backend_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<DeviceModel> device_model_;  // --device cuda: the weights and forward pass on the device
+  KvPlan plan_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<KvManager> kvm_;  // the KV cache: arena, prefix cache, tiers
   // Parts of kvm_, not owned (null when off): the arena, the disk store (with --kv-disk-dir), the

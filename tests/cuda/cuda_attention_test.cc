@@ -1,255 +1,27 @@
 // CUDA paged attention over a block-descriptor table, against a double-precision reference built
 // from the scalar KV decoder, for every KV codec; and the exactness rule: a query's output is
 // bit-identical whether it runs alone (decode), inside a prefill query block, or beside other
-// sequences, with and without a sliding window. Skips without a GPU.
+// sequences, with and without a sliding window (tests/support/paged_attention_checks.h). Skips
+// without a GPU.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <numeric>
-#include <random>
-#include <vector>
-
-#include "kernels/cuda/kv_block_table.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/launch_checks.h"
-#include "kernels/kv_codec.h"
-#include "kernels/ref/ref_kernels.h"
 #include "support/gpu_test.h"
+#include "support/paged_attention_checks.h"
 
 namespace hz {
 namespace {
 
-using kernels::KvCodec;
-using test::DeviceArray;
-using test::float_bits;
-
-constexpr int32_t kHeads = 8, kKvHeads = 2, kBlockTokens = 16, kLayers = 2, kLayer = 1;
-
-struct Query {
-  int32_t seq;
-  int64_t pos;
-};
-
-class PagedAttentionFixture {
- public:
-  PagedAttentionFixture(KvCodec codec, int32_t head_dim, const std::vector<int64_t>& lengths, uint32_t seed)
-      : hd_(head_dim), lengths_(lengths), rng_(seed) {
-    geo_.num_layers = kLayers;
-    geo_.num_kv_heads = kKvHeads;
-    geo_.head_dim = head_dim;
-    geo_.block_tokens = kBlockTokens;
-    geo_.codec = codec;
-    int64_t num_blocks = 0;
-    for (int64_t l : lengths) num_blocks += (l + kBlockTokens - 1) / kBlockTokens;
-    num_blocks += 3;  // unused blocks in between
-    arena_.assign(static_cast<size_t>(num_blocks * geo_.block_bytes()), 0xff);
-    std::vector<int64_t> ids(num_blocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng_);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    const int64_t reb = kernels::kv_row_elem_bytes(codec, hd_), rsb = kernels::kv_row_scale_bytes(codec, hd_);
-    std::vector<float> rows(kBlockTokens * hd_);
-    size_t next = 0;
-    for (size_t s = 0; s < lengths.size(); ++s) {
-      std::vector<device::DeviceKvBlock> table;
-      for (int64_t b = 0; b < (lengths[s] + kBlockTokens - 1) / kBlockTokens; ++b) {
-        const device::DeviceKvBlock d = device::arena_block_descriptor(geo_, ids[next++]);
-        table.push_back(d);
-        for (int32_t layer = 0; layer < kLayers; ++layer) {
-          const uint64_t lo = geo_.layer_offset(layer);
-          for (int stream = 0; stream < 2; ++stream) {
-            for (int32_t h = 0; h < kKvHeads; ++h) {
-              for (auto& v : rows) v = nd(rng_) * 2.0f;
-              uint8_t* elems = arena_.data() + (stream ? d.v_elems : d.k_elems) + lo + h * kBlockTokens * reb;
-              uint8_t* scales = arena_.data() + (stream ? d.v_scales : d.k_scales) + lo +
-                                (codec == KvCodec::kFp8 ? h * 4 : h * kBlockTokens * rsb);
-              kernels::ref::encode_kv_rows(codec, rows.data(), kBlockTokens, hd_, elems, scales);
-            }
-          }
-        }
-      }
-      tables_.push_back(std::move(table));
-    }
-  }
-
-  // The reference row (decoded by the scalar codec) of sequence s, key position `key`, KV head h.
-  std::vector<float> row(int32_t s, int64_t key, int32_t h, bool v) const {
-    const device::DeviceKvBlock& d = tables_[s][key / kBlockTokens];
-    const int64_t slot = key % kBlockTokens;
-    const KvCodec c = geo_.codec;
-    const int64_t reb = kernels::kv_row_elem_bytes(c, hd_), rsb = kernels::kv_row_scale_bytes(c, hd_);
-    const uint64_t lo = geo_.layer_offset(kLayer);
-    const uint8_t* elems = arena_.data() + (v ? d.v_elems : d.k_elems) + lo + (h * kBlockTokens + slot) * reb;
-    const uint8_t* scales = arena_.data() + (v ? d.v_scales : d.k_scales) + lo +
-                            (c == KvCodec::kFp8 ? h * 4 : (h * kBlockTokens + slot) * rsb);
-    std::vector<float> out(hd_);
-    kernels::ref::decode_kv_rows(c, elems, scales, 1, hd_, out.data());
-    return out;
-  }
-
-  // Double-precision attention of query `q` ([kHeads][hd], unscaled) at (s, pos).
-  std::vector<double> reference(const float* q, int32_t s, int64_t pos, int64_t window) const {
-    const int64_t first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
-    std::vector<double> out(static_cast<size_t>(kHeads) * hd_, 0.0);
-    for (int32_t h = 0; h < kHeads; ++h) {
-      const int32_t kvh = h / (kHeads / kKvHeads);
-      std::vector<double> scores;
-      for (int64_t k = first; k <= pos; ++k) {
-        const auto kr = row(s, k, kvh, false);
-        double sc = 0;
-        for (int32_t d = 0; d < hd_; ++d) sc += static_cast<double>(q[h * hd_ + d] * scale) * kr[d];
-        scores.push_back(sc);
-      }
-      const double mx = *std::max_element(scores.begin(), scores.end());
-      double sum = 0;
-      for (auto& sc : scores) sum += (sc = std::exp(sc - mx));
-      for (int64_t k = first; k <= pos; ++k) {
-        const auto vr = row(s, k, kvh, true);
-        for (int32_t d = 0; d < hd_; ++d) out[h * hd_ + d] += scores[k - first] / sum * vr[d];
-      }
-    }
-    return out;
-  }
-
-  // Runs the queries (each [kHeads][hd] in `q`) in one launch; returns [queries][kHeads][hd].
-  std::vector<float> run(const device::Stream& st, const std::vector<Query>& queries, const std::vector<float>& q,
-                         int64_t window, bool prefill) const {
-    std::vector<int32_t> qseq;
-    std::vector<int64_t> qpos;
-    for (const Query& x : queries) {
-      qseq.push_back(x.seq);
-      qpos.push_back(x.pos);
-    }
-    const int32_t qb = cuda::attention_query_block(kHeads / kKvHeads, prefill);
-    auto up = device::build_attention_upload(tables_, qseq, qpos, kBlockTokens, window, qb);
-    EXPECT_TRUE(up.ok()) << up.status().message();
-    if (!up.ok()) return {};
-    DeviceArray<uint8_t> darena(st, arena_), dup(st, up->bytes);
-    DeviceArray<float> dq(st, q);
-    DeviceArray<float> dpart(st, static_cast<size_t>(cuda::attention_partial_floats(up->num_queries, kHeads, up->max_segments, hd_)));
-    DeviceArray<float> dout(st, queries.size() * kHeads * hd_);
-    cuda::PagedAttnArgs a;
-    a.arena = darena.data();
-    a.layer_offset = geo_.layer_offset(kLayer);
-    const uint8_t* base = dup.data();
-    a.blocks = reinterpret_cast<const device::DeviceKvBlock*>(base + up->blocks_offset);
-    a.seq_block_begin = reinterpret_cast<const int64_t*>(base + up->seq_block_begin_offset);
-    a.query_seq = reinterpret_cast<const int32_t*>(base + up->query_seq_offset);
-    a.query_pos = reinterpret_cast<const int64_t*>(base + up->query_pos_offset);
-    a.qblock_first = reinterpret_cast<const int32_t*>(base + up->qblock_first_offset);
-    a.num_qblocks = up->num_qblocks;
-    a.qblock_size = qb;
-    a.max_segments = up->max_segments;
-    a.num_queries = up->num_queries;
-    a.num_heads = kHeads;
-    a.num_kv_heads = kKvHeads;
-    a.head_dim = hd_;
-    a.block_tokens = kBlockTokens;
-    a.window = window;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd_));
-    a.q = dq.data();
-    a.partials = dpart.data();
-    a.out = dout.data();
-    Status s = cuda::paged_attention(a, st);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return dout.read();
-  }
-
-  int32_t hd_;
-  std::vector<int64_t> lengths_;
-  std::mt19937 rng_;
-  device::ArenaGeometry geo_;
-  std::vector<uint8_t> arena_;
-  std::vector<std::vector<device::DeviceKvBlock>> tables_;
-};
-
-struct Param {
-  KvCodec codec;
-  int32_t head_dim;
-};
-
-class CudaAttentionTest : public ::testing::TestWithParam<Param> {};
+class CudaAttentionTest : public ::testing::TestWithParam<test::AttentionParam> {};
 
 TEST_P(CudaAttentionTest, MatchesReferenceAndIsBatchAndChunkInvariant) {
   HZ_REQUIRE_GPU();
-  auto st = device::Stream::create();
-  ASSERT_TRUE(st.ok());
-  const Param p = GetParam();
-  const std::vector<int64_t> lengths = {1, 700, 1600};
-  PagedAttentionFixture f(p.codec, p.head_dim, lengths, 99 + p.head_dim);
-  const int64_t qsize = static_cast<int64_t>(kHeads) * p.head_dim;
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  // One query vector per (seq, pos), so every launch below sees the same q for the same position.
-  auto qvec = [&](int32_t s, int64_t pos) {
-    std::mt19937 r(static_cast<uint32_t>(s * 100003 + pos));
-    std::vector<float> v(qsize);
-    for (auto& x : v) x = nd(r);
-    return v;
-  };
-  for (int64_t window : {int64_t{0}, int64_t{700}}) {
-    SCOPED_TRACE(testing::Message() << "window " << window);
-    // Decode: one query per sequence at its last position.
-    std::vector<Query> dec = {{0, 0}, {1, 699}, {2, 1599}};
-    // Prefill: the last 40 positions of sequence 2 and the last 20 of sequence 1, in query blocks.
-    std::vector<Query> pre;
-    for (int64_t pos = 1560; pos < 1600; ++pos) pre.push_back({2, pos});
-    for (int64_t pos = 680; pos < 700; ++pos) pre.push_back({1, pos});
-    auto gather = [&](const std::vector<Query>& qs) {
-      std::vector<float> v;
-      for (const Query& x : qs) {
-        auto one = qvec(x.seq, x.pos);
-        v.insert(v.end(), one.begin(), one.end());
-      }
-      return v;
-    };
-    const auto out_dec = f.run(*st, dec, gather(dec), window, false);
-    const auto out_pre = f.run(*st, pre, gather(pre), window, true);
-    ASSERT_EQ(out_dec.size(), dec.size() * qsize);
-    ASSERT_EQ(out_pre.size(), pre.size() * qsize);
-    // Against the reference, every output written and finite.
-    auto check = [&](const std::vector<Query>& qs, const std::vector<float>& out, size_t stride) {
-      for (size_t i = 0; i < qs.size(); i += stride) {
-        const auto q = qvec(qs[i].seq, qs[i].pos);
-        const auto ref = f.reference(q.data(), qs[i].seq, qs[i].pos, window);
-        for (int64_t j = 0; j < qsize; ++j) {
-          const float g = out[i * qsize + j];
-          ASSERT_TRUE(std::isfinite(g)) << "query " << i << " element " << j;
-          ASSERT_NEAR(g, ref[j], 2e-5 + 2e-5 * std::fabs(ref[j])) << "seq " << qs[i].seq << " pos " << qs[i].pos << " element " << j;
-        }
-      }
-    };
-    check(dec, out_dec, 1);
-    check(pre, out_pre, 7);
-    // Exactness: decode of (2, 1599) and (1, 699) equals their rows inside the prefill launch,
-    // and a sequence decoded alone equals its row in the batch.
-    auto same = [&](const float* a, const float* b, const char* what) {
-      for (int64_t j = 0; j < qsize; ++j) ASSERT_EQ(float_bits(a[j]), float_bits(b[j])) << what << " element " << j;
-    };
-    same(out_dec.data() + 2 * qsize, out_pre.data() + 39 * qsize, "decode vs prefill (2, 1599)");
-    same(out_dec.data() + 1 * qsize, out_pre.data() + 59 * qsize, "decode vs prefill (1, 699)");
-    const std::vector<Query> alone = {{2, 1599}};
-    const auto out_alone = f.run(*st, alone, gather(alone), window, false);
-    same(out_dec.data() + 2 * qsize, out_alone.data(), "batch vs alone");
-    // Prefill chunked differently (starting at 1571 instead of 1560): same bits for 1599.
-    std::vector<Query> chunk;
-    for (int64_t pos = 1571; pos < 1600; ++pos) chunk.push_back({2, pos});
-    const auto out_chunk = f.run(*st, chunk, gather(chunk), window, true);
-    same(out_pre.data() + 39 * qsize, out_chunk.data() + 28 * qsize, "chunking");
-  }
+  auto be = cuda::make_cuda_backend("GPU test");
+  ASSERT_TRUE(be.ok()) << be.status().message();
+  test::check_paged_attention(**be, GetParam());
 }
 
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  static const char* kNames[] = {"f32", "f16", "bf16", "fp8", "int8", "int4"};
-  return std::string(kNames[static_cast<int>(info.param.codec)]) + "_hd" + std::to_string(info.param.head_dim);
-}
-
-INSTANTIATE_TEST_SUITE_P(Codecs, CudaAttentionTest,
-                         ::testing::Values(Param{KvCodec::kF32, 64}, Param{KvCodec::kF16, 128}, Param{KvCodec::kBF16, 64},
-                                           Param{KvCodec::kFp8, 128}, Param{KvCodec::kInt8, 128}, Param{KvCodec::kInt4, 64},
-                                           Param{KvCodec::kF16, 8}, Param{KvCodec::kInt8, 20}, Param{KvCodec::kF16, 256}),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(Codecs, CudaAttentionTest, ::testing::ValuesIn(test::attention_params()),
+                         test::attention_param_name);
 
 }  // namespace
 }  // namespace hz

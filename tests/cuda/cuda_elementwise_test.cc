@@ -2,6 +2,8 @@
 // their CPU references. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -75,6 +77,19 @@ TEST_F(CudaElementwiseTest, SwigluAndAddMatchReference) {
   ASSERT_TRUE(cuda::add(dy.data(), dx.data(), n, stream_).ok());
   got = dy.read();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(got[i]), float_bits(sum[i])) << i;
+}
+
+// Bias rows: y[r] += b for every row, as kernels::ref::add row by row.
+TEST_F(CudaElementwiseTest, AddRowsMatchesReference) {
+  const int64_t rows = 37, n = 1031;
+  std::vector<float> y = random_floats(rng_, rows * n, 5.0f), b = random_floats(rng_, n, 5.0f);
+  b[3] = std::numeric_limits<float>::infinity();
+  std::vector<float> want = y;
+  for (int64_t r = 0; r < rows; ++r) kernels::ref::add(want.data() + r * n, b.data(), n);
+  DeviceArray<float> dy(stream_, y), db(stream_, b);
+  ASSERT_TRUE(cuda::add_rows(dy.data(), db.data(), rows, n, stream_).ok());
+  const auto got = dy.read();
+  for (int64_t i = 0; i < rows * n; ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << i;
 }
 
 // RoPE: hz::Rope folds every scaling into its per-pair frequencies; the kernel takes them (angle at

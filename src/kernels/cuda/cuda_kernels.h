@@ -46,6 +46,8 @@ Status rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, c
 Status swiglu(float* gate, const float* up, int64_t n, const Stream& s);
 // y[i] += x[i]. Bit-exact with kernels::ref::add.
 Status add(float* y, const float* x, int64_t n, const Stream& s);
+// y[r][i] += b[i] for `rows` rows of n (biases). Bit-exact with kernels::ref::add per row.
+Status add_rows(float* y, const float* b, int64_t rows, int64_t n, const Stream& s);
 // y[t][dim] = row tokens[t] of table[vocab][dim] (f32/f16/bf16/q8_0/q4_0) as f32; a token outside
 // [0, vocab) gives a NaN row (callers check ids first). Bit-exact with kernels::ref::dequantize_row.
 Status embedding(DType type, const void* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t num_tokens,
@@ -57,6 +59,9 @@ Status encode_kv_rows(kernels::KvCodec c, const float* x, int64_t rows, int64_t 
                       const Stream& s);
 Status decode_kv_rows(kernels::KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim,
                       float* y, const Stream& s);
+
+// A step's K/V rows into the arena (launch.h's KvWriteArgs): f32, f16 and bf16 blocks.
+Status kv_write(const KvWriteArgs& a, const Stream& s);
 
 // Paged causal attention (launch.h's PagedAttnArgs): the upload's sizes and the shape are checked
 // first. Compared with a double-precision reference built from kernels::ref::decode_kv_rows.

@@ -1,4 +1,4 @@
-// Row and element kernels: RMSNorm, RoPE, SwiGLU, residual add, embedding lookup.
+// Row and element kernels: RMSNorm, RoPE, SwiGLU, residual add, bias rows, embedding lookup.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -67,6 +67,11 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
   if (i < n) y[i] = __fadd_rn(y[i], x[i]);
 }
 
+__global__ void add_rows_kernel(float* y, const float* b, int64_t total, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) y[i] = __fadd_rn(y[i], b[i % n]);
+}
+
 // One CTA per token; kernels::ref::dequantize_row of its row.
 template <DType T>
 __global__ void embedding_kernel(const uint8_t* table, int64_t row_bytes, int64_t vocab, int64_t dim, const int32_t* tokens,
@@ -124,6 +129,11 @@ int swiglu(float* gate, const float* up, int64_t n, void* stream) {
 
 int add(float* y, const float* x, int64_t n, void* stream) {
   add_kernel<<<blocks_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(y, x, n);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int add_rows(float* y, const float* b, int64_t rows, int64_t n, void* stream) {
+  add_rows_kernel<<<blocks_for(rows * n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(y, b, rows * n, n);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -1,4 +1,4 @@
-// KV encoders and decoders, copied operation for operation from kernels/ref/kv_codec.cc so the
+// KV encoders and decoders (and the step's row writes into the paged arena), copied operation for operation from kernels/ref/kv_codec.cc so the
 // bytes and the decoded values are identical. Encoding is sequential per group (int8/int4: one
 // thread per row group, the reference's loop); fp8's one scale per call is a max over all rows,
 // reduced in a tree (max with the reference's NaN rule is order-independent).
@@ -108,9 +108,42 @@ __global__ void decode_kernel(KvCodec c, const uint8_t* elems, const uint8_t* sc
   }
 }
 
+// One thread per (token, KV head, element): the element's K and V values in their block's codec.
+__global__ void kv_write_kernel(KvWriteArgs a) {
+  const int64_t hd = a.head_dim;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.num_tokens * a.num_kv_heads * hd) return;
+  const int64_t d = idx % hd;
+  const int64_t th = idx / hd;  // token * num_kv_heads + head
+  const int64_t t = th / a.num_kv_heads, h = th % a.num_kv_heads;
+  const int64_t pos = a.query_pos[t];
+  const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
+  const auto c = static_cast<KvCodec>(blk.codec);
+  const int64_t row = h * a.block_tokens + pos % a.block_tokens;
+  const int64_t width = c == KvCodec::kF32 ? 4 : 2;
+  uint8_t* kd = a.arena + blk.k_elems + a.layer_offset + (row * hd + d) * width;
+  uint8_t* vd = a.arena + blk.v_elems + a.layer_offset + (row * hd + d) * width;
+  if (c == KvCodec::kF32) {
+    detail::store_f32(kd, a.k[idx]);
+    detail::store_f32(vd, a.v[idx]);
+  } else if (c == KvCodec::kF16) {
+    detail::store_u16(kd, detail::f32_to_f16(a.k[idx]));
+    detail::store_u16(vd, detail::f32_to_f16(a.v[idx]));
+  } else if (c == KvCodec::kBF16) {
+    detail::store_u16(kd, detail::f32_to_bf16(a.k[idx]));
+    detail::store_u16(vd, detail::f32_to_bf16(a.v[idx]));
+  }
+}
+
 }  // namespace
 
 namespace raw {
+
+int kv_write(const KvWriteArgs& a, void* stream) {
+  const int64_t n = a.num_tokens * a.num_kv_heads * a.head_dim;
+  kv_write_kernel<<<blocks_for(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  return static_cast<int>(cudaGetLastError());
+}
 
 int encode_kv_rows(KvCodec c, const float* x, int64_t rows, int64_t head_dim, uint8_t* elems, uint8_t* scales, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);

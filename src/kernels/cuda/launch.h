@@ -63,6 +63,26 @@ struct PagedAttnArgs {
   float* out = nullptr;                           // [num_queries][num_heads][head_dim]
 };
 
+// The K and V rows of a step's tokens written into the arena (one layer): token i (of sequence
+// query_seq[i] at query_pos[i], the attention upload's arrays) lands in block
+// blocks[seq_block_begin[seq] + pos / block_tokens] at slot pos % block_tokens, every KV head's row
+// encoded in that block's codec (f32, f16, bf16: one row at a time, so a row's bytes depend on the
+// row alone). Bit-exact with kernels::ref::encode_kv_rows of the row.
+struct KvWriteArgs {
+  uint8_t* arena = nullptr;
+  uint64_t layer_offset = 0;
+  const device::DeviceKvBlock* blocks = nullptr;
+  const int64_t* seq_block_begin = nullptr;
+  const int32_t* query_seq = nullptr;
+  const int64_t* query_pos = nullptr;
+  int64_t num_tokens = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_tokens = 0;
+  const float* k = nullptr;  // [num_tokens][num_kv_heads][head_dim]
+  const float* v = nullptr;
+};
+
 namespace raw {
 int quantize_q8_0(const float* x, BlockQ8_0* y, int64_t rows, int64_t n, void* stream);
 int matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y, void* stream);
@@ -73,12 +93,14 @@ int rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, cons
          int32_t rot_dim, float mscale, bool neox, void* stream);
 int swiglu(float* gate, const float* up, int64_t n, void* stream);
 int add(float* y, const float* x, int64_t n, void* stream);
+int add_rows(float* y, const float* b, int64_t rows, int64_t n, void* stream);
 int embedding(DType type, const void* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t num_tokens, float* y,
               void* stream);
 int encode_kv_rows(kernels::KvCodec c, const float* x, int64_t rows, int64_t head_dim, uint8_t* elems, uint8_t* scales,
                    void* stream);
 int decode_kv_rows(kernels::KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim, float* y,
                    void* stream);
+int kv_write(const KvWriteArgs& a, void* stream);
 // `smem_bytes`: attention_smem_bytes(qblock_size * group, head_dim).
 int paged_attention(const PagedAttnArgs& a, int64_t smem_bytes, void* stream);
 }  // namespace raw

@@ -27,6 +27,8 @@ Status check_rows_args(const char* kernel, int64_t rows, int64_t n, int64_t mult
 Status check_rope_args(int64_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t rot_dim);
 Status check_embedding_args(DType type, int64_t vocab, int64_t dim, int64_t num_tokens);
 Status check_kv_codec_args(kernels::KvCodec c, int64_t rows, int64_t head_dim);
+// The shape of a KV write (kv_write): heads, head dim and block size as attention takes them.
+Status check_kv_write_args(const KvWriteArgs& a);
 // y[num_tokens][m] = x[num_tokens][n] . w[m][n]^T.
 Status check_matmul_args(DType wtype, int64_t m, int64_t n, int64_t num_tokens);
 Dim3 matmul_grid(int64_t m, int64_t num_tokens);

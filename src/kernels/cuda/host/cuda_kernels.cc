@@ -56,6 +56,11 @@ Status add(float* y, const float* x, int64_t n, const Stream& s) {
   return launched(raw::add(y, x, n, s.handle()), "CUDA add");
 }
 
+Status add_rows(float* y, const float* b, int64_t rows, int64_t n, const Stream& s) {
+  HZ_RETURN_IF_ERROR(check_rows_args("CUDA add_rows", rows, n));
+  return launched(raw::add_rows(y, b, rows, n, s.handle()), "CUDA add_rows");
+}
+
 Status embedding(DType type, const void* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t num_tokens,
                  float* y, const Stream& s) {
   HZ_RETURN_IF_ERROR(check_embedding_args(type, vocab, dim, num_tokens));
@@ -72,6 +77,11 @@ Status decode_kv_rows(kernels::KvCodec c, const uint8_t* elems, const uint8_t* s
                       float* y, const Stream& s) {
   HZ_RETURN_IF_ERROR(check_kv_codec_args(c, rows, head_dim));
   return launched(raw::decode_kv_rows(c, elems, scales, rows, head_dim, y, s.handle()), "CUDA decode_kv_rows");
+}
+
+Status kv_write(const KvWriteArgs& a, const Stream& s) {
+  HZ_RETURN_IF_ERROR(check_kv_write_args(a));
+  return launched(raw::kv_write(a, s.handle()), "CUDA kv_write");
 }
 
 Status paged_attention(const PagedAttnArgs& a, const Stream& s) {

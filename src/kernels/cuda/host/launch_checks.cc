@@ -45,6 +45,17 @@ Status check_kv_codec_args(kernels::KvCodec c, int64_t rows, int64_t head_dim) {
   return check_rows_args("CUDA KV codec", rows, head_dim);
 }
 
+Status check_kv_write_args(const KvWriteArgs& a) {
+  if (a.num_tokens <= 0 || a.num_tokens > INT32_MAX)
+    return invalid_argument("CUDA kv_write: num_tokens = {} must be within 1..2^31-1", a.num_tokens);
+  if (a.num_kv_heads <= 0) return invalid_argument("CUDA kv_write: num_kv_heads = {} must be > 0", a.num_kv_heads);
+  if (a.head_dim < 8 || a.head_dim > 256 || a.head_dim % 2 != 0)
+    return unimplemented("CUDA kv_write: head_dim {} is not an even number within 8..256", a.head_dim);
+  if (a.block_tokens <= 0 || a.block_tokens > 4096)
+    return invalid_argument("CUDA kv_write: block_tokens {} is not within 1..4096", a.block_tokens);
+  return check_rows_args("CUDA kv_write", a.num_tokens * a.num_kv_heads, a.head_dim);
+}
+
 Status check_matmul_args(DType wtype, int64_t m, int64_t n, int64_t num_tokens) {
   if (!weight_type_supported(wtype))
     return unimplemented("CUDA matmul: weight type {} is not supported (f32, f16, bf16, q8_0, q4_0)", dtype_name(wtype));

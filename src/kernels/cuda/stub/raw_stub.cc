@@ -16,9 +16,11 @@ int rms_norm(const float*, const float*, float*, int64_t, int64_t, float, void*)
 int rope(float*, int64_t, int32_t, int32_t, const int64_t*, const float*, int32_t, float, bool, void*) { return kNoCuda; }
 int swiglu(float*, const float*, int64_t, void*) { return kNoCuda; }
 int add(float*, const float*, int64_t, void*) { return kNoCuda; }
+int add_rows(float*, const float*, int64_t, int64_t, void*) { return kNoCuda; }
 int embedding(DType, const void*, int64_t, int64_t, const int32_t*, int64_t, float*, void*) { return kNoCuda; }
 int encode_kv_rows(kernels::KvCodec, const float*, int64_t, int64_t, uint8_t*, uint8_t*, void*) { return kNoCuda; }
 int decode_kv_rows(kernels::KvCodec, const uint8_t*, const uint8_t*, int64_t, int64_t, float*, void*) { return kNoCuda; }
+int kv_write(const KvWriteArgs&, void*) { return kNoCuda; }
 int paged_attention(const PagedAttnArgs&, int64_t, void*) { return kNoCuda; }
 
 }  // namespace hz::cuda::raw

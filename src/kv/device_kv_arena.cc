@@ -1,0 +1,46 @@
+#include "kv/device_kv_arena.h"
+
+namespace hz {
+namespace {
+
+device::ArenaGeometry geometry_of(const DeviceKvArenaConfig& cfg) {
+  device::ArenaGeometry g;
+  g.num_layers = cfg.num_layers;
+  g.num_kv_heads = cfg.num_kv_heads;
+  g.head_dim = cfg.head_dim;
+  g.block_tokens = cfg.block_tokens;
+  g.codec = cfg.codec;
+  return g;
+}
+
+}  // namespace
+
+uint64_t DeviceKvArena::block_bytes_for(const DeviceKvArenaConfig& cfg) {
+  return static_cast<uint64_t>(geometry_of(cfg).block_bytes());
+}
+
+DeviceKvArena::DeviceKvArena(const DeviceKvArenaConfig& cfg, cuda::Backend& backend)
+    : cfg_(cfg), geo_(geometry_of(cfg)), backend_(backend), pool_(cfg.num_blocks) {}
+
+Result<std::unique_ptr<DeviceKvArena>> DeviceKvArena::create(const DeviceKvArenaConfig& cfg, cuda::Backend& backend) {
+  using kernels::KvCodec;
+  if (cfg.codec != KvCodec::kF32 && cfg.codec != KvCodec::kF16 && cfg.codec != KvCodec::kBF16)
+    return unimplemented("--kv-cache-dtype: the GPU KV cache holds f16, bf16 or f32 (8-bit and 4-bit types run on the CPU)");
+  if (cfg.num_blocks <= 0) return invalid_argument("device KV arena: num_blocks must be > 0, got {}", cfg.num_blocks);
+  const device::ArenaGeometry g = geometry_of(cfg);
+  HZ_RETURN_IF_ERROR(g.validate());
+  std::unique_ptr<DeviceKvArena> a(new DeviceKvArena(cfg, backend));
+  HZ_ASSIGN_OR_RETURN(a->mem_, backend.allocate(a->total_bytes(), "the KV cache"));
+  // Zeroed once: a block's unwritten rows (past a sequence's end) are never read, but a zero arena
+  // keeps a stray read finite.
+  HZ_RETURN_IF_ERROR(backend.fill_zero(a->mem_.data(), a->total_bytes()));
+  return a;
+}
+
+void DeviceKvArena::copy_block(int32_t src, int32_t dst) {
+  const uint64_t bb = block_bytes();
+  Status s = backend_.copy(data() + static_cast<uint64_t>(dst) * bb, data() + static_cast<uint64_t>(src) * bb, bb);
+  if (!s.ok() && error_.ok()) error_ = s;
+}
+
+}  // namespace hz

@@ -1,0 +1,55 @@
+// DeviceSequence: one sequence driven through a DeviceModel with its own device KV arena, step by
+// step, without the scheduler: the GPU counterpart of SingleSequence for tests, `bench engine
+// --device cuda` and the device check. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "kv/device_kv_arena.h"
+#include "model/device_model.h"
+
+namespace hz {
+
+struct DeviceSequenceOptions {
+  int32_t max_tokens = 512;  // capacity in positions
+  int32_t block_tokens = 16;
+  kernels::KvCodec kv_codec = kernels::KvCodec::kF16;  // f32, f16 or bf16
+  int32_t prefill_chunk = 0;  // tokens per forward call at most (0: no limit)
+};
+
+class DeviceSequence {
+ public:
+  // `model` and `backend` must outlive the sequence.
+  static Result<std::unique_ptr<DeviceSequence>> create(DeviceModel& model, cuda::Backend& backend,
+                                                        const DeviceSequenceOptions& opts);
+
+  // Appends `tokens` (forward calls of at most prefill_chunk tokens) and returns the logits of the
+  // last token, or of every token when `all_logits` ([n][vocab]). Errors: past the capacity, a
+  // device failure.
+  Result<const std::vector<float>*> append(const std::vector<int32_t>& tokens, bool all_logits = false);
+  int64_t num_tokens() const { return num_tokens_; }
+  int64_t capacity() const { return static_cast<int64_t>(arena_->config().num_blocks) * arena_->config().block_tokens; }
+  // Drops positions from `n` on; their blocks go back to the pool (rows are rewritten in place).
+  void truncate(int64_t n);
+  // Appends `n` positions of deterministic pseudo-random K/V rows (values in [-1, 1], from `seed`)
+  // without running the model: a deep context in seconds for decode benchmarks. Logits unchanged.
+  Status fill_synthetic(int64_t n, uint64_t seed = 1);
+  DeviceKvArena& arena() { return *arena_; }
+
+ private:
+  DeviceSequence(DeviceModel& model, cuda::Backend& backend) : model_(model), backend_(backend) {}
+  void ensure_blocks(int64_t n);
+
+  DeviceModel& model_;
+  cuda::Backend& backend_;
+  std::unique_ptr<DeviceKvArena> arena_;
+  int32_t prefill_chunk_ = 0;
+  std::vector<BlockRef> block_table_;
+  int64_t num_tokens_ = 0;
+  std::vector<float> logits_;
+};
+
+}  // namespace hz

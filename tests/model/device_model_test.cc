@@ -1,0 +1,143 @@
+// The GPU path (device model, device KV arena, DeviceSequence) on the host emulation of the CUDA
+// backend: the same goldens and invariances the GPU must meet (tests/cuda/cuda_device_model_test.cc
+// runs these checks on a GPU), plus what the device path refuses.
+#include <gtest/gtest.h>
+
+#include "kv/kv_layout.h"
+#include "model/rope.h"
+#include "support/device_model_checks.h"
+
+namespace hz {
+namespace {
+
+using kernels::KvCodec;
+
+class DeviceModelTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<cuda::Backend> backend_ = cuda::make_host_backend();
+};
+
+TEST_F(DeviceModelTest, Stories260KGreedyF32KvMatchesGolden) {
+  test::check_device_greedy(*backend_, "stories260K.gguf", "stories260K.json", 3e-3f, KvCodec::kF32);
+}
+TEST_F(DeviceModelTest, Stories260KGreedyF16KvMatchesGolden) {
+  test::check_device_greedy(*backend_, "stories260K.gguf", "stories260K.json", 3e-3f, KvCodec::kF16);
+}
+TEST_F(DeviceModelTest, Stories260KGreedyBf16KvMatchesGolden) {
+  test::check_device_greedy(*backend_, "stories260K.gguf", "stories260K.json", 3e-2f, KvCodec::kBF16);
+}
+// NeoX RoPE, q/k biases (zero) and reordered rows: the dense model's story.
+TEST_F(DeviceModelTest, Stories260KQwen2GreedyMatchesDense) {
+  test::check_device_greedy(*backend_, "stories260K-qwen2.gguf", "stories260K.json", 3e-3f, KvCodec::kF16);
+}
+TEST_F(DeviceModelTest, Stories260KQ8_0TeacherForced) {
+  test::check_device_teacher_forced(*backend_, "stories260K-q8_0.gguf", "stories260K-q8_0.json", 0.05f);
+}
+TEST_F(DeviceModelTest, Stories260KQ4_0TeacherForced) {
+  test::check_device_teacher_forced(*backend_, "stories260K-q4_0.gguf", "stories260K-q4_0.json", 0.05f);
+}
+TEST_F(DeviceModelTest, SynthTinyLastLogits) {
+  test::check_device_last_logits(*backend_, "synth-tiny-f16.gguf", "synth-tiny-f16.json", 0.01f);
+  test::check_device_last_logits(*backend_, "synth-tiny-q8_0.gguf", "synth-tiny-q8_0.json", 0.1f);
+  test::check_device_last_logits(*backend_, "synth-tiny-q4_0.gguf", "synth-tiny-q4_0.json", 0.2f);
+}
+
+TEST_F(DeviceModelTest, LogitsDoNotDependOnBatchOrChunking) { test::check_device_invariance(*backend_, "stories260K.gguf"); }
+TEST_F(DeviceModelTest, QuantizedLogitsDoNotDependOnBatchOrChunking) {
+  test::check_device_invariance(*backend_, "stories260K-q4_0.gguf");
+}
+
+// K-quant tensors (the GPU kernels read none) are converted to q8_0 at load, each named, and the
+// model still meets a looser golden tolerance (the conversion re-quantizes).
+TEST_F(DeviceModelTest, KQuantTensorsAreConvertedAndNamed) {
+  test::DeviceFixture f = test::load_on_device("synth-small-q4_k_m.gguf", *backend_);
+  ASSERT_NE(f.device, nullptr);
+  ASSERT_FALSE(f.device->conversions().empty());
+  for (const std::string& c : f.device->conversions()) {
+    EXPECT_NE(c.find(".weight: q"), std::string::npos) << c;
+    EXPECT_NE(c.find("-> q8_0"), std::string::npos) << c;
+  }
+  EXPECT_EQ(f.device->weight_bytes(), DeviceModel::weight_bytes_for(*f.model));
+  test::check_device_last_logits(*backend_, "synth-small-q4_k_m.gguf", "synth-small-q4_k_m.json", 0.3f);
+}
+
+// The device copy of an unconverted model is the file's tensors: its size is what the planner counts.
+TEST_F(DeviceModelTest, WeightBytesAreTheFilesTensors) {
+  test::DeviceFixture f = test::load_on_device("stories260K-q4_0.gguf", *backend_);
+  ASSERT_NE(f.device, nullptr);
+  EXPECT_EQ(f.device->weight_bytes(), DeviceModel::weight_bytes_for(*f.model));
+  EXPECT_TRUE(f.device->conversions().empty() ||
+              f.device->conversions().size() == 1);  // a q6_k/f32 output head may be converted
+  EXPECT_GT(DeviceModel::scratch_bytes_for(f.model->config(), 512, 4096), 0u);
+}
+
+TEST_F(DeviceModelTest, RefusesWhatTheGpuPathDoesNotRun) {
+  auto moe = Model::load(test::model_path("stories260K-moe4.gguf"), {}, false);
+  ASSERT_TRUE(moe.ok());
+  auto d = DeviceModel::create(**moe, *backend_);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(d.status().message().find("mixture-of-experts"), std::string::npos) << d.status().message();
+
+  auto tiny = Model::load(test::model_path("llama-2-tiny-random.gguf"), {}, false);  // head dim 4
+  ASSERT_TRUE(tiny.ok());
+  auto t = DeviceModel::create(**tiny, *backend_);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("head_dim 4"), std::string::npos) << t.status().message();
+}
+
+// A sequence past its arena's capacity is an error, not a crash; truncation frees blocks for reuse.
+TEST_F(DeviceModelTest, SequenceCapacityIsAnErrorAndTruncateFreesBlocks) {
+  test::DeviceFixture f = test::load_on_device("stories260K.gguf", *backend_);
+  ASSERT_NE(f.device, nullptr);
+  auto seq = test::device_sequence(*f.device, *backend_, {.max_tokens = 32});
+  ASSERT_NE(seq, nullptr);
+  const auto tokens = test::random_tokens(20, f.device->config().vocab, 3);
+  const std::vector<float> first = test::append(*seq, tokens);
+  auto over = seq->append(tokens);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kOutOfRange);
+  seq->truncate(0);
+  EXPECT_EQ(seq->arena().pool().num_free(), 2);
+  EXPECT_TRUE(test::same_bits(first, test::append(*seq, tokens)));  // rows rewritten in place
+}
+
+}  // namespace
+}  // namespace hz
+
+namespace hz {
+namespace {
+
+// The host backend's RoPE (per-pair frequencies, as the CUDA kernel takes them) rotates exactly as
+// hz::Rope::apply, for both layouts and a scaled config, at far positions.
+TEST(DeviceRopeTest, HostRopeIsRopeApply) {
+  auto be = cuda::make_host_backend();
+  for (RopeLayout layout : {RopeLayout::kNormal, RopeLayout::kNeox}) {
+    RopeConfig cfg;
+    cfg.layout = layout;
+    cfg.dim = 48;
+    cfg.freq_base = 500000.0f;
+    cfg.scaling = RopeScaling::kYarn;
+    cfg.freq_scale = 0.25f;
+    cfg.ext_factor = 1.0f;
+    cfg.orig_ctx = 4096;
+    const int32_t hd = 64, heads = 3;
+    const Rope rope(cfg, hd);
+    std::vector<float> theta(cfg.dim / 2);
+    for (int32_t i = 0; i < cfg.dim / 2; ++i) theta[i] = rope.angle(1, i);
+    const std::vector<int64_t> pos = {0, 1, 511, 70000, 1048575};
+    std::vector<float> x(pos.size() * heads * hd);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (auto& v : x) v = nd(rng);
+    std::vector<float> want = x;
+    for (size_t t = 0; t < pos.size(); ++t) rope.apply(want.data() + t * heads * hd, heads, pos[t]);
+    ASSERT_TRUE(be->rope(x.data(), static_cast<int64_t>(pos.size()), heads, hd, pos.data(), theta.data(), cfg.dim,
+                         rope.mscale(), layout == RopeLayout::kNeox)
+                    .ok());
+    EXPECT_TRUE(test::same_bits(x, want));
+  }
+}
+
+}  // namespace
+}  // namespace hz

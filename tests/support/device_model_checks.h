@@ -1,0 +1,190 @@
+// The device model's end-to-end checks, run on a given backend: tests/model/device_model_test.cc
+// runs them on the host emulation of the CUDA backend (every machine), tests/cuda on the GPU.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/backend.h"
+#include "model/device_model.h"
+#include "model/model.h"
+#include "runtime/device_sequence.h"
+#include "support/golden.h"
+#include "support/test_support.h"
+
+namespace hz::test {
+
+struct DeviceFixture {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<DeviceModel> device;
+};
+
+// The model file on `backend`, its weights uploaded (the host model kept unpacked).
+inline DeviceFixture load_on_device(const std::string& file, cuda::Backend& backend) {
+  DeviceFixture f;
+  auto m = Model::load(model_path(file), {}, /*pack=*/false);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return f;
+  f.model = std::move(m).value();
+  auto d = DeviceModel::create(*f.model, backend);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  if (d.ok()) f.device = std::move(d).value();
+  return f;
+}
+
+inline std::unique_ptr<DeviceSequence> device_sequence(DeviceModel& m, cuda::Backend& backend, DeviceSequenceOptions o) {
+  auto s = DeviceSequence::create(m, backend, o);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+inline std::vector<float> append(DeviceSequence& s, const std::vector<int32_t>& tokens, bool all_logits = false) {
+  auto r = s.append(tokens, all_logits);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? **r : std::vector<float>{};
+}
+
+// Greedy decoding reproduces every golden output id, top-5 probabilities within `tol`.
+inline void check_device_greedy(cuda::Backend& backend, const std::string& model_file, const std::string& golden_file,
+                                float tol, kernels::KvCodec codec) {
+  DeviceFixture f = load_on_device(model_file, backend);
+  ASSERT_NE(f.device, nullptr);
+  GoldenFile g = load_golden(golden_file);
+  const int vocab = f.model->config().vocab;
+  for (const auto& c : g.cases) {
+    SCOPED_TRACE(c.prompt);
+    auto seq = device_sequence(*f.device, backend, {.max_tokens = 512, .block_tokens = 16, .kv_codec = codec});
+    ASSERT_NE(seq, nullptr);
+    std::vector<float> logits = append(*seq, c.prompt_ids);
+    for (size_t step = 0; step < c.output_ids.size(); ++step) {
+      ASSERT_EQ(static_cast<int>(logits.size()), vocab);
+      const int32_t tok = argmax(logits.data(), vocab);
+      ASSERT_EQ(tok, c.output_ids[step]) << "step " << step;
+      auto p = softmax_probs(logits.data(), vocab);
+      for (const auto& [id, prob] : c.top5[step]) EXPECT_NEAR(p[id], prob, tol) << "step " << step << " token " << id;
+      logits = append(*seq, {tok});
+    }
+  }
+}
+
+// Teacher-forced: the golden ids fed, every step's top-5 probabilities within `tol`.
+inline void check_device_teacher_forced(cuda::Backend& backend, const std::string& model_file,
+                                        const std::string& golden_file, float tol) {
+  DeviceFixture f = load_on_device(model_file, backend);
+  ASSERT_NE(f.device, nullptr);
+  GoldenFile g = load_golden(golden_file);
+  const int vocab = f.model->config().vocab;
+  for (const auto& c : g.cases) {
+    auto seq = device_sequence(*f.device, backend, {.max_tokens = 512});
+    ASSERT_NE(seq, nullptr);
+    std::vector<float> logits = append(*seq, c.prompt_ids);
+    for (size_t step = 0; step < c.output_ids.size(); ++step) {
+      auto p = softmax_probs(logits.data(), vocab);
+      for (const auto& [id, prob] : c.top5[step]) EXPECT_NEAR(p[id], prob, tol) << c.prompt << " step " << step << " token " << id;
+      logits = append(*seq, {c.output_ids[step]});
+    }
+  }
+}
+
+// The whole logits vector at the last prompt position within `tol` of the golden.
+inline void check_device_last_logits(cuda::Backend& backend, const std::string& model_file,
+                                     const std::string& golden_file, float tol) {
+  DeviceFixture f = load_on_device(model_file, backend);
+  ASSERT_NE(f.device, nullptr);
+  GoldenFile g = load_golden(golden_file);
+  for (const auto& c : g.cases) {
+    auto seq = device_sequence(*f.device, backend, {.max_tokens = 512});
+    ASSERT_NE(seq, nullptr);
+    const std::vector<float> logits = append(*seq, c.prompt_ids);
+    ASSERT_EQ(logits.size(), c.prompt_last_logits.size());
+    float max_diff = 0;
+    for (size_t i = 0; i < logits.size(); ++i) max_diff = std::max(max_diff, std::fabs(logits[i] - c.prompt_last_logits[i]));
+    EXPECT_LE(max_diff, tol) << c.prompt;
+  }
+}
+
+inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % (vocab - 3)) + 3;
+  return t;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Chunk and batch invariance on the device: a sequence's logits (every position) are the same bits
+// whether its prompt is prefilled at once, in chunks of 7 or 64, token by token, or in one step
+// batched with two other sequences (a prefill and a decode) that share its arena. The prompt
+// crosses the 512-position segment boundary, so the split-KV merge is exercised too.
+inline void check_device_invariance(cuda::Backend& backend, const std::string& model_file) {
+  DeviceFixture f = load_on_device(model_file, backend);
+  ASSERT_NE(f.device, nullptr);
+  DeviceModel& dm = *f.device;
+  const int vocab = dm.config().vocab;
+  const std::vector<int32_t> tokens = random_tokens(600, vocab, 11);
+  auto run_chunked = [&](int chunk) {
+    auto seq = device_sequence(dm, backend, {.max_tokens = 640, .prefill_chunk = chunk});
+    return seq ? append(*seq, tokens, /*all_logits=*/true) : std::vector<float>{};
+  };
+  const std::vector<float> whole = run_chunked(0);
+  ASSERT_EQ(whole.size(), tokens.size() * static_cast<size_t>(vocab));
+  for (int chunk : {7, 64}) EXPECT_TRUE(same_bits(whole, run_chunked(chunk))) << "chunk " << chunk;
+  {
+    auto seq = device_sequence(dm, backend, {.max_tokens = 640});
+    ASSERT_NE(seq, nullptr);
+    std::vector<float> one;
+    for (size_t i = 0; i < tokens.size(); i += 37) {
+      std::vector<int32_t> part(tokens.begin() + i, tokens.begin() + std::min(tokens.size(), i + 37));
+      const std::vector<float> l = append(*seq, part, true);
+      one.insert(one.end(), l.begin(), l.end());
+    }
+    EXPECT_TRUE(same_bits(whole, one)) << "chunks of 37";
+  }
+  // Batched: the last 3 positions of `tokens` decoded one at a time (after a prefill of the rest),
+  // each step together with a 25-token prefill of another sequence and a decode of a third.
+  DeviceKvArenaConfig ac;
+  ac.num_layers = dm.config().num_layers;
+  ac.num_kv_heads = dm.config().num_kv_heads;
+  ac.head_dim = dm.config().head_dim;
+  ac.num_blocks = 128;
+  auto arena = DeviceKvArena::create(ac, backend);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  DeviceKvArena& kv = **arena;
+  auto table = [&](int64_t positions) {
+    std::vector<BlockRef> t;
+    for (int32_t b = 0; b < kv.blocks_for(positions); ++b) t.push_back(BlockRef::pool(*kv.pool().allocate()));
+    return t;
+  };
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  std::vector<BlockRef> ta = table(n), tb = table(200), tc = table(200);
+  const std::vector<int32_t> other_b = random_tokens(150, vocab, 12), other_c = random_tokens(60, vocab, 13);
+  std::vector<float> logits;
+  auto slice = [](const std::vector<int32_t>& t, int64_t begin, int64_t len, const std::vector<BlockRef>& table) {
+    SeqSlice s;
+    s.tokens = t.data() + begin;
+    s.num_tokens = static_cast<int32_t>(len);
+    s.start_pos = begin;
+    s.block_table = table.data();
+    return s;
+  };
+  ASSERT_TRUE(dm.forward({slice(tokens, 0, n - 3, ta), slice(other_c, 0, 50, tc)}, kv, &logits).ok());
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t pos = n - 3 + i;
+    std::vector<SeqSlice> batch = {slice(other_b, 25 * i, 25, tb), slice(tokens, pos, 1, ta), slice(other_c, 50 + i, 1, tc)};
+    ASSERT_TRUE(dm.forward(batch, kv, &logits).ok());
+    ASSERT_EQ(logits.size(), 3u * vocab);
+    const std::vector<float> mine(logits.begin() + vocab, logits.begin() + 2 * vocab);
+    const std::vector<float> want(whole.begin() + pos * vocab, whole.begin() + (pos + 1) * vocab);
+    EXPECT_TRUE(same_bits(mine, want)) << "batched decode at position " << pos;
+  }
+}
+
+}  // namespace hz::test
