@@ -88,17 +88,25 @@ using vnni::join;
 using vnni::join128;
 using vnni::join256;
 
-// Steps dot-product steps over the dword pairs (v[k], x dword k) on 16 lanes, on two chains as
-// dot8; `init` seeds the first chain. Integer adds: the order is immaterial.
-template <int Steps>
+// Steps dot-product steps over the dword pairs (v[k], x dword k) on 16 lanes; `init` seeds the
+// first chain. Chains 2 splits them over two dependency chains (one token's block alone waits on
+// the vpdpbusd latency otherwise); Chains 1 is one chain and one add fewer, for several tokens a
+// block, whose chains overlap. Integer adds: the order is immaterial.
+template <int Steps, int Chains = 2>
 inline __m512i dot_steps(const __m512i* v, const void* xq, __m512i init) {
-  __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast_dword(xq, 0));
-  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast_dword(xq, 1));
-  for (int k = 2; k < Steps; k += 2) {
-    s0 = _mm512_dpbusd_epi32(s0, v[k], bcast_dword(xq, k));
-    s1 = _mm512_dpbusd_epi32(s1, v[k + 1], bcast_dword(xq, k + 1));
+  if constexpr (Chains == 1) {
+    __m512i s = init;
+    for (int k = 0; k < Steps; ++k) s = _mm512_dpbusd_epi32(s, v[k], bcast_dword(xq, k));
+    return s;
+  } else {
+    __m512i s0 = _mm512_dpbusd_epi32(init, v[0], bcast_dword(xq, 0));
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[1], bcast_dword(xq, 1));
+    for (int k = 2; k < Steps; k += 2) {
+      s0 = _mm512_dpbusd_epi32(s0, v[k], bcast_dword(xq, k));
+      s1 = _mm512_dpbusd_epi32(s1, v[k + 1], bcast_dword(xq, k + 1));
+    }
+    return _mm512_add_epi32(s0, s1);
   }
-  return _mm512_add_epi32(s0, s1);
 }
 
 // acc[t] (16 rows of token t0 + t) into y, for nt tokens and the nr rows that exist.
@@ -136,7 +144,10 @@ struct Q4_0Pair {
     }
     w->d = _mm512_cvtph_ps(join128(p, q));
   }
-  static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) { return dot_steps<8>(w.v, xq, _mm512_set1_epi32(-xsum8)); }
+  template <int Chains>
+  static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) {
+    return dot_steps<8, Chains>(w.v, xq, _mm512_set1_epi32(-xsum8));
+  }
 };
 struct Q8_0Pair {
   static constexpr uint64_t kBlockBytes = sizeof(BlockQ8_0);
@@ -145,8 +156,9 @@ struct Q8_0Pair {
     for (int k = 0; k < 8; ++k) w->v[k] = _mm512_xor_si512(join256(p + 16 + 32 * k, q + 16 + 32 * k), m);
     w->d = _mm512_cvtph_ps(join128(p, q));
   }
+  template <int Chains>
   static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) {
-    return dot_steps<8>(w.v, xq, _mm512_set1_epi32(-16 * xsum8));
+    return dot_steps<8, Chains>(w.v, xq, _mm512_set1_epi32(-16 * xsum8));
   }
 };
 
@@ -161,9 +173,9 @@ __attribute__((always_inline)) inline void decode_pair(const uint8_t* g0, const 
   K::decode(g0 + off, g1 + off, wd);
 }
 // One token's block folded into acc: acc = fma(d_w * d_x, isum, acc), per lane as the 256-bit kernel.
-template <class K, class Cursor>
+template <class K, int Chains, class Cursor>
 inline __m512 fold_pair(const W2& w, const Cursor& c, __m512 acc) {
-  const __m512i isum = K::dot(w, c.qs(), c.sum8());
+  const __m512i isum = K::template dot<Chains>(w, c.qs(), c.sum8());
   return _mm512_fmadd_ps(_mm512_mul_ps(w.d, _mm512_set1_ps(c.d())), _mm512_cvtepi32_ps(isum), acc);
 }
 
@@ -176,7 +188,7 @@ inline void pair_tokens(int64_t nb, const uint8_t* g0, const uint8_t* g1, const 
   for (int64_t b = 0; b < nb; ++b) {
     decode_pair<K>(g0, g1, b, wd);
     auto c = x.at(t0, b);
-    for (int t = 0; t < NT; ++t, c.next()) a[t] = fold_pair<K>(*wd, c, a[t]);
+    for (int t = 0; t < NT; ++t, c.next()) a[t] = fold_pair<K, NT == 1 ? 2 : 1>(*wd, c, a[t]);
   }
   for (int t = 0; t < NT; ++t) _mm512_store_ps(acc[t], a[t]);
 }
@@ -210,7 +222,7 @@ void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, 
         for (int64_t b = 0; b < nb; ++b) {
           decode_pair<K>(g0, g1, b, &wd);
           auto c = x.at(t0, b);
-          for (int64_t t = 0; t < nt; ++t, c.next()) _mm512_store_ps(acc[t], fold_pair<K>(wd, c, _mm512_load_ps(acc[t])));
+          for (int64_t t = 0; t < nt; ++t, c.next()) _mm512_store_ps(acc[t], fold_pair<K, 1>(wd, c, _mm512_load_ps(acc[t])));
         }
       }
       store_pair_rows(acc, nt, nr, y, y_stride, t0, r0);
