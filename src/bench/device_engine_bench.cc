@@ -36,8 +36,9 @@ Result<kernels::KvCodec> device_codec(const KvPrecision& p) {
     case KvType::kF16: return kernels::KvCodec::kF16;
     case KvType::kF32: return kernels::KvCodec::kF32;
     case KvType::kBF16: return kernels::KvCodec::kBF16;
+    case KvType::kInt8: return kernels::KvCodec::kInt8;
     default:
-      return unimplemented("--kv-cache-dtype {}: the GPU KV cache holds f16, bf16 or f32 for now", kv_type_name(t.k));
+      return unimplemented("--kv-cache-dtype {}: the GPU KV cache holds f16, bf16, f32 or int8 for now", kv_type_name(t.k));
   }
 }
 

@@ -24,8 +24,8 @@ DeviceKvArena::DeviceKvArena(const DeviceKvArenaConfig& cfg, cuda::Backend& back
 
 Result<std::unique_ptr<DeviceKvArena>> DeviceKvArena::create(const DeviceKvArenaConfig& cfg, cuda::Backend& backend) {
   using kernels::KvCodec;
-  if (cfg.codec != KvCodec::kF32 && cfg.codec != KvCodec::kF16 && cfg.codec != KvCodec::kBF16)
-    return unimplemented("--kv-cache-dtype: the GPU KV cache holds f16, bf16 or f32 (8-bit and 4-bit types run on the CPU)");
+  if (cfg.codec != KvCodec::kF32 && cfg.codec != KvCodec::kF16 && cfg.codec != KvCodec::kBF16 && cfg.codec != KvCodec::kInt8)
+    return unimplemented("--kv-cache-dtype: the GPU KV cache holds f16, bf16, f32 or int8 (fp8 and the 4-bit types run on the CPU)");
   if (cfg.num_blocks <= 0) return invalid_argument("device KV arena: num_blocks must be > 0, got {}", cfg.num_blocks);
   const device::ArenaGeometry g = geometry_of(cfg);
   HZ_RETURN_IF_ERROR(g.validate());

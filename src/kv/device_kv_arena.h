@@ -2,8 +2,10 @@
 // the host emulation), as KvStorage for the KV manager. The block pool, block tables and prefix
 // cache stay on the host; device attention reads blocks through descriptors (device/kv_block_desc.h)
 // in the layout of kv/kv_layout.h: block b holds every layer's K then V plane. Rows are written in
-// the arena type at once (f32, f16, bf16: each row on its own), so a full block is final and no
-// staging is needed. Engine thread only.
+// the arena type at once (f32, f16, bf16, int8: each row on its own, int8 with its group scales),
+// so a full block is final and no staging is needed. (The CPU cache keeps the block a query is in
+// exact and encodes it when complete; the device's int8 quantizes every row as it is written.)
+// Engine thread only.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ struct DeviceKvArenaConfig {
   int32_t head_dim = 0;
   int32_t block_tokens = 16;
   int32_t num_blocks = 0;
-  kernels::KvCodec codec = kernels::KvCodec::kF16;  // f32, f16 or bf16
+  kernels::KvCodec codec = kernels::KvCodec::kF16;  // f32, f16, bf16 or int8
 };
 
 class DeviceKvArena : public KvStorage {

@@ -289,6 +289,7 @@ Status DeviceModel::forward(const std::vector<SeqSlice>& batch, DeviceKvArena& k
   float* up = s_.up.as<float>();
 
   cuda::KvWriteArgs kw;
+  kw.codec = kv.config().codec;
   kw.arena = kv.data();
   kw.blocks = blocks;
   kw.seq_block_begin = seq_begin;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "base/check.h"
+#include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -70,50 +71,41 @@ Status DeviceSequence::fill_synthetic(int64_t n, uint64_t seed) {
   const DeviceKvArenaConfig& c = arena_->config();
   const int64_t end = num_tokens_ + n;
   ensure_blocks(end);
-  const int64_t width = c.codec == kernels::KvCodec::kF32 ? 4 : 2;
-  const int64_t row_bytes = static_cast<int64_t>(c.head_dim) * width;
+  const int64_t reb = kernels::kv_row_elem_bytes(c.codec, c.head_dim);
+  const int64_t rsb = kernels::kv_row_scale_bytes(c.codec, c.head_dim);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  // Whole blocks at a time: a block's K and V planes of every layer, rows [slot0, slot1) of each head.
-  std::vector<uint8_t> plane;
+  std::vector<float> row(static_cast<size_t>(c.head_dim));
+  std::vector<uint8_t> block(arena_->block_bytes());
+  // Block by block: its bytes (downloaded when earlier rows of it are kept), the new rows of every
+  // layer, stream and head encoded as kv_write encodes them, then one upload.
   for (int64_t p = num_tokens_; p < end;) {
     const int64_t b = p / c.block_tokens, slot0 = p % c.block_tokens;
     const int64_t slot1 = std::min<int64_t>(c.block_tokens, slot0 + (end - p));
     const int32_t blk = block_table_[b].idx;
-    auto fill_rows = [&](uint8_t* dst, int64_t rows) {
-      for (int64_t i = 0; i < rows * c.head_dim; ++i) {
-        const float v = dist(rng);
-        if (c.codec == kernels::KvCodec::kF32) {
-          std::memcpy(dst + 4 * i, &v, 4);
-        } else {
-          const uint16_t h16 = c.codec == kernels::KvCodec::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
-          std::memcpy(dst + 2 * i, &h16, 2);
-        }
-      }
-    };
-    if (slot0 == 0 && slot1 == c.block_tokens) {
-      // A whole block (f32/f16/bf16 planes have no scales): every layer's K and V planes in one upload.
-      plane.resize(arena_->block_bytes());
-      fill_rows(plane.data(), static_cast<int64_t>(plane.size()) / row_bytes);
-      HZ_RETURN_IF_ERROR(backend_.upload(arena_->data() + static_cast<uint64_t>(blk) * arena_->block_bytes(), plane.data(),
-                                         plane.size()));
-      HZ_RETURN_IF_ERROR(backend_.synchronize());  // `plane` is reused
+    uint8_t* dev = arena_->data() + static_cast<uint64_t>(blk) * arena_->block_bytes();
+    if (slot0 > 0) {
+      HZ_RETURN_IF_ERROR(backend_.download(block.data(), dev, block.size()));
     } else {
-      const device::DeviceKvBlock d = arena_->descriptor(blk);
-      for (int32_t l = 0; l < c.num_layers; ++l) {
-        const uint64_t lo = static_cast<uint64_t>(arena_->geometry().layer_offset(l));
-        for (uint64_t base : {d.k_elems, d.v_elems}) {
-          for (int32_t h = 0; h < c.num_kv_heads; ++h) {
-            const int64_t first = static_cast<int64_t>(h) * c.block_tokens + slot0;
-            const int64_t rows = slot1 - slot0;
-            plane.resize(static_cast<size_t>(rows * row_bytes));
-            fill_rows(plane.data(), rows);
-            HZ_RETURN_IF_ERROR(backend_.upload(arena_->data() + base + lo + first * row_bytes, plane.data(), plane.size()));
-            HZ_RETURN_IF_ERROR(backend_.synchronize());
+      std::fill(block.begin(), block.end(), uint8_t{0});
+    }
+    const device::DeviceKvBlock d = device::arena_block_descriptor(arena_->geometry(), 0);  // offsets within a block
+    for (int32_t l = 0; l < c.num_layers; ++l) {
+      const uint64_t lo = static_cast<uint64_t>(arena_->geometry().layer_offset(l));
+      for (int st = 0; st < 2; ++st) {
+        for (int32_t h = 0; h < c.num_kv_heads; ++h) {
+          for (int64_t s = slot0; s < slot1; ++s) {
+            for (auto& v : row) v = dist(rng);
+            const int64_t r = static_cast<int64_t>(h) * c.block_tokens + s;
+            uint8_t* elems = block.data() + (st == 0 ? d.k_elems : d.v_elems) + lo + r * reb;
+            uint8_t* scales = block.data() + (st == 0 ? d.k_scales : d.v_scales) + lo + r * rsb;
+            kernels::encode_kv_rows(c.codec, row.data(), 1, c.head_dim, elems, scales);
           }
         }
       }
     }
+    HZ_RETURN_IF_ERROR(backend_.upload(dev, block.data(), block.size()));
+    HZ_RETURN_IF_ERROR(backend_.synchronize());  // `block` is reused
     p += slot1 - slot0;
   }
   num_tokens_ = end;

@@ -16,7 +16,7 @@ namespace hz {
 struct DeviceSequenceOptions {
   int32_t max_tokens = 512;  // capacity in positions
   int32_t block_tokens = 16;
-  kernels::KvCodec kv_codec = kernels::KvCodec::kF16;  // f32, f16 or bf16
+  kernels::KvCodec kv_codec = kernels::KvCodec::kF16;  // f32, f16, bf16 or int8
   int32_t prefill_chunk = 0;  // tokens per forward call at most (0: no limit)
 };
 

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <random>
 
+#include "base/byte_size.h"
 #include "base/check.h"
 #include "base/log.h"
 #include "kernels/kernels.h"
@@ -164,6 +165,8 @@ Status LocalEngine::open_device(KvOptions ko) {
     backend_ = cuda::make_host_backend();
   }
   ko.backend = "cuda";
+  // The device stores rows unrotated: --kv-rotation auto (on for int8 on the CPU) means off here.
+  if (ko.rotation == KvRotationMode::kAuto) ko.rotation = KvRotationMode::kOff;
   // The flags the device KV cache lacks fail before the weights are uploaded.
   {
     KvOptions probe = ko;
@@ -172,7 +175,7 @@ Status LocalEngine::open_device(KvOptions ko) {
     HZ_RETURN_IF_ERROR(KvManager::check_device_options(ko, p));
   }
   HZ_ASSIGN_OR_RETURN(device_model_, DeviceModel::create(*model_, *backend_));
-  HZ_LOG_INFO("{}: weights {:.2f} GiB on the device", backend_->describe(), device_model_->weight_bytes() / 1073741824.0);
+  HZ_LOG_INFO("{}: weights {} on the device", backend_->describe(), format_bytes(device_model_->weight_bytes()));
   if (ko.budget_bytes == 0) {
     HZ_ASSIGN_OR_RETURN(const uint64_t free, backend_->free_bytes());
     const int64_t step_tokens = std::max(opts_.max_num_batched_tokens, opts_.prefill_chunk) + opts_.max_num_seqs * 65;
@@ -191,15 +194,15 @@ Status LocalEngine::open_device(KvOptions ko) {
                             static_cast<uint64_t>(opts_.max_num_seqs) * block;
     ko.budget_bytes = std::min(wanted, opts_.device == EngineDevice::kCuda ? usable : free / 4);
     if (ko.budget_bytes < block)
-      return out_of_range("--device cuda: {:.2f} GiB of device memory is free after the weights ({:.2f} GiB), not enough "
-                          "for one KV block and a step's {:.2f} GiB of activations (lower --max-num-batched-tokens, or use "
-                          "a smaller model or weight type)",
-                          free / 1073741824.0, device_model_->weight_bytes() / 1073741824.0, scratch / 1073741824.0);
+      return out_of_range("--device cuda: {} of device memory is free after the weights ({}), not enough for one KV block "
+                          "and a step's {} of activations (lower --max-num-batched-tokens, or use a smaller model or "
+                          "weight type)",
+                          format_bytes(free), format_bytes(device_model_->weight_bytes()), format_bytes(scratch));
   }
   HZ_ASSIGN_OR_RETURN(plan_, ko.validate(kv_demand(opts_, c)));
   HZ_ASSIGN_OR_RETURN(kvm_, KvManager::open_device(ko, plan_, kv_model_info(plan_), *backend_));
-  HZ_LOG_INFO("KV cache on the device: {} blocks of {} tokens ({:.2f} GiB)", plan_.num_blocks, plan_.block_tokens,
-              static_cast<double>(plan_.num_blocks) * plan_.block_bytes / 1073741824.0);
+  HZ_LOG_INFO("KV cache on the device: {} blocks of {} tokens ({})", plan_.num_blocks, plan_.block_tokens,
+              format_bytes(static_cast<uint64_t>(plan_.num_blocks) * plan_.block_bytes));
   return Status();
 }
 

@@ -42,6 +42,12 @@ TEST_F(CudaDeviceModelTest, SynthTinyLastLogits) {
   test::check_device_last_logits(*backend_, "synth-tiny-q8_0.gguf", "synth-tiny-q8_0.json", 0.1f);
   test::check_device_last_logits(*backend_, "synth-tiny-q4_0.gguf", "synth-tiny-q4_0.json", 0.2f);
 }
+TEST_F(CudaDeviceModelTest, Stories260KInt8KvTeacherForced) {
+  test::check_device_teacher_forced(*backend_, "stories260K.gguf", "stories260K.json", 0.03f, KvCodec::kInt8);
+}
+TEST_F(CudaDeviceModelTest, Int8KvLogitsDoNotDependOnBatchOrChunking) {
+  test::check_device_invariance(*backend_, "stories260K.gguf", KvCodec::kInt8);
+}
 TEST_F(CudaDeviceModelTest, LogitsDoNotDependOnBatchOrChunking) { test::check_device_invariance(*backend_, "stories260K.gguf"); }
 TEST_F(CudaDeviceModelTest, QuantizedLogitsDoNotDependOnBatchOrChunking) {
   test::check_device_invariance(*backend_, "stories260K-q4_0.gguf");

@@ -67,7 +67,7 @@ TEST(DeviceKvArenaTest, CopyBlockCopiesEveryLayerAndNothingElse) {
 
 TEST(DeviceKvArenaTest, RefusesTypesItCannotWrite) {
   auto be = cuda::make_host_backend();
-  for (auto codec : {kernels::KvCodec::kInt8, kernels::KvCodec::kInt4, kernels::KvCodec::kFp8}) {
+  for (auto codec : {kernels::KvCodec::kInt4, kernels::KvCodec::kFp8, kernels::KvCodec::kInt8c}) {
     auto a = DeviceKvArena::create(config(codec), *be);
     ASSERT_FALSE(a.ok());
     EXPECT_NE(a.status().message().find("--kv-cache-dtype"), std::string::npos) << a.status().message();
@@ -90,7 +90,12 @@ TEST(DeviceKvArenaTest, ManagerRefusesTheFlagsTheDeviceCacheLacks) {
     const char* flag;
   };
   const Case cases[] = {
-      {[](KvOptions& o) { o.hot_type = KvType::kInt8; }, "--kv-cache-dtype int8"},
+      {[](KvOptions& o) { o.hot_type = KvType::kFp8; }, "--kv-cache-dtype fp8"},
+      {[](KvOptions& o) {
+         o.hot_type = KvType::kInt8;
+         o.rotation = KvRotationMode::kAuto;  // auto rotates int8 on the CPU; the engine turns it off first
+       },
+       "--kv-rotation"},
       {[](KvOptions& o) { o.hot_type_v = KvType::kInt4; }, "--kv-cache-dtype-v int4"},
       {[](KvOptions& o) { o.hot_window = 32; }, "--kv-hot-window"},
       {[](KvOptions& o) { o.disk_dir = "/tmp/x"; }, "--kv-disk-dir"},

@@ -99,7 +99,8 @@ TEST(DeviceEngineTest, RefusesWhatTheDeviceCacheLacks) {
     const char* flag;
   };
   const Case cases[] = {
-      {[](EngineOptions& o) { o.kv_dtype = KvType::kInt8; }, "--kv-cache-dtype int8"},
+      {[](EngineOptions& o) { o.kv_dtype = KvType::kInt4; }, "--kv-cache-dtype int4"},
+      {[](EngineOptions& o) { o.kv_rotation = KvRotationMode::kOn; }, "--kv-rotation"},
       {[](EngineOptions& o) { o.kv_hot_window = 32; }, "--kv-hot-window"},
       {[](EngineOptions& o) { o.kv_disk_dir = "/tmp/never-made"; }, "--kv-disk-dir"},
       {[](EngineOptions& o) { o.model_path = test::model_path("stories260K-moe4.gguf"); }, "mixture-of-experts"},

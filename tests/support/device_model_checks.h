@@ -75,13 +75,14 @@ inline void check_device_greedy(cuda::Backend& backend, const std::string& model
 
 // Teacher-forced: the golden ids fed, every step's top-5 probabilities within `tol`.
 inline void check_device_teacher_forced(cuda::Backend& backend, const std::string& model_file,
-                                        const std::string& golden_file, float tol) {
+                                        const std::string& golden_file, float tol,
+                                        kernels::KvCodec codec = kernels::KvCodec::kF16) {
   DeviceFixture f = load_on_device(model_file, backend);
   ASSERT_NE(f.device, nullptr);
   GoldenFile g = load_golden(golden_file);
   const int vocab = f.model->config().vocab;
   for (const auto& c : g.cases) {
-    auto seq = device_sequence(*f.device, backend, {.max_tokens = 512});
+    auto seq = device_sequence(*f.device, backend, {.max_tokens = 512, .kv_codec = codec});
     ASSERT_NE(seq, nullptr);
     std::vector<float> logits = append(*seq, c.prompt_ids);
     for (size_t step = 0; step < c.output_ids.size(); ++step) {
@@ -124,21 +125,22 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 // whether its prompt is prefilled at once, in chunks of 7 or 64, token by token, or in one step
 // batched with two other sequences (a prefill and a decode) that share its arena. The prompt
 // crosses the 512-position segment boundary, so the split-KV merge is exercised too.
-inline void check_device_invariance(cuda::Backend& backend, const std::string& model_file) {
+inline void check_device_invariance(cuda::Backend& backend, const std::string& model_file,
+                                    kernels::KvCodec codec = kernels::KvCodec::kF16) {
   DeviceFixture f = load_on_device(model_file, backend);
   ASSERT_NE(f.device, nullptr);
   DeviceModel& dm = *f.device;
   const int vocab = dm.config().vocab;
   const std::vector<int32_t> tokens = random_tokens(600, vocab, 11);
   auto run_chunked = [&](int chunk) {
-    auto seq = device_sequence(dm, backend, {.max_tokens = 640, .prefill_chunk = chunk});
+    auto seq = device_sequence(dm, backend, {.max_tokens = 640, .kv_codec = codec, .prefill_chunk = chunk});
     return seq ? append(*seq, tokens, /*all_logits=*/true) : std::vector<float>{};
   };
   const std::vector<float> whole = run_chunked(0);
   ASSERT_EQ(whole.size(), tokens.size() * static_cast<size_t>(vocab));
   for (int chunk : {7, 64}) EXPECT_TRUE(same_bits(whole, run_chunked(chunk))) << "chunk " << chunk;
   {
-    auto seq = device_sequence(dm, backend, {.max_tokens = 640});
+    auto seq = device_sequence(dm, backend, {.max_tokens = 640, .kv_codec = codec});
     ASSERT_NE(seq, nullptr);
     std::vector<float> one;
     for (size_t i = 0; i < tokens.size(); i += 37) {
@@ -155,6 +157,7 @@ inline void check_device_invariance(cuda::Backend& backend, const std::string& m
   ac.num_kv_heads = dm.config().num_kv_heads;
   ac.head_dim = dm.config().head_dim;
   ac.num_blocks = 128;
+  ac.codec = codec;
   auto arena = DeviceKvArena::create(ac, backend);
   ASSERT_TRUE(arena.ok()) << arena.status().message();
   DeviceKvArena& kv = **arena;

@@ -1,5 +1,5 @@
 // The paged KV write (cuda::kv_write) on any backend of kernels/cuda/backend.h, against rows encoded
-// by the scalar codec at the positions the block tables give: used by tests/cuda (the GPU kernel)
+// by the scalar codec (int8 with its group scales) at the positions the block tables give: used by tests/cuda (the GPU kernel)
 // and tests/kernels (its host form). Bytes outside the written rows must stay untouched.
 #pragma once
 
@@ -66,6 +66,7 @@ inline void check_kv_write(cuda::Backend& be, kernels::KvCodec codec, int32_t he
   cuda::DeviceMemory darena = put(arena.data(), arena.size()), dup = put(up->bytes.data(), up->bytes.size()),
                      dk = put(k.data(), 4 * k.size()), dv = put(v.data(), 4 * v.size());
   cuda::KvWriteArgs a;
+  a.codec = codec;
   a.arena = darena.as<uint8_t>();
   a.layer_offset = static_cast<uint64_t>(geo.layer_offset(kLayer));
   const uint8_t* base = dup.as<uint8_t>();
@@ -85,7 +86,7 @@ inline void check_kv_write(cuda::Backend& be, kernels::KvCodec codec, int32_t he
   ASSERT_TRUE(be.download(got.data(), darena.data(), got.size()).ok());
 
   std::vector<uint8_t> want = arena;
-  const int64_t reb = kernels::kv_row_elem_bytes(codec, head_dim);
+  const int64_t reb = kernels::kv_row_elem_bytes(codec, head_dim), rsb = kernels::kv_row_scale_bytes(codec, head_dim);
   for (int64_t t = 0; t < n; ++t) {
     const device::DeviceKvBlock& d = tables[qseq[t]][qpos[t] / kBlockTokens];
     for (int32_t h = 0; h < kKvHeads; ++h) {
@@ -93,7 +94,8 @@ inline void check_kv_write(cuda::Backend& be, kernels::KvCodec codec, int32_t he
       for (int st = 0; st < 2; ++st) {
         const float* x = (st == 0 ? k.data() : v.data()) + (t * kKvHeads + h) * head_dim;
         uint8_t* dst = want.data() + (st == 0 ? d.k_elems : d.v_elems) + geo.layer_offset(kLayer) + row * reb;
-        kernels::ref::encode_kv_rows(codec, x, 1, head_dim, dst, nullptr);
+        uint8_t* sc = want.data() + (st == 0 ? d.k_scales : d.v_scales) + geo.layer_offset(kLayer) + row * rsb;
+        kernels::ref::encode_kv_rows(codec, x, 1, head_dim, dst, sc);
       }
     }
   }

@@ -118,7 +118,7 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
   const int64_t t = th / a.num_kv_heads, h = th % a.num_kv_heads;
   const int64_t pos = a.query_pos[t];
   const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
-  const auto c = static_cast<KvCodec>(blk.codec);
+  const KvCodec c = a.codec;
   const int64_t row = h * a.block_tokens + pos % a.block_tokens;
   const int64_t width = c == KvCodec::kF32 ? 4 : 2;
   uint8_t* kd = a.arena + blk.k_elems + a.layer_offset + (row * hd + d) * width;
@@ -135,13 +135,47 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
   }
 }
 
+// int8: one thread per (token, KV head, stream, scale group), encode_grouped_kernel's loop for the
+// group, the scale at the row's group slot of the block's scale area.
+__global__ void kv_write_int8_kernel(KvWriteArgs a) {
+  const int64_t hd = a.head_dim;
+  const int64_t g = hd < 32 ? hd : 32, ng = (hd + g - 1) / g;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= a.num_tokens * a.num_kv_heads * 2 * ng) return;
+  const int64_t gi = idx % ng;
+  const int64_t st = (idx / ng) % 2;
+  const int64_t th = idx / ng / 2;  // token * num_kv_heads + head
+  const int64_t t = th / a.num_kv_heads, h = th % a.num_kv_heads;
+  const int64_t pos = a.query_pos[t];
+  const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
+  const int64_t row = h * a.block_tokens + pos % a.block_tokens;
+  const float* xr = (st == 0 ? a.k : a.v) + th * hd;
+  uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * hd;
+  uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + (row * ng + gi) * 2;
+  const int64_t b = gi * g, n = hd - b < g ? hd - b : g;
+  float amax = 0;
+  for (int64_t i = 0; i < n; ++i) amax = ref_max(amax, fabsf(xr[b + i]));
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d != 0 ? __fdiv_rn(1.0f, d) : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    er[b + i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(roundf(__fmul_rn(xr[b + i], id)))));
+  }
+  detail::store_u16(sc, detail::f32_to_f16(d));
+}
+
 }  // namespace
 
 namespace raw {
 
 int kv_write(const KvWriteArgs& a, void* stream) {
-  const int64_t n = a.num_tokens * a.num_kv_heads * a.head_dim;
-  kv_write_kernel<<<blocks_for(n, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (a.codec == KvCodec::kInt8) {
+    const int64_t n = a.num_tokens * a.num_kv_heads * 2 * kernels::kv_groups(a.head_dim);
+    kv_write_int8_kernel<<<blocks_for(n, kThreads), kThreads, 0, st>>>(a);
+  } else {
+    const int64_t n = a.num_tokens * a.num_kv_heads * a.head_dim;
+    kv_write_kernel<<<blocks_for(n, kThreads), kThreads, 0, st>>>(a);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/ref/ref_kernels.h"
 #include "tensor/dtype.h"
 
 namespace hz::cuda::host {
@@ -226,8 +227,20 @@ void kv_write(const KvWriteArgs& a) {
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int64_t pos = a.query_pos[t];
     const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
-    const auto c = static_cast<KvCodec>(blk.codec);
-    if (c != KvCodec::kF32 && c != KvCodec::kF16 && c != KvCodec::kBF16) continue;  // as the kernel
+    const KvCodec c = a.codec;
+    if (c == KvCodec::kInt8) {
+      const int64_t ng = kernels::kv_groups(hd);
+      for (int64_t h = 0; h < a.num_kv_heads; ++h) {
+        const int64_t row = h * a.block_tokens + pos % a.block_tokens;
+        for (int st = 0; st < 2; ++st) {
+          const float* x = (st == 0 ? a.k : a.v) + (t * a.num_kv_heads + h) * hd;
+          uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * hd;
+          uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + row * ng * 2;
+          kernels::ref::encode_kv_rows(c, x, 1, hd, er, sc);
+        }
+      }
+      continue;
+    }
     const int64_t width = c == KvCodec::kF32 ? 4 : 2;
     for (int64_t h = 0; h < a.num_kv_heads; ++h) {
       const int64_t row = h * a.block_tokens + pos % a.block_tokens;
