@@ -17,10 +17,12 @@ inline void prefetch_line(const void* p) {
 #endif
 }
 
-// The lines of [p, p + bytes).
+// Every line that [p, p + bytes) touches (p need not be line-aligned).
 inline void prefetch_range(const void* p, uint64_t bytes) {
-  const auto* c = static_cast<const char*>(p);
-  for (uint64_t o = 0; o < bytes; o += 64) prefetch_line(c + o);
+  if (bytes == 0) return;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t last = (a + bytes - 1) & ~uintptr_t{63};
+  for (uintptr_t l = a & ~uintptr_t{63}; l <= last; l += 64) prefetch_line(reinterpret_cast<const char*>(l));
 }
 
 }  // namespace hz

@@ -10,6 +10,7 @@
 // instead of byte offsets into a device arena. A device backend builds that table the same way.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -43,6 +44,8 @@ struct KvTile {
   const uint8_t* vs = nullptr;
   uint64_t bytes = 0;           // element bytes of the tile's K rows (for prefetching)
   uint64_t v_bytes = 0;         // and of its V rows
+  uint64_t ks_bytes = 0;        // scale bytes of the K rows (for prefetching; 0 without scales)
+  uint64_t vs_bytes = 0;        // and of the V rows
 };
 
 class KvReadTable {
@@ -90,8 +93,14 @@ class KvReadTable {
     t.v_codec = d.v_codec;
     t.k = d.k_elems + h * sk.head_elems + slot * sk.row_elems;
     t.v = d.v_elems + h * sv.head_elems + slot * sv.row_elems;
-    if (d.k_scales != nullptr) t.ks = d.k_scales + h * sk.head_scales + slot * sk.row_scales;
-    if (d.v_scales != nullptr) t.vs = d.v_scales + h * sv.head_scales + slot * sv.row_scales;
+    if (d.k_scales != nullptr) {
+      t.ks = d.k_scales + h * sk.head_scales + slot * sk.row_scales;
+      t.ks_bytes = std::max<uint64_t>(1, static_cast<uint64_t>(n) * sk.row_scales);
+    }
+    if (d.v_scales != nullptr) {
+      t.vs = d.v_scales + h * sv.head_scales + slot * sv.row_scales;
+      t.vs_bytes = std::max<uint64_t>(1, static_cast<uint64_t>(n) * sv.row_scales);
+    }
     t.bytes = static_cast<uint64_t>(n) * sk.row_elems;
     t.v_bytes = static_cast<uint64_t>(n) * sv.row_elems;
     return t;

@@ -204,7 +204,7 @@ constexpr int64_t kMaxGroups = 16;  // as the AVX2 kernel (handled() keeps to it
 template <int G, class L>
 void accumulate_heads(const float* p, int64_t pstride, const uint8_t* elems, int64_t reb, int64_t rows, int64_t hd,
                       RowScales rs, float* acc) {
-  constexpr int C = G >= 4 ? 1 : (G >= 2 ? 2 : 4);
+  constexpr int C = G >= 8 ? 1 : (G >= 4 ? 2 : 4);  // 8 or more chains (fma latency 4, two ports)
   const int64_t ng = rs.scales != nullptr ? kv_groups(hd) : 1;
   const int64_t g = rs.scales != nullptr ? kv_group(hd) : hd;
   alignas(64) float coef[kRowBlock * kMaxGroups * G];
