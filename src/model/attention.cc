@@ -28,8 +28,8 @@ namespace {
 void prefetch(const KvTile& t) {
   prefetch_range(t.k, t.bytes);
   prefetch_range(t.v, t.v_bytes);
-  if (t.ks != nullptr) prefetch_range(t.ks, t.ks_bytes);
-  if (t.vs != nullptr) prefetch_range(t.vs, t.vs_bytes);
+  prefetch_range(t.ks, t.ks_bytes);  // 0 bytes without scales
+  prefetch_range(t.vs, t.vs_bytes);
 }
 
 int32_t tile_len(int64_t t0, int64_t key_end) {
