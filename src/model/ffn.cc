@@ -13,14 +13,18 @@ void for_each_row_range(ThreadPool* pool, int64_t rows, int64_t row_values,
 }
 
 void swiglu_ffn(const Matrix& gate, const Matrix& up, const Matrix& down, const float* x, int64_t num_tokens, float* y,
-                FfnScratch& s, const MatmulFn& matmul, const MatmulFn* matmul_same_input, ThreadPool* pool) {
+                FfnScratch& s, const MatmulFn& matmul, const MatmulPairFn* matmul_pair, ThreadPool* pool) {
   const int64_t ffn = gate.rows;
   HZ_CHECK(up.rows == ffn && down.cols == ffn && gate.cols == up.cols && down.rows == gate.cols);
   const size_t n = static_cast<size_t>(num_tokens * ffn);
   if (s.gate.size() < n) s.gate.resize(n);
   if (s.up.size() < n) s.up.resize(n);
-  matmul(gate, x, num_tokens, s.gate.data());
-  (matmul_same_input != nullptr ? *matmul_same_input : matmul)(up, x, num_tokens, s.up.data());
+  if (matmul_pair != nullptr) {
+    (*matmul_pair)(gate, s.gate.data(), up, s.up.data(), x, num_tokens);
+  } else {
+    matmul(gate, x, num_tokens, s.gate.data());
+    matmul(up, x, num_tokens, s.up.data());
+  }
   for_each_row_range(pool, num_tokens, ffn, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) kernels::swiglu(&s.gate[t * ffn], &s.up[t * ffn], ffn);
   });

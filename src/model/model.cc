@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/check.h"
 #include "kernels/kernels.h"
 #include "model/attention.h"
 #include "model/hf_folder.h"
@@ -51,49 +52,77 @@ uint64_t Model::streamed_weight_bytes() const {
 // y[t][r] = W[r] . x[t]: activations are converted once to the weight's activation type, then the
 // rows are split among threads (a split over rows never changes any element's arithmetic).
 void Model::matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool, bool same_input) {
-  const uint64_t arb = kernels::activation_row_bytes(w.dtype, w.cols);
-  const DType at = kernels::activation_type(w.dtype);
+  const MatOut out[1] = {{&w, y}};
+  matmul(out, x, num_tokens, pool, same_input);
+}
+
+void Model::matmul(std::span<const MatOut> outs, const float* x, int64_t num_tokens, ThreadPool& pool, bool same_input) {
+  HZ_CHECK(!outs.empty());
+  const Matrix& w0 = *outs[0].w;
+  const DType at = kernels::activation_type(w0.dtype);
+  for (const MatOut& o : outs.subspan(1)) {
+    if (o.w->cols != w0.cols || kernels::activation_type(o.w->dtype) != at) {
+      // Different inputs: one region each (the later ones reuse nothing they cannot).
+      for (const MatOut& p : outs) matmul(*p.w, x, num_tokens, p.y, pool, same_input || &p != &outs[0]);
+      return;
+    }
+  }
+  const uint64_t arb = kernels::activation_row_bytes(w0.dtype, w0.cols);
   // The previous call's quantized activations serve again when the caller says x is unchanged
-  // since then (wk and wv after wq, up after gate) and they were made for the same type and width.
-  const bool reuse = same_input && act_.x == x && act_.num_tokens == num_tokens && act_.type == at && act_.cols == w.cols;
+  // since then and they were made for the same type and width.
+  const bool reuse = same_input && act_.x == x && act_.num_tokens == num_tokens && act_.type == at && act_.cols == w0.cols;
   if (!reuse) {
     if (act_.rows.size() < arb * num_tokens) act_.rows.resize(arb * num_tokens);
     uint8_t* dst = act_.rows.data();
-    for_each_row_range(&pool, num_tokens, w.cols, [&](int64_t begin, int64_t end) {  // prefill, batches: across the pool
-      for (int64_t t = begin; t < end; ++t) kernels::quantize_activation_row(w.dtype, x + t * w.cols, dst + t * arb, w.cols);
+    for_each_row_range(&pool, num_tokens, w0.cols, [&](int64_t begin, int64_t end) {  // prefill, batches: across the pool
+      for (int64_t t = begin; t < end; ++t) kernels::quantize_activation_row(w0.dtype, x + t * w0.cols, dst + t * arb, w0.cols);
     });
     act_.x = x;
     act_.num_tokens = num_tokens;
     act_.type = at;
-    act_.cols = w.cols;
+    act_.cols = w0.cols;
     act_.packed_valid = false;
   }
-  const int64_t rows = w.rows;
-  // Row chunks: enough tasks to balance threads, large enough to amortise dispatch; multiples of 16
-  // (packed matrices need chunks that start on a group of 8 rows).
-  int64_t chunk = std::max<int64_t>(16, rows / (pool.num_threads() * 8));
-  chunk = (chunk + 15) / 16 * 16;
-  const int64_t num_tasks = (rows + chunk - 1) / chunk;
-  const uint8_t* a = act_.rows.data();
-  if (w.packed != nullptr) {
-    if (!act_.packed_valid) {
-      const uint64_t bytes = kernels::packed_activation_bytes(w.cols, num_tokens);
-      if (act_.packed.size() < bytes) act_.packed.resize(bytes);
-      kernels::pack_activations(w.cols, reinterpret_cast<const BlockQ8_0*>(a), arb, num_tokens, act_.packed.data());
-      act_.packed_valid = true;
-    }
-    const uint8_t* ap = act_.packed.data();
-    pool.parallel_for(num_tasks, [&](int64_t task, int) {
-      const int64_t r0 = task * chunk;
-      const int64_t r1 = std::min(rows, r0 + chunk);
-      kernels::matmul_packed(w.dtype, w.cols, w.packed, r0, r1, ap, num_tokens, y, rows);
-    });
-    return;
+  bool any_packed = false;
+  int64_t total_rows = 0;
+  for (const MatOut& o : outs) {
+    any_packed = any_packed || o.w->packed != nullptr;
+    total_rows += o.w->rows;
   }
-  pool.parallel_for(num_tasks, [&](int64_t task, int) {
-    int64_t r0 = task * chunk;
-    int64_t r1 = std::min(rows, r0 + chunk);
-    kernels::matmul(w.dtype, w.cols, w.data, w.row_bytes, r0, r1, a, arb, num_tokens, y, rows);
+  if (any_packed && !act_.packed_valid) {
+    const uint64_t bytes = kernels::packed_activation_bytes(w0.cols, num_tokens);
+    if (act_.packed.size() < bytes) act_.packed.resize(bytes);
+    kernels::pack_activations(w0.cols, reinterpret_cast<const BlockQ8_0*>(act_.rows.data()), arb, num_tokens,
+                              act_.packed.data());
+    act_.packed_valid = true;
+  }
+  // Row chunks that shrink as the work runs out: large ones first (few dispatches), 16-row ones
+  // last, so that the threads finish together. Multiples of 16 rows from each matrix's start
+  // (packed matrices need chunks that start on a group of 8 rows); a chunk never spans two matrices.
+  const int64_t threads = pool.num_threads();
+  chunks_.clear();
+  int64_t left = total_rows;
+  for (size_t m = 0; m < outs.size(); ++m) {
+    const int64_t rows = outs[m].w->rows;
+    for (int64_t r0 = 0; r0 < rows;) {
+      int64_t chunk = std::max<int64_t>(16, (left / (3 * threads) + 15) / 16 * 16);
+      chunk = std::min(chunk, rows - r0);
+      chunks_.push_back({static_cast<int32_t>(m), r0, r0 + chunk});
+      r0 += chunk;
+      left -= chunk;
+    }
+  }
+  const uint8_t* a = act_.rows.data();
+  const uint8_t* ap = act_.packed.data();
+  pool.parallel_for(static_cast<int64_t>(chunks_.size()), [&](int64_t task, int) {
+    const RowChunk& c = chunks_[static_cast<size_t>(task)];
+    const Matrix& w = *outs[static_cast<size_t>(c.mat)].w;
+    float* y = outs[static_cast<size_t>(c.mat)].y;
+    if (w.packed != nullptr) {
+      kernels::matmul_packed(w.dtype, w.cols, w.packed, c.r0, c.r1, ap, num_tokens, y, w.rows);
+    } else {
+      kernels::matmul(w.dtype, w.cols, w.data, w.row_bytes, c.r0, c.r1, a, arb, num_tokens, y, w.rows);
+    }
   });
 }
 
@@ -104,9 +133,8 @@ void Model::attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int
   for (const auto& s : batch) total += s.num_tokens;
 
   for (int64_t t = 0; t < total; ++t) kernels::rms_norm(&x_[t * c.hidden], L.attn_norm.data(), &xn_[t * c.hidden], c.hidden, c.rms_eps);
-  matmul(L.wq, xn_.data(), total, q_.data(), pool);
-  matmul(L.wk, xn_.data(), total, k_.data(), pool, /*same_input=*/true);
-  matmul(L.wv, xn_.data(), total, v_.data(), pool, /*same_input=*/true);
+  const MatOut qkv[3] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+  matmul(qkv, xn_.data(), total, pool);  // one dispatch for the three
 
   // Biases, per-head q/k norms, RoPE, and the K/V write into the cache, token by token.
   const KvCacheConfig& kc = kv.config();
@@ -205,14 +233,16 @@ void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   const ModelConfig& c = cfg_;
   for (int64_t t = 0; t < total; ++t) kernels::rms_norm(&x_[t * c.hidden], L.ffn_norm.data(), &xn_[t * c.hidden], c.hidden, c.rms_eps);
   const MatmulFn mm = [this, &pool](const Matrix& w, const float* x, int64_t n, float* y) { matmul(w, x, n, y, pool); };
-  const MatmulFn mm_same = [this, &pool](const Matrix& w, const float* x, int64_t n, float* y) {
-    matmul(w, x, n, y, pool, /*same_input=*/true);
+  const MatmulPairFn mm_pair = [this, &pool](const Matrix& a, float* ya, const Matrix& b, float* yb, const float* x,
+                                              int64_t n) {
+    const MatOut outs[2] = {{&a, ya}, {&b, yb}};
+    matmul(outs, x, n, pool);
   };
   if (ffn_out_.size() < static_cast<size_t>(total * c.hidden)) ffn_out_.resize(total * c.hidden);
   if (c.num_experts > 0) {
     moe_.forward(c, L, xn_.data(), total, ffn_out_.data(), mm);
   } else {
-    swiglu_ffn(L.w_gate, L.w_up, L.w_down, xn_.data(), total, ffn_out_.data(), ffn_scratch_, mm, &mm_same, &pool);
+    swiglu_ffn(L.w_gate, L.w_up, L.w_down, xn_.data(), total, ffn_out_.data(), ffn_scratch_, mm, &mm_pair, &pool);
   }
   for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,13 @@ class Model {
   // y = w x for num_tokens rows of x. same_input: x has not changed since the previous call (its
   // quantized activations may be reused).
   void matmul(const Matrix& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool, bool same_input = false);
+  // The same for several matrices of one input (q/k/v, gate/up): one dispatch when they take the
+  // same activations (width and type), else one per matrix.
+  struct MatOut {
+    const Matrix* w;
+    float* y;
+  };
+  void matmul(std::span<const MatOut> outs, const float* x, int64_t num_tokens, ThreadPool& pool, bool same_input = false);
   void attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int32_t layer, ThreadPool& pool);
   void ffn_layer(const LayerWeights& L, int64_t num_tokens, ThreadPool& pool);
 
@@ -101,6 +109,11 @@ class Model {
     bool packed_valid = false;
   };
   Activations act_;
+  struct RowChunk {
+    int32_t mat;
+    int64_t r0, r1;
+  };
+  std::vector<RowChunk> chunks_;  // matmul's tasks
   AttentionRunner attn_runner_;
   std::vector<AttnQueryRow> attn_rows_;     // per token of the step
   KvRotation kv_rotation_;                 // signs of a rotated KV cache (built on first use)
