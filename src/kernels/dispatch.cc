@@ -163,6 +163,7 @@ constexpr KernelTable avx2_vnni_table() {
   t.matmul_packed = &vnni::matmul_packed;
   t.kv_scores = &vnni::kv_scores;
   t.kv_accumulate = &vnni::kv_accumulate;
+  t.softmax_tile = &vnni::softmax_tile;
   return t;
 }
 constexpr KernelTable kAvx2VnniTable = avx2_vnni_table();

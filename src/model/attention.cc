@@ -63,30 +63,10 @@ class TilePrefetcher {
 // every path applies, so a query's result depends on positions only.
 void tile_update(int32_t hd, const float* q, int32_t heads, const KvTile& cur, int32_t n, float* part, bool first,
                  AttnScratch* sc) {
-  float* mx = part;
-  float* sum = part + heads;
-  float* acc = part + 2 * heads;
   float* scores = sc->scores.data();
   kernels::kv_scores(cur.k_codec, q, heads, cur.k, cur.ks, n, hd, scores);
-  for (int32_t h = 0; h < heads; ++h) {
-    float* s = scores + h * n;
-    float tile_max = s[0];
-    for (int32_t j = 1; j < n; ++j) tile_max = std::max(tile_max, s[j]);
-    float* ah = acc + static_cast<size_t>(h) * hd;
-    if (first) {
-      mx[h] = tile_max;
-      sum[h] = 0;
-      std::memset(ah, 0, sizeof(float) * hd);
-    } else if (mx[h] < tile_max) {
-      // A new maximum rescales the running state; an unchanged one would scale by exp(0) = 1.
-      const float corr = std::exp(mx[h] - tile_max);
-      sum[h] *= corr;
-      kernels::scale(ah, corr, hd);
-      mx[h] = tile_max;
-    }
-    sum[h] += kernels::exp_shift_sum(s, n, mx[h]);  // scores become probabilities
-  }
-  kernels::kv_accumulate(cur.v_codec, scores, heads, cur.v, cur.vs, n, hd, acc);
+  kernels::softmax_tile(scores, heads, n, hd, first, part);  // scores become probabilities
+  kernels::kv_accumulate(cur.v_codec, scores, heads, cur.v, cur.vs, n, hd, part + 2 * heads);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/attn_kernels.h"
@@ -198,6 +200,73 @@ TEST(AttnKernelsAvx2Test, ExpShiftSumMatchesReference) {
     EXPECT_NEAR(sb, sa, 4e-7 * sa);
     for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(b[i], a[i], 4e-7 * a[i] + 1e-38);
     for (int64_t i = n; i < n + 4; ++i) EXPECT_EQ(b[i], x[i]) << "wrote past n";
+  }
+}
+
+// A softmax tile's state after a first tile and a second one (a new maximum in some heads, not in
+// others): the AVX2 kernel against the reference, with NaN and infinite scores in some heads.
+TEST(AttnKernelsAvx2Test, SoftmaxTileMatchesReference) {
+  if (!avx2()) GTEST_SKIP() << "CPU lacks avx2/fma/f16c";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 24, 33}) {
+    for (int32_t heads : {1, 4, 5}) {
+      const int64_t hd = 24;
+      const int64_t pf = 2 * heads + heads * hd;
+      std::vector<float> pa(pf + 3, 123.0f), pb(pf + 3, 123.0f);
+      for (int pass = 0; pass < 2; ++pass) {
+        // Second pass: head 0's scores shifted up (a new maximum), head 1's down.
+        auto s = randoms(heads * n + 4, 4.0f, static_cast<uint32_t>(n * 31 + heads + pass));
+        for (int64_t j = 0; j < n && pass == 1; ++j) {
+          s[j] += 10.0f;
+          if (heads > 1) s[n + j] -= 10.0f;
+        }
+        if (heads == 5 && pass == 1) {
+          s[2 * n + n / 2] = nan;
+          s[3 * n] = inf;
+          s[4 * n + n - 1] = -inf;
+        }
+        auto sa = s, sb = s;
+        ref::softmax_tile(sa.data(), heads, n, hd, pass == 0, pa.data());
+        avx2::softmax_tile(sb.data(), heads, n, hd, pass == 0, pb.data());
+        if (pass == 0) {
+          for (int64_t i = 2 * heads; i < pf; ++i) EXPECT_EQ(pa[i], 0.0f);
+          // Values as kv_accumulate leaves them, so the second pass has something to rescale.
+          for (int64_t i = 2 * heads; i < pf; ++i) pa[i] = pb[i] = static_cast<float>(i % 7) - 3.0f;
+        }
+        for (int32_t h = 0; h < heads; ++h) {
+          const std::string what = "n=" + std::to_string(n) + " heads=" + std::to_string(heads) +
+                                   " pass=" + std::to_string(pass) + " h=" + std::to_string(h);
+          if (std::isnan(pa[h])) {
+            EXPECT_TRUE(std::isnan(pb[h])) << what;
+            EXPECT_TRUE(std::isnan(pb[heads + h])) << what;
+            continue;
+          }
+          EXPECT_EQ(pb[h], pa[h]) << what << ": the maximum is exact";
+          // A NaN or infinite score leaves NaN in the sum (a NaN never becomes the running maximum
+          // of a later tile: max < NaN is false) in both kernels.
+          auto close = [&](float got, float want, float tol) {
+            if (std::isnan(want)) {
+              EXPECT_TRUE(std::isnan(got)) << what;
+            } else {
+              EXPECT_NEAR(got, want, tol) << what;
+            }
+          };
+          close(pb[heads + h], pa[heads + h], 1e-6f * pa[heads + h]);
+          for (int64_t i = 0; i < hd; ++i) {
+            const int64_t k = 2 * heads + h * hd + i;
+            close(pb[k], pa[k], 1e-6f * std::fabs(pa[k]));
+          }
+          for (int64_t j = 0; j < n; ++j) close(sb[h * n + j], sa[h * n + j], 4e-7f * sa[h * n + j] + 1e-38f);
+          if (heads == 5 && pass == 1 && (h == 2 || h == 3)) {
+            EXPECT_TRUE(std::isnan(pa[heads + h])) << what << ": a NaN or +inf score makes the sum NaN";
+          }
+        }
+        for (int64_t i = heads * n; i < heads * n + 4; ++i) EXPECT_EQ(sb[i], s[i]) << "wrote past the scores";
+        for (int64_t i = pf; i < pf + 3; ++i) EXPECT_EQ(pb[i], 123.0f) << "wrote past the state";
+      }
+      // A new maximum scales the sum by exp(old - new): head 0 gained about 10 in the second pass.
+      EXPECT_LT(pa[heads], 2.0f * static_cast<float>(n)) << "n=" << n;
+    }
   }
 }
 

@@ -185,5 +185,42 @@ TEST(Avx512AttnFallbackTest, OtherCodecsAndHeadDimsAreTheAvx2Path) {
   }
 }
 
+// The softmax tile on 16 lanes: the AVX2 kernel's state and probabilities bit for bit, tiles of
+// 1..16 scores (and longer ones, which take the AVX2 path), first and later tiles, random values
+// and random bit patterns (NaN, Inf, subnormals) in the scores.
+TEST(Avx512SoftmaxTileTest, MatchesAvx2BitForBit) {
+  HZ_SKIP_WITHOUT_AVX512();
+  std::mt19937 rng(77);
+  for (int64_t n = 1; n <= 20; ++n) {
+    for (int32_t heads : {1, 4, 7}) {
+      for (bool bits : {false, true}) {
+        const int64_t hd = 40;
+        const int64_t pf = 2 * heads + heads * hd;
+        auto state = random_floats(pf, static_cast<uint32_t>(n * 13 + heads), -2.0f, 2.0f);
+        std::vector<float> pa = state, pb = state;
+        for (int pass = 0; pass < 3; ++pass) {
+          auto s = random_floats(heads * n, static_cast<uint32_t>(n * 101 + heads * 7 + pass), -6.0f, 6.0f + 4 * pass);
+          if (bits) {
+            for (auto& x : s) {
+              if (rng() % 4 == 0) {
+                const uint32_t u = static_cast<uint32_t>(rng());
+                std::memcpy(&x, &u, 4);
+              }
+            }
+          }
+          auto sa = s, sb = s;
+          avx2::softmax_tile(sa.data(), heads, n, hd, pass == 0, pa.data());
+          vnni::softmax_tile(sb.data(), heads, n, hd, pass == 0, pb.data());
+          const std::string what = "n=" + std::to_string(n) + " heads=" + std::to_string(heads) +
+                                   " pass=" + std::to_string(pass) + (bits ? " bits" : "");
+          expect_same(sb, sa, "probabilities " + what);
+          expect_same(pb, pa, "state " + what);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hz::kernels

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/avx2/avx2_kernels.h"
@@ -321,6 +322,43 @@ float exp_shift_sum(float* x, int64_t n, float shift) {
     sum = _mm256_add_ps(sum, e);
   }
   return hsum(sum);
+}
+
+// The reference's arithmetic with the maximum taken 8 lanes at a time (the same value: max is
+// exact) and exp_shift_sum's AVX2 exponentials.
+void softmax_tile(float* s, int32_t heads, int64_t n, int64_t hd, bool first, float* part) {
+  float* mx = part;
+  float* sum = part + heads;
+  const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
+  for (int32_t h = 0; h < heads; ++h) {
+    float* x = s + h * n;
+    __m256 vm = ninf, bad = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      const __m256 v = _mm256_loadu_ps(x + j);
+      vm = _mm256_max_ps(vm, v);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (j < n) {
+      const __m256i live = tail_mask(n - j);
+      const __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + j, live), _mm256_castsi256_ps(live));
+      vm = _mm256_max_ps(vm, v);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    const float m = _mm256_movemask_ps(bad) != 0 ? __builtin_nanf("") : hmax(vm);
+    float* ah = part + 2 * heads + h * hd;
+    if (first) {
+      mx[h] = m;
+      sum[h] = 0;
+      std::memset(ah, 0, sizeof(float) * hd);
+    } else if (mx[h] < m) {
+      const float c = std::exp(mx[h] - m);
+      sum[h] *= c;
+      scale(ah, c, hd);
+      mx[h] = m;
+    }
+    sum[h] += exp_shift_sum(x, n, mx[h]);
+  }
 }
 
 }  // namespace hz::kernels::avx2

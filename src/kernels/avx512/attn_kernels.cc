@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/avx2/avx2_common.h"
@@ -159,8 +160,8 @@ void scores_grouped(const float* q, const uint8_t* elems, const uint8_t* scales,
 
 // acc[h * hd + i] += sum over rows in order of p[h * rows + r] * row_r[i], for G heads: chunks of
 // 16 elements (C of them at once, so that C * G chains hide the fma latency), an 8-element tail.
-// coef[r][group][h] (ng groups of g elements; a 16-element chunk never straddles two: g is 32 or
-// the whole head).
+// coef[group][h][r] (kRowBlock rows; ng groups of g elements; a 16-element chunk never straddles
+// two: g is 32 or the whole head).
 template <int G, int C, class L>
 int64_t accumulate_chunks(const float* coef, int64_t ng, int64_t g, const uint8_t* elems, int64_t reb, int64_t rows,
                           int64_t hd, float* acc, int64_t i) {
@@ -175,13 +176,12 @@ int64_t accumulate_chunks(const float* coef, int64_t ng, int64_t g, const uint8_
     }
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* row = elems + r * reb;
-      const float* cr = coef + r * ng * G;
       HZ_UNROLL
       for (int c = 0; c < C; ++c) {
         const __m512 v = L::wide(row, i + 16 * c);
-        const float* cf = cr + gi[c] * G;
+        const float* cf = coef + gi[c] * G * kRowBlock + r;
         HZ_UNROLL
-        for (int h = 0; h < G; ++h) a[c][h] = _mm512_fmadd_ps(_mm512_set1_ps(cf[h]), v, a[c][h]);
+        for (int h = 0; h < G; ++h) a[c][h] = _mm512_fmadd_ps(_mm512_set1_ps(cf[h * kRowBlock]), v, a[c][h]);
       }
     }
     HZ_UNROLL
@@ -210,11 +210,20 @@ void accumulate_heads(const float* p, int64_t pstride, const uint8_t* elems, int
   alignas(64) float coef[kRowBlock * kMaxGroups * G];
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int64_t nr = std::min(kRowBlock, rows - r0);
-    // The AVX2 kernel's coefficients: p times the row's group scale, or times post.
-    for (int64_t r = 0; r < nr; ++r) {
-      for (int64_t gi = 0; gi < ng; ++gi) {
-        const float d = rs.scales != nullptr ? avx2::load_f16_scalar(rs.scales + 2 * ((r0 + r) * ng + gi)) : rs.post;
-        for (int h = 0; h < G; ++h) coef[(r * ng + gi) * G + h] = p[h * pstride + r0 + r] * d;
+    // The AVX2 kernel's coefficients: p times the row's group scale, or times post (one rounding
+    // per lane, as its scalar product), 16 rows per vector.
+    const __mmask16 live = static_cast<__mmask16>((1u << nr) - 1);
+    for (int64_t gi = 0; gi < ng; ++gi) {
+      __m512 d = _mm512_set1_ps(rs.post);
+      if (rs.scales != nullptr) {
+        alignas(64) float ds[kRowBlock] = {};
+        for (int64_t r = 0; r < nr; ++r) ds[r] = avx2::load_f16_scalar(rs.scales + 2 * ((r0 + r) * ng + gi));
+        d = _mm512_load_ps(ds);
+      }
+      HZ_UNROLL
+      for (int h = 0; h < G; ++h) {
+        const __m512 ph = _mm512_maskz_loadu_ps(live, p + h * pstride + r0);
+        _mm512_store_ps(coef + (gi * G + h) * kRowBlock, _mm512_mul_ps(ph, d));
       }
     }
     const uint8_t* block = elems + r0 * reb;
@@ -226,15 +235,15 @@ void accumulate_heads(const float* p, int64_t pstride, const uint8_t* elems, int
       for (int h = 0; h < G; ++h) a[h] = _mm256_loadu_ps(acc + h * hd + i);
       for (int64_t r = 0; r < nr; ++r) {
         const __m256 v = L::narrow(block + r * reb, i);
-        for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(coef + (r * ng + gt) * G + h), v, a[h]);
+        for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_broadcast_ss(coef + (gt * G + h) * kRowBlock + r), v, a[h]);
       }
       for (int h = 0; h < G; ++h) _mm256_storeu_ps(acc + h * hd + i, a[h]);
     }
   }
 }
 
-// The scores of every head, in chunks of 4, 2, 1 as the AVX2 kernel (a head's arithmetic is the
-// same in any chunk): plain rows times `post`, or int8 rows with their group scales.
+// The scores of every head, in chunks of 8, 4, 2, 1 (a head's arithmetic is the same in any chunk,
+// and 8 heads convert each row once): plain rows times `post`, or int8 rows with their group scales.
 template <class L, bool kGrouped>
 void scores_heads(const float* q, int32_t num_heads, const uint8_t* elems, const uint8_t* scales, int64_t reb,
                   int64_t rows, int64_t hd, float post, float* scores) {
@@ -249,7 +258,10 @@ void scores_heads(const float* q, int32_t num_heads, const uint8_t* elems, const
   };
   for (int32_t h = 0; h < num_heads;) {
     const int32_t left = num_heads - h;
-    if (left >= 4) {
+    if (left >= 8) {
+      chunk.template operator()<8>(h);
+      h += 8;
+    } else if (left >= 4) {
       chunk.template operator()<4>(h);
       h += 4;
     } else if (left >= 2) {
@@ -300,6 +312,31 @@ float fp8_post(const uint8_t* scales) {
   return post * kFp8Unscale;
 }
 
+// avx2::exp_ps on 16 lanes: the same operations lane by lane, so the same values.
+inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.72283f), lo = _mm512_set1_ps(-87.33654f);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i n = _mm512_cvtps_epi32(fx);
+  const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
+  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), _mm512_set1_ps(__builtin_inff()));
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
 }  // namespace
 
 void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elems, const uint8_t* scales,
@@ -326,6 +363,38 @@ void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* 
     case KvCodec::kBF16: return accumulate_all<BF16Rows>(p, num_heads, elems, reb, rows, hd, {}, acc);
     case KvCodec::kFp8: return accumulate_all<Fp8Rows>(p, num_heads, elems, reb, rows, hd, {nullptr, fp8_post(scales)}, acc);
     default: return accumulate_all<I8Rows>(p, num_heads, elems, reb, rows, hd, {scales, 1.0f}, acc);  // int8
+  }
+}
+
+// A tile of at most 16 scores per head in one register: the maximum, then the exponentials, their
+// two 8-lane halves added as the AVX2 kernel's two steps (lanes past n are exp(-inf) = 0) and
+// summed by its horizontal sum. Longer tiles go to the AVX2 kernel.
+void softmax_tile(float* s, int32_t heads, int64_t n, int64_t hd, bool first, float* part) {
+  if (n > 16) return avx2::softmax_tile(s, heads, n, hd, first, part);
+  float* mx = part;
+  float* sum = part + heads;
+  const __mmask16 live = static_cast<__mmask16>((1u << n) - 1);
+  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+  for (int32_t h = 0; h < heads; ++h) {
+    float* x = s + h * n;
+    const __m512 v = _mm512_mask_loadu_ps(ninf, live, x);
+    const float m = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0 ? __builtin_nanf("") : _mm512_reduce_max_ps(v);
+    float* ah = part + 2 * heads + h * hd;
+    if (first) {
+      mx[h] = m;
+      sum[h] = 0;
+      std::memset(ah, 0, sizeof(float) * hd);
+    } else if (mx[h] < m) {
+      const float c = std::exp(mx[h] - m);
+      sum[h] *= c;
+      avx2::scale(ah, c, hd);
+      mx[h] = m;
+    }
+    const __m512 e = exp16(_mm512_sub_ps(v, _mm512_set1_ps(mx[h])));
+    _mm512_mask_storeu_ps(x, live, e);
+    const __m256 lo = _mm512_castps512_ps256(e);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1));
+    sum[h] += avx2::hsum(_mm256_add_ps(lo, hi));
   }
 }
 

@@ -42,5 +42,7 @@ void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elem
                int64_t head_dim, float* scores);
 void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* elems, const uint8_t* scales,
                    int64_t rows, int64_t head_dim, float* acc);
+// kernels::softmax_tile with 16-lane exponentials, bit-identical to avx2::'s.
+void softmax_tile(float* s, int32_t heads, int64_t n, int64_t head_dim, bool first, float* part);
 
 }  // namespace hz::kernels::vnni

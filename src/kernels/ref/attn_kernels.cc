@@ -90,4 +90,26 @@ float exp_shift_sum(float* x, int64_t n, float shift) {
   return sum;
 }
 
+void softmax_tile(float* s, int32_t heads, int64_t n, int64_t hd, bool first, float* part) {
+  float* mx = part;
+  float* sum = part + heads;
+  for (int32_t h = 0; h < heads; ++h) {
+    float* x = s + h * n;
+    float m = x[0];
+    for (int64_t j = 0; j < n; ++j) m = std::isnan(x[j]) || std::isnan(m) ? x[j] + m : std::max(m, x[j]);
+    float* ah = part + 2 * heads + h * hd;
+    if (first) {
+      mx[h] = m;
+      sum[h] = 0;
+      std::fill(ah, ah + hd, 0.0f);
+    } else if (mx[h] < m) {
+      const float c = std::exp(mx[h] - m);
+      sum[h] *= c;
+      for (int64_t i = 0; i < hd; ++i) ah[i] *= c;
+      mx[h] = m;
+    }
+    sum[h] += exp_shift_sum(x, n, mx[h]);
+  }
+}
+
 }  // namespace hz::kernels::ref
