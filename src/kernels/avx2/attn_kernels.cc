@@ -327,8 +327,6 @@ float exp_shift_sum(float* x, int64_t n, float shift) {
 // The reference's arithmetic with the maximum taken 8 lanes at a time (the same value: max is
 // exact) and exp_shift_sum's AVX2 exponentials.
 void softmax_tile(float* s, int32_t heads, int64_t n, int64_t hd, bool first, float* part) {
-  float* mx = part;
-  float* sum = part + heads;
   const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
   for (int32_t h = 0; h < heads; ++h) {
     float* x = s + h * n;
@@ -346,18 +344,7 @@ void softmax_tile(float* s, int32_t heads, int64_t n, int64_t hd, bool first, fl
       bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     }
     const float m = _mm256_movemask_ps(bad) != 0 ? __builtin_nanf("") : hmax(vm);
-    float* ah = part + 2 * heads + h * hd;
-    if (first) {
-      mx[h] = m;
-      sum[h] = 0;
-      std::memset(ah, 0, sizeof(float) * hd);
-    } else if (mx[h] < m) {
-      const float c = std::exp(mx[h] - m);
-      sum[h] *= c;
-      scale(ah, c, hd);
-      mx[h] = m;
-    }
-    sum[h] += exp_shift_sum(x, n, mx[h]);
+    part[heads + h] += exp_shift_sum(x, n, softmax_rescale(m, h, heads, hd, first, part));
   }
 }
 

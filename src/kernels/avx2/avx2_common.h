@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -92,6 +93,25 @@ inline __m256 exp_ps(__m256 x) {
   y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
   y = _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// softmax_tile's running state of head h before a tile whose largest score is m: reset on the first
+// tile, rescaled by exp(max - m) when m is larger. Returns the maximum the scores are shifted by.
+inline float softmax_rescale(float m, int32_t h, int32_t heads, int64_t hd, bool first, float* part) {
+  float& mx = part[h];
+  float& sum = part[heads + h];
+  float* ah = part + 2 * heads + h * hd;
+  if (first) {
+    mx = m;
+    sum = 0;
+    std::memset(ah, 0, sizeof(float) * hd);
+  } else if (mx < m) {
+    const float c = std::exp(mx - m);
+    sum *= c;
+    for (int64_t i = 0; i < hd; ++i) ah[i] *= c;
+    mx = m;
+  }
+  return mx;
 }
 
 // Eight horizontal sums at once: lane j of the result is the sum of v[j]'s lanes, in the order

@@ -27,6 +27,8 @@
 namespace hz::kernels::vnni {
 namespace {
 
+using avx2::softmax_rescale;
+
 // Row values as f32: pair(a, b, i) = 8 values of row a and of row b at element i; wide(row, i) =
 // 16 consecutive values of one row; narrow(row, i) = 8 (the AVX2 kernel's load).
 struct F32Rows {
@@ -371,30 +373,17 @@ void kv_accumulate(KvCodec c, const float* p, int32_t num_heads, const uint8_t* 
 // summed by its horizontal sum. Longer tiles go to the AVX2 kernel.
 void softmax_tile(float* s, int32_t heads, int64_t n, int64_t hd, bool first, float* part) {
   if (n > 16) return avx2::softmax_tile(s, heads, n, hd, first, part);
-  float* mx = part;
-  float* sum = part + heads;
   const __mmask16 live = static_cast<__mmask16>((1u << n) - 1);
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   for (int32_t h = 0; h < heads; ++h) {
     float* x = s + h * n;
     const __m512 v = _mm512_mask_loadu_ps(ninf, live, x);
     const float m = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0 ? __builtin_nanf("") : _mm512_reduce_max_ps(v);
-    float* ah = part + 2 * heads + h * hd;
-    if (first) {
-      mx[h] = m;
-      sum[h] = 0;
-      std::memset(ah, 0, sizeof(float) * hd);
-    } else if (mx[h] < m) {
-      const float c = std::exp(mx[h] - m);
-      sum[h] *= c;
-      avx2::scale(ah, c, hd);
-      mx[h] = m;
-    }
-    const __m512 e = exp16(_mm512_sub_ps(v, _mm512_set1_ps(mx[h])));
+    const __m512 e = exp16(_mm512_sub_ps(v, _mm512_set1_ps(softmax_rescale(m, h, heads, hd, first, part))));
     _mm512_mask_storeu_ps(x, live, e);
     const __m256 lo = _mm512_castps512_ps256(e);
     const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1));
-    sum[h] += avx2::hsum(_mm256_add_ps(lo, hi));
+    part[heads + h] += avx2::hsum(_mm256_add_ps(lo, hi));
   }
 }
 
