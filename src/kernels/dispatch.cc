@@ -177,8 +177,9 @@ constexpr KernelTable avx2_vnni_ymm_table() {
 }
 constexpr KernelTable kAvx2VnniYmmTable = avx2_vnni_ymm_table();
 
-// Where a 512-bit operation costs two 256-bit ones (cpu_is_zen4): packed matmuls of 1-2 tokens on the
-// 256-bit kernel, float matmuls of 16 tokens or more on the AVX2 tile kernel.
+// Where a 512-bit operation costs two 256-bit ones (cpu_is_zen4): packed matmuls of 1-2 tokens and
+// k-quant matmuls of 1-3 on the 256-bit kernels, float matmuls of 16 tokens or more on the AVX2 tile
+// kernel.
 constexpr int64_t kSplitFloatTokens = 16;
 constexpr int64_t kSplitPackedTokens = 2;
 
@@ -186,6 +187,10 @@ void matmul_vnni_split(DType wtype, int64_t n, const void* w, uint64_t w_row_byt
                        const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   if ((wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) && num_tokens >= kSplitFloatTokens) {
     return avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  // K-quant decode keeps the 256-bit kernel measured on Zen 4 (the 512-bit one was tuned on Zen 5).
+  if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens < avx2::kGroupMinTokens) {
+    return vnni::matmul_kquant_ymm(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   matmul_vnni_kind<true>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }

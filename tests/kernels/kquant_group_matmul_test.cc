@@ -1,5 +1,5 @@
-// The Q4_K / Q5_K / Q6_K matmuls (AVX2 and AVX-512 VNNI; up to 3 tokens 4 rows at a time, more in
-// 8-row groups) against the scalar reference, bit for bit: random blocks (every nibble, 6-bit scale and min), extreme blocks (all quants and scales at
+// The Q4_K / Q5_K / Q6_K matmuls (AVX2 and AVX-512 VNNI; up to 3 tokens 4 rows at a time, on AVX-512
+// with 512-bit VNNI dots, more in 8-row groups) against the scalar reference, bit for bit: random blocks (every nibble, 6-bit scale and min), extreme blocks (all quants and scales at
 // their maxima, activations at -128 / 127), row ranges that are not multiples of 8 (on AVX-512, 9-16
 // rows run as one 512-bit pair of groups, 17-24 as a pair and a 256-bit group), token counts
 // around the 32-token chunk and several super-blocks per row. Also: one token and many tokens give
@@ -91,6 +91,7 @@ std::vector<std::pair<MatmulFn, const char*>> kernels_under_test() {
   if (vnni_supported()) {
     k.emplace_back(&vnni::matmul_kquant, "vnni");
     k.emplace_back(&vnni::matmul_kquant_ymm, "vnni-ymm");
+    k.emplace_back(&vnni::matmul_kquant_few, "vnni-few");  // the 512-bit decode kernel at every token count
   }
   return k;
 }

@@ -517,7 +517,9 @@ void kquant_impl(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK_K == 0);
   if (num_tokens < avx2::kGroupMinTokens) {
-    // Decode: the AVX2 few-token kernel, here with 32 vector registers (no spills).
+    // Decode: 512-bit VNNI dots (kquant_decode.cc), or on 256-bit registers the AVX2 few-token
+    // kernel, here with 32 vector registers (no spills).
+    if constexpr (kWide) return matmul_kquant_few(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
     switch (wtype) {
       case DType::kQ4_K:
         return avx2::matmul_quads<avx2::Q4_KKind>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,

@@ -14,10 +14,15 @@ void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
-// Q4_K / Q5_K / Q6_K weights against Q8_K activations (up to 3 tokens: 4 rows at a time with 32
-// vector registers; more: 8-row groups; avx2::matmul_kquant's results).
+// Q4_K / Q5_K / Q6_K weights against Q8_K activations (up to 3 tokens: matmul_kquant_few; more:
+// 8-row groups; avx2::matmul_kquant's results).
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+// The k-quant matmul of 1-3 tokens on 512-bit registers (avx512/kquant_decode.cc): VNNI dots of 64
+// quants at a time, 4 rows at a time; avx2::matmul_kquant's results. matmul_kquant calls it for
+// those token counts.
+void matmul_kquant_few(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                       const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                    int64_t num_tokens, float* y, int64_t y_stride);
 // The two above with every 8-row group on 256-bit registers (matmul_kquant and matmul_packed run
