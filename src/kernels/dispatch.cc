@@ -66,19 +66,21 @@ bool initial_vnni() { return !vnni_env_is("0") && cpu_has_vnni(); }
 
 bool initial_wide() { return !vnni_env_is("256"); }
 
+// The CPU family of an AMD processor (CPUID 1: base plus extended family); 0 on other vendors.
+unsigned amd_family() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+  const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  return ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
+}
+
 // AMD family 19h (Zen 4) executes a 512-bit operation as two 256-bit halves. There the one-token
 // packed Q4_0/Q8_0 matmul is faster on the one-group 256-bit kernel (its single weight stream;
 // llama-1b matrices, 2 threads: 36-66 GB/s against 28-36 for the group pairs) and the float
 // matmul from 16 tokens on the AVX2 tile kernel (F16 2048x8192, 512 tokens: 188-201 GOP/s against
 // 129). Same bits either way. HORIZON_VNNI=512 keeps the 512-bit kernels everywhere.
-bool cpu_is_zen4() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-  const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
-  if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
-  const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
-  return family == 0x19;
-}
+bool cpu_is_zen4() { return amd_family() == 0x19; }
 
 bool initial_split() { return !vnni_env_is("512") && cpu_is_zen4(); }
 
@@ -86,16 +88,12 @@ bool initial_split() { return !vnni_env_is("512") && cpu_is_zen4(); }
 // on the AVX2 kernel (F16 2048x8192, one token, 2 threads: 42-44 GB/s against 28-35 for the 512-bit
 // one; from 4 tokens the 512-bit kernel is faster: 107 against 91 GOP/s, at 512 tokens 290 against
 // 195). Same bits either way. HORIZON_VNNI=512 keeps the 512-bit kernel.
-bool cpu_is_zen5() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-  const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
-  if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
-  const unsigned family = ((a >> 8) & 0xf) + ((a >> 20) & 0xff);
-  return family == 0x1a;
+bool cpu_is_zen5() { return amd_family() == 0x1a; }
+
+bool float_decode_on_avx2() {
+  static const bool on = !vnni_env_is("512") && cpu_is_zen5();
+  return on;
 }
-constexpr int64_t kAvx2FloatMaxTokens = 2;
-const bool kFloatDecodeOnAvx2 = !vnni_env_is("512") && cpu_is_zen5();
 
 // AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24 and 25) with the AVX-512 kernels, and the OS's
 // permission to use the tile data state: Linux wants a process to ask for it once
@@ -166,8 +164,7 @@ void matmul_vnni_kind(DType wtype, int64_t n, const void* w, uint64_t w_row_byte
     return (kWide ? vnni::matmul_kquant : vnni::matmul_kquant_ymm)(wtype, n, w, w_row_bytes, row_begin, row_end, x,
                                                                    x_row_bytes, num_tokens, y, y_stride);
   }
-  if (kWide && (wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) &&
-      !(kFloatDecodeOnAvx2 && num_tokens <= kAvx2FloatMaxTokens)) {
+  if (kWide && (wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16)) {
     return vnni::matmul_float(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
@@ -229,6 +226,24 @@ constexpr KernelTable avx2_vnni_split_table() {
 }
 constexpr KernelTable kAvx2VnniSplitTable = avx2_vnni_split_table();
 
+// Zen 5 (float_decode_on_avx2): float matmuls of 1-2 tokens on the AVX2 kernel.
+constexpr int64_t kAvx2FloatMaxTokens = 2;
+
+void matmul_vnni_zen5(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                      const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  if ((wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) && num_tokens <= kAvx2FloatMaxTokens) {
+    return avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  matmul_vnni_kind<true>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+}
+
+constexpr KernelTable avx2_vnni_zen5_table() {
+  KernelTable t = kAvx2VnniTable;
+  t.matmul = &matmul_vnni_zen5;
+  return t;
+}
+constexpr KernelTable kAvx2VnniZen5Table = avx2_vnni_zen5_table();
+
 // With AMX: packed Q4_0/Q8_0 matmuls of kAmxMinTokens tokens or more take the tile kernel. Its
 // fixed cost per block (tile loads, op and store: about 16 ns for 16 rows, against 4.5 ns for one
 // token's VNNI dots) pays from 16 tokens (Q4_0 256x2048 in L2, one thread, ns per 16 rows and
@@ -255,6 +270,7 @@ const KernelTable* table_for(Isa isa, bool vnni, bool wide, bool split, bool amx
   if (!vnni) return &kAvx2Table;
   if (!wide) return &kAvx2VnniYmmTable;
   if (split) return &kAvx2VnniSplitTable;
+  if (float_decode_on_avx2()) return &kAvx2VnniZen5Table;
   return amx ? &kAvx2VnniAmxTable : &kAvx2VnniTable;
 }
 

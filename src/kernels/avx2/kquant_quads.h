@@ -258,20 +258,48 @@ struct Q6_KKind {
 constexpr int kQuadRows = 4;
 constexpr int kQuadMaxTokens = kGroupMinTokens - 1;
 
+// Spreads the prefetch of the next quad's bytes over a tile's super-blocks: step s requests its
+// share of the lines (see dot_tile).
+class QuadAhead {
+ public:
+  QuadAhead(const uint8_t* ahead, uint64_t ahead_bytes, int64_t num_steps)
+      : ahead_(ahead),
+        lines_((ahead_bytes + 63) / 64),
+        per_step_(num_steps > 0 ? (lines_ + num_steps - 1) / static_cast<uint64_t>(num_steps) : 0) {}
+  [[gnu::always_inline]] void step(int64_t s) const {
+    const uint64_t l0 = static_cast<uint64_t>(s) * per_step_;
+    for (uint64_t l = l0; l < l0 + per_step_ && l < lines_; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead_ + 64 * l), _MM_HINT_T0);
+  }
+
+ private:
+  const uint8_t* ahead_;
+  uint64_t lines_, per_step_;
+};
+
+// One super-block's block-order fmas for 4 rows (lane r = row r) and one token: d and dmin are
+// the rows' weight scales, dx the token's; isum and msum the exact integer sums (msum only with
+// kMins).
+template <bool kMins>
+[[gnu::always_inline]] inline __m128 fold_quad(__m128 acc, __m128 dw, __m128 dminw, __m128 dx, __m128i isum,
+                                               __m128i msum) {
+  acc = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(isum), acc);
+  // fnmadd(a, b, c) = -(a b) + c with one rounding: the reference's fma(-dmin, msum, acc).
+  if constexpr (kMins) acc = _mm_fnmadd_ps(_mm_mul_ps(dminw, dx), _mm_cvtepi32_ps(msum), acc);
+  return acc;
+}
+
 // Rows w_rows[0..3] (repeat a row to pad) against T activation rows; out[t][r] for r < num_rows.
-// `ahead`: the next quad's bytes, prefetched a share per super-block (see dot_tile).
+// `ahead`: the next quad's bytes (QuadAhead).
 template <class K, int T>
 void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint8_t* const* x_rows, float* const* out,
                const uint8_t* ahead, uint64_t ahead_bytes) {
   __m128 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
   const int64_t num_steps = n / K::kStep;
-  const uint64_t ahead_lines = (ahead_bytes + 63) / 64;
-  const uint64_t lines_per_step = num_steps > 0 ? (ahead_lines + num_steps - 1) / static_cast<uint64_t>(num_steps) : 0;
+  const QuadAhead prefetch(ahead, ahead_bytes, num_steps);
   for (int64_t s = 0; s < num_steps; ++s) {
-    const uint64_t l0 = static_cast<uint64_t>(s) * lines_per_step;
-    for (uint64_t l = l0; l < l0 + lines_per_step && l < ahead_lines; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+    prefetch.step(s);
     typename K::X xv[T];
     __m128i group_sums[T];
     for (int t = 0; t < T; ++t) {
@@ -280,7 +308,7 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
     }
     __m256i sumi[kQuadRows][T];
     __m128i mins[kQuadRows][T];
-    float d[kQuadRows], dmin[kQuadRows];
+    float d[kQuadRows], dmin[kQuadRows] = {};
     for (int r = 0; r < kQuadRows; ++r) {
       const typename K::W wv = K::load_w(w_rows[r], s);
       d[r] = _mm256_cvtss_f32(wv.d);
@@ -288,16 +316,12 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
       for (int t = 0; t < T; ++t) K::isums(wv, xv[t], group_sums[t], &sumi[r][t], &mins[r][t]);
     }
     const __m128 dw = _mm_setr_ps(d[0], d[1], d[2], d[3]);
+    const __m128 dminw = _mm_setr_ps(dmin[0], dmin[1], dmin[2], dmin[3]);
     for (int t = 0; t < T; ++t) {
-      const __m128 dx = _mm256_castps256_ps128(xv[t].d);
       const __m128i isum = sum4_epi32(sumi[0][t], sumi[1][t], sumi[2][t], sumi[3][t]);
-      acc[t] = _mm_fmadd_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(isum), acc[t]);
-      if constexpr (K::kMins) {
-        // fnmadd(a, b, c) = -(a b) + c with one rounding: the reference's fma(-dmin, msum, acc).
-        const __m128 dminw = _mm_setr_ps(dmin[0], dmin[1], dmin[2], dmin[3]);
-        const __m128i msum = sum4_epi32(mins[0][t], mins[1][t], mins[2][t], mins[3][t]);
-        acc[t] = _mm_fnmadd_ps(_mm_mul_ps(dminw, dx), _mm_cvtepi32_ps(msum), acc[t]);
-      }
+      __m128i msum = _mm_setzero_si128();
+      if constexpr (K::kMins) msum = sum4_epi32(mins[0][t], mins[1][t], mins[2][t], mins[3][t]);
+      acc[t] = fold_quad<K::kMins>(acc[t], dw, dminw, _mm256_castps256_ps128(xv[t].d), isum, msum);
     }
   }
   for (int t = 0; t < T; ++t) {
@@ -307,9 +331,12 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
   }
 }
 
-template <class K>
-void matmul_quads(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
-                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+// The few-token driver: rows 4 at a time, tokens up to kQuadMaxTokens at a time, each quad through
+// Tile::template run<T>(n, w_rows, num_rows, x_rows, out, ahead, ahead_bytes) with the next quad's
+// bytes as `ahead`.
+template <class Tile>
+void for_each_quad(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
+                   uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(x);
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kQuadMaxTokens) {
@@ -327,17 +354,32 @@ void matmul_quads(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_be
       for (int t = 0; t < nt; ++t) out[t] = y + (t0 + t) * y_stride + r0;
       switch (nt) {
         case 1:
-          quad_tile<K, 1>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          Tile::template run<1>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
           break;
         case 2:
-          quad_tile<K, 2>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          Tile::template run<2>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
           break;
         default:
-          quad_tile<K, 3>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          Tile::template run<3>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
           break;
       }
     }
   }
+}
+
+template <class K>
+struct QuadTile {
+  template <int T>
+  static void run(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint8_t* const* x_rows,
+                  float* const* out, const uint8_t* ahead, uint64_t ahead_bytes) {
+    quad_tile<K, T>(n, w_rows, num_rows, x_rows, out, ahead, ahead_bytes);
+  }
+};
+
+template <class K>
+void matmul_quads(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
+                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  for_each_quad<QuadTile<K>>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
 }  // namespace

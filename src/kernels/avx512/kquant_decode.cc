@@ -18,6 +18,7 @@
 #include "base/check.h"
 #include "kernels/avx2/kquant_quads.h"
 #include "kernels/avx512/vnni_kernels.h"
+#include "kernels/avx512/zmm_lanes.h"  // also silences GCC 12's false uninitialized warnings
 
 #if !defined(__AVX512F__) || !defined(__AVX512VNNI__)
 #error "kquant_decode.cc needs -mavx512f -mavx512vnni (see the top-level CMakeLists.txt)"
@@ -26,7 +27,6 @@
 namespace hz::kernels::vnni {
 namespace {
 
-using avx2::kQuadMaxTokens;
 using avx2::kQuadRows;
 using avx2::load256;
 
@@ -137,7 +137,7 @@ constexpr uint64_t block_bytes() {
 }
 
 // Rows w_rows[0..3] (a row repeated to pad) against T activation rows; out[t][r] for r < num_rows.
-// `ahead`: the next quad's bytes, prefetched a share per super-block (as avx2::quad_tile).
+// `ahead`: the next quad's bytes (avx2::QuadAhead).
 template <Kind K, int T>
 void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint8_t* const* x_rows, float* const* out,
                const uint8_t* ahead, uint64_t ahead_bytes) {
@@ -145,12 +145,9 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
   __m128 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm_setzero_ps();
   const int64_t num_steps = n / kQK_K;
-  const uint64_t ahead_lines = (ahead_bytes + 63) / 64;
-  const uint64_t lines_per_step = num_steps > 0 ? (ahead_lines + num_steps - 1) / static_cast<uint64_t>(num_steps) : 0;
+  const avx2::QuadAhead prefetch(ahead, ahead_bytes, num_steps);
   for (int64_t s = 0; s < num_steps; ++s) {
-    const uint64_t l0 = static_cast<uint64_t>(s) * lines_per_step;
-    for (uint64_t l = l0; l < l0 + lines_per_step && l < ahead_lines; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * l), _MM_HINT_T0);
+    prefetch.step(s);
     const uint8_t* xq[T];
     const uint8_t* xbsums[T];
     __m128 dx[T];
@@ -174,15 +171,12 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
       }
     }
     const __m128 dw = _mm_setr_ps(rs[0].d, rs[1].d, rs[2].d, rs[3].d);
+    const __m128 dminw = _mm_setr_ps(rs[0].dmin, rs[1].dmin, rs[2].dmin, rs[3].dmin);
     for (int t = 0; t < T; ++t) {
       const __m128i isum = sum4_epi32(rs[0].isum[t], rs[1].isum[t], rs[2].isum[t], rs[3].isum[t]);
-      acc[t] = _mm_fmadd_ps(_mm_mul_ps(dw, dx[t]), _mm_cvtepi32_ps(isum), acc[t]);
-      if constexpr (kMins) {
-        // fnmadd(a, b, c) = -(a b) + c with one rounding: the reference's fma(-dmin, msum, acc).
-        const __m128 dminw = _mm_setr_ps(rs[0].dmin, rs[1].dmin, rs[2].dmin, rs[3].dmin);
-        const __m128i msum = avx2::sum4_epi32(rs[0].mins[t], rs[1].mins[t], rs[2].mins[t], rs[3].mins[t]);
-        acc[t] = _mm_fnmadd_ps(_mm_mul_ps(dminw, dx[t]), _mm_cvtepi32_ps(msum), acc[t]);
-      }
+      __m128i msum = _mm_setzero_si128();
+      if constexpr (kMins) msum = avx2::sum4_epi32(rs[0].mins[t], rs[1].mins[t], rs[2].mins[t], rs[3].mins[t]);
+      acc[t] = avx2::fold_quad<kMins>(acc[t], dw, dminw, dx[t], isum, msum);
     }
   }
   for (int t = 0; t < T; ++t) {
@@ -193,36 +187,18 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
 }
 
 template <Kind K>
+struct Tile {
+  template <int T>
+  static void run(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint8_t* const* x_rows,
+                  float* const* out, const uint8_t* ahead, uint64_t ahead_bytes) {
+    quad_tile<K, T>(n, w_rows, num_rows, x_rows, out, ahead, ahead_bytes);
+  }
+};
+
+template <Kind K>
 void matmul_quads(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                   uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* xb = static_cast<const uint8_t*>(x);
-  for (int64_t t0 = 0; t0 < num_tokens; t0 += kQuadMaxTokens) {
-    const int nt = static_cast<int>(num_tokens - t0 < kQuadMaxTokens ? num_tokens - t0 : kQuadMaxTokens);
-    const uint8_t* x_rows[kQuadMaxTokens];
-    for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kQuadRows) {
-      const int nr = static_cast<int>(row_end - r0 < kQuadRows ? row_end - r0 : kQuadRows);
-      const uint8_t* w_rows[kQuadRows];
-      for (int r = 0; r < kQuadRows; ++r) w_rows[r] = wb + (r0 + (r < nr ? r : nr - 1)) * w_row_bytes;
-      const int64_t next_rows = row_end - (r0 + nr) < kQuadRows ? row_end - (r0 + nr) : kQuadRows;
-      const uint8_t* ahead = wb + (r0 + nr) * w_row_bytes;
-      const uint64_t ahead_bytes = next_rows > 0 ? static_cast<uint64_t>(next_rows) * w_row_bytes : 0;
-      float* out[kQuadMaxTokens];
-      for (int t = 0; t < nt; ++t) out[t] = y + (t0 + t) * y_stride + r0;
-      switch (nt) {
-        case 1:
-          quad_tile<K, 1>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
-          break;
-        case 2:
-          quad_tile<K, 2>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
-          break;
-        default:
-          quad_tile<K, 3>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
-          break;
-      }
-    }
-  }
+  avx2::for_each_quad<Tile<K>>(n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
 }  // namespace
