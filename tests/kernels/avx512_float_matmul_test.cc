@@ -1,8 +1,9 @@
-// The AVX-512 float-weight matmul (two rows per 512-bit register) against the AVX2 kernel, bit for
-// bit (whole output buffers, sentinels included; any NaN matches any NaN), and against the scalar reference
+// The AVX-512 float-weight matmuls (two rows per 512-bit register, and two tokens per register)
+// against the AVX2 kernel, bit for bit (whole output buffers, sentinels included; any NaN matches any NaN), and against the scalar reference
 // within a tolerance: F32, F16, BF16 weights; n with and without a tail step; odd row ranges (the
-// last row of an odd range shares a register with itself); token counts around the 12-token tile
-// and the token block; random, huge, zero, NaN and Inf inputs. Also the public entry point with
+// last row of an odd range shares a register with itself); token counts around the tiles (12 tokens
+// for row pairs, 4 pairs for token pairs, whose odd last token shares a register with itself) and
+// the token block; random, huge, zero, NaN and Inf inputs. Also the public entry point with
 // the AVX-512 variants switched on and off.
 #include <gtest/gtest.h>
 
@@ -46,30 +47,39 @@ struct Case {
   std::vector<float> x;
 };
 
+enum class Kernel { kAvx2, kRowPairs, kTokenPairs };
+constexpr Kernel kWide[] = {Kernel::kRowPairs, Kernel::kTokenPairs};
+const char* name(Kernel k) { return k == Kernel::kRowPairs ? "row pairs" : k == Kernel::kTokenPairs ? "token pairs" : "avx2"; }
+
 // y[t * stride + r] for r in [rb, re), the sentinel elsewhere.
-std::vector<float> run(bool avx512, DType type, const Case& c, int64_t rb, int64_t re, int64_t tokens) {
+std::vector<float> run(Kernel k, DType type, const Case& c, int64_t rb, int64_t re, int64_t tokens) {
   const int64_t stride = c.rows + 3;
   std::vector<float> y(stride * tokens, kSentinel);
-  auto fn = avx512 ? vnni::matmul_float : avx2::matmul;
+  auto fn = k == Kernel::kRowPairs     ? vnni::matmul_float
+            : k == Kernel::kTokenPairs ? vnni::matmul_float_token_pairs
+                                       : avx2::matmul;
   fn(type, c.n, c.w.data(), row_bytes(type, c.n), rb, re, c.x.data(), c.n * 4, tokens, y.data(), stride);
   return y;
 }
 
 void expect_same_as_avx2(DType type, const Case& c, const std::string& what) {
   const int64_t stride = c.rows + 3;
-  for (int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{11}, int64_t{12}, int64_t{13}, int64_t{25}, c.tokens}) {
+  for (int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{7}, int64_t{8}, int64_t{9},
+                         int64_t{11}, int64_t{12}, int64_t{13}, int64_t{25}, c.tokens}) {
     if (tokens > c.tokens) continue;
     const std::pair<int64_t, int64_t> ranges[] = {{0, c.rows}, {1, c.rows - 2}, {2, 3}, {c.rows - 1, c.rows}};
     for (auto [rb, re] : ranges) {
       if (re <= rb || rb < 0 || re > c.rows) continue;
-      const auto want = run(false, type, c, rb, re, tokens);
-      const auto got = run(true, type, c, rb, re, tokens);
-      int64_t i = 0;
-      while (i < static_cast<int64_t>(want.size()) && test::same_bits_or_nan(got[i], want[i])) ++i;
-      if (i == static_cast<int64_t>(want.size())) continue;
-      FAIL() << what << " " << dtype_name(type) << " n=" << c.n << " tokens=" << tokens << " range=[" << rb << "," << re
-             << ") first difference at t=" << i / stride << " r=" << i % stride << ": " << got[i] << " vs avx2 "
-             << want[i];
+      const auto want = run(Kernel::kAvx2, type, c, rb, re, tokens);
+      for (Kernel k : kWide) {
+        const auto got = run(k, type, c, rb, re, tokens);
+        int64_t i = 0;
+        while (i < static_cast<int64_t>(want.size()) && test::same_bits_or_nan(got[i], want[i])) ++i;
+        if (i == static_cast<int64_t>(want.size())) continue;
+        FAIL() << what << " " << name(k) << " " << dtype_name(type) << " n=" << c.n << " tokens=" << tokens
+               << " range=[" << rb << "," << re << ") first difference at t=" << i / stride << " r=" << i % stride
+               << ": " << got[i] << " vs avx2 " << want[i];
+      }
     }
   }
 }
@@ -87,7 +97,7 @@ TEST_P(Avx512FloatMatmulTest, RandomInputsMatchAvx2) {
   const DType type = GetParam();
   uint32_t seed = 10;
   for (int64_t n : {8, 16, 64, 72, 256, 1000, 1027, 3, 1}) {
-    for (int64_t rows : {1, 2, 5, 9}) {
+    for (int64_t rows : {1, 2, 5, 9, 13}) {
       expect_same_as_avx2(type, random_case(type, n, rows, 30, seed++, -1.0f, 1.0f), "random");
       if (HasFatalFailure()) return;
     }
@@ -130,13 +140,16 @@ TEST_P(Avx512FloatMatmulTest, CloseToTheScalarReference) {
   HZ_SKIP_WITHOUT_AVX512();
   const DType type = GetParam();
   const Case c = random_case(type, 777, 5, 17, 31, -1.0f, 1.0f);
-  const auto got = run(true, type, c, 0, c.rows, c.tokens);
   const uint64_t rb = row_bytes(type, c.n);
-  for (int64_t t = 0; t < c.tokens; ++t) {
-    for (int64_t r = 0; r < c.rows; ++r) {
-      float want = 0.0f;
-      ref::vec_dot(type, c.n, c.w.data() + r * rb, c.x.data() + t * c.n, &want);
-      EXPECT_NEAR(got[t * (c.rows + 3) + r], want, 1e-4f * std::sqrt(static_cast<float>(c.n))) << t << "," << r;
+  for (Kernel k : kWide) {
+    const auto got = run(k, type, c, 0, c.rows, c.tokens);
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      for (int64_t r = 0; r < c.rows; ++r) {
+        float want = 0.0f;
+        ref::vec_dot(type, c.n, c.w.data() + r * rb, c.x.data() + t * c.n, &want);
+        EXPECT_NEAR(got[t * (c.rows + 3) + r], want, 1e-4f * std::sqrt(static_cast<float>(c.n)))
+            << name(k) << " " << t << "," << r;
+      }
     }
   }
 }

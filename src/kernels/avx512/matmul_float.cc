@@ -11,6 +11,11 @@
 // Decode (few tokens) is memory-bound; half the instructions per byte still helped there (Intel
 // Xeon, llama-1b F16, tg32: 12.9 -> 13.4 tok/s), and the AVX2 kernel's prefetch of the next tile
 // made it slower here (11.9).
+//
+// matmul_float_token_pairs turns the register the other way: lanes 0-7 token a, lanes 8-15 token b,
+// one weight row. Each step then converts a row's 8 weights once into both halves and loads two
+// tokens' activations side by side, where the row-pair kernel broadcasts every token's
+// activations (a load and a shuffle per FMA pair). Same lanes, same chains, same bits.
 #include <immintrin.h>
 
 #include "base/check.h"
@@ -32,18 +37,25 @@ using avx2::hsum;
 // last step of one row exactly as the AVX2 kind loads it.
 struct PairF16 {
   static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_f16(a + s * 16, b + s * 16); }
+  static __m512 both(const uint8_t* row, int64_t s) {
+    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * 16))));
+  }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_f16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
   }
 };
 struct PairBF16 {
   static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_bf16(a + s * 16, b + s * 16); }
+  static __m512 both(const uint8_t* row, int64_t s) {
+    return widen_bf16(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * 16))));
+  }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_bf16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
   }
 };
 struct PairF32 {
   static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_f32(a + s * 32, b + s * 32); }
+  static __m512 both(const uint8_t* row, int64_t s) { return bcast8(reinterpret_cast<const float*>(row) + s * 8); }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_f32_partial(reinterpret_cast<const float*>(row) + s * 8, count);
   }
@@ -103,6 +115,57 @@ void pair_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_
   }
 }
 
+// Token pairs: a register holds one row's accumulators for two tokens (lanes 0-7 token a, 8-15
+// token b), fed the row's 8 weights of the step in both halves against the two tokens' 8
+// activations. Same per-lane arithmetic as pair_tile. w_rows[r] (R of them); x_rows[2q],
+// x_rows[2q + 1]: token pair q (the same token twice when the tile has an odd token left, whose
+// high half is then dropped: out entry null). out[r * 2Q + 2q + h] receives row r, token 2q + h.
+template <class K, int R, int Q>
+void token_pair_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows, float* const* out) {
+  __m512 acc[R][Q];
+  HZ_UNROLL
+  for (int r = 0; r < R; ++r) {
+    HZ_UNROLL
+    for (int q = 0; q < Q; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  const int64_t num_steps = n / 8;
+  for (int64_t s = 0; s < num_steps; ++s) {
+    __m512 wv[R];
+    HZ_UNROLL
+    for (int r = 0; r < R; ++r) wv[r] = K::both(w_rows[r], s);
+    HZ_UNROLL
+    for (int q = 0; q < Q; ++q) {
+      const __m512 xv = pair_f32(x_rows[2 * q] + s * 32, x_rows[2 * q + 1] + s * 32);
+      HZ_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(wv[r], xv, acc[r][q]);
+    }
+  }
+  const int64_t rest = n - num_steps * 8;
+  if (rest > 0) {
+    __m512 wv[R];
+    HZ_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const __m256 w8 = K::tail(w_rows[r], num_steps, rest);
+      wv[r] = join(w8, w8);
+    }
+    HZ_UNROLL
+    for (int q = 0; q < Q; ++q) {
+      const __m512 xv = join(avx2::load_f32_partial(reinterpret_cast<const float*>(x_rows[2 * q]) + num_steps * 8, rest),
+                             avx2::load_f32_partial(reinterpret_cast<const float*>(x_rows[2 * q + 1]) + num_steps * 8, rest));
+      HZ_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][q] = _mm512_fmadd_ps(wv[r], xv, acc[r][q]);
+    }
+  }
+  HZ_UNROLL
+  for (int r = 0; r < R; ++r) {
+    HZ_UNROLL
+    for (int q = 0; q < Q; ++q) {
+      out[r * 2 * Q + 2 * q][0] = hsum(_mm512_castps512_ps256(acc[r][q]));
+      if (out[r * 2 * Q + 2 * q + 1] != nullptr) out[r * 2 * Q + 2 * q + 1][0] = hsum(high_half(acc[r][q]));
+    }
+  }
+}
+
 template <class K, int P = 1, int T = 1>
 void pair_tile_dispatch(int pairs, int tokens, int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows,
                         float* const* out) {
@@ -117,6 +180,13 @@ void pair_tile_dispatch(int pairs, int tokens, int64_t n, const uint8_t* const* 
 // The AVX2 kernel's loop order (token blocks of about 384 KiB of activations outer, row tiles, then
 // token tiles); it decides only which outputs are computed together.
 constexpr uint64_t kTokenBlockBytes = 384 * 1024;
+
+// Token-pair tiles: up to kTileR rows x kTileQ token pairs (24 accumulators, 6 weight registers and
+// one activation pair: 31 of the 32 registers). Zen 5, F16 2048x2048 and 8192x2048, 512 tokens, 2
+// threads, best GOP/s: 6 x 4 300-345, 7 x 3 293-309, 5 x 4 291-297, 4 x 6 252-311, 8 x 3 258-269
+// (spills), 3 x 8 175-178 (spills); the row-pair kernel 241-272.
+constexpr int kTileR = 6;
+constexpr int kTileQ = 4;
 
 template <class K>
 void matmul_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
@@ -145,6 +215,45 @@ void matmul_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t ro
   }
 }
 
+template <class K, int R = 1, int Q = 1>
+void token_pair_dispatch(int rows, int pairs, int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows,
+                         float* const* out) {
+  if (rows == R && pairs == Q) return token_pair_tile<K, R, Q>(n, w_rows, x_rows, out);
+  if constexpr (Q < kTileQ) {
+    return token_pair_dispatch<K, R, Q + 1>(rows, pairs, n, w_rows, x_rows, out);
+  } else if constexpr (R < kTileR) {
+    return token_pair_dispatch<K, R + 1, 1>(rows, pairs, n, w_rows, x_rows, out);
+  }
+}
+
+// matmul_pairs' loop order with token-pair tiles.
+template <class K>
+void matmul_token_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                        const uint8_t* xb, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  constexpr int kTokens = 2 * kTileQ;
+  int64_t block = x_row_bytes > 0 ? static_cast<int64_t>(kTokenBlockBytes / x_row_bytes) : num_tokens;
+  block = block < kTokens ? kTokens : block / kTokens * kTokens;
+  for (int64_t tb = 0; tb < num_tokens; tb += block) {
+    const int64_t tb_end = num_tokens - tb < block ? num_tokens : tb + block;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileR) {
+      const int nr = static_cast<int>(row_end - r0 < kTileR ? row_end - r0 : kTileR);
+      const uint8_t* w_rows[kTileR];
+      for (int r = 0; r < nr; ++r) w_rows[r] = wb + (r0 + r) * w_row_bytes;
+      for (int64_t t0 = tb; t0 < tb_end; t0 += kTokens) {
+        const int nt = static_cast<int>(tb_end - t0 < kTokens ? tb_end - t0 : kTokens);
+        const int pairs = (nt + 1) / 2;
+        const uint8_t* x_rows[kTokens];
+        float* out[kTileR * kTokens];
+        for (int t = 0; t < 2 * pairs; ++t) x_rows[t] = xb + (t0 + (t < nt ? t : nt - 1)) * x_row_bytes;
+        for (int r = 0; r < nr; ++r) {
+          for (int t = 0; t < 2 * pairs; ++t) out[r * 2 * pairs + t] = t < nt ? y + (t0 + t) * y_stride + r0 + r : nullptr;
+        }
+        token_pair_dispatch<K>(nr, pairs, n, w_rows, x_rows, out);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
@@ -160,6 +269,24 @@ void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, i
       return matmul_pairs<PairBF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
     default:
       HZ_CHECK_MSG(false, "matmul_float: not a float weight type");
+  }
+}
+
+void matmul_float_token_pairs(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
+                              int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y,
+                              int64_t y_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  switch (wtype) {
+    case DType::kF32:
+      return matmul_token_pairs<PairF32>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+    case DType::kF16:
+      return matmul_token_pairs<PairF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+    case DType::kBF16:
+      return matmul_token_pairs<PairBF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y,
+                                          y_stride);
+    default:
+      HZ_CHECK_MSG(false, "matmul_float_token_pairs: not a float weight type");
   }
 }
 
