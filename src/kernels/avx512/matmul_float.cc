@@ -33,12 +33,17 @@ namespace {
 
 using avx2::hsum;
 
+// The 16 bytes at p in both 128-bit halves.
+inline __m256i both_halves128(const uint8_t* p) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // A weight kind: step s (8 elements) of rows a and b as one 16-lane register, and the zero-padded
 // last step of one row exactly as the AVX2 kind loads it.
 struct PairF16 {
   static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_f16(a + s * 16, b + s * 16); }
   static __m512 both(const uint8_t* row, int64_t s) {
-    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * 16))));
+    return _mm512_cvtph_ps(both_halves128(row + s * 16));
   }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_f16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
@@ -47,7 +52,7 @@ struct PairF16 {
 struct PairBF16 {
   static __m512 load(const uint8_t* a, const uint8_t* b, int64_t s) { return pair_bf16(a + s * 16, b + s * 16); }
   static __m512 both(const uint8_t* row, int64_t s) {
-    return widen_bf16(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * 16))));
+    return widen_bf16(both_halves128(row + s * 16));
   }
   static __m256 tail(const uint8_t* row, int64_t s, int64_t count) {
     return avx2::load_bf16_partial(reinterpret_cast<const uint16_t*>(row) + s * 8, count);
@@ -256,38 +261,48 @@ void matmul_token_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int6
 
 }  // namespace
 
-void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
-                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+namespace {
+
+// Driver<K>(...) for the weight kind of wtype.
+template <template <class> class Driver>
+void for_kind(const char* what, DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
+              int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(x);
   switch (wtype) {
     case DType::kF32:
-      return matmul_pairs<PairF32>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+      return Driver<PairF32>::run(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
     case DType::kF16:
-      return matmul_pairs<PairF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+      return Driver<PairF16>::run(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
     case DType::kBF16:
-      return matmul_pairs<PairBF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
+      return Driver<PairBF16>::run(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
     default:
-      HZ_CHECK_MSG(false, "matmul_float: not a float weight type");
+      HZ_CHECK_MSG(false, what);
   }
+}
+
+template <class K>
+struct RowPairs {
+  static constexpr auto run = matmul_pairs<K>;
+};
+template <class K>
+struct TokenPairs {
+  static constexpr auto run = matmul_token_pairs<K>;
+};
+
+}  // namespace
+
+void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  for_kind<RowPairs>("matmul_float: not a float weight type", wtype, n, w, w_row_bytes, row_begin, row_end, x,
+                     x_row_bytes, num_tokens, y, y_stride);
 }
 
 void matmul_float_token_pairs(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
                               int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y,
                               int64_t y_stride) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* xb = static_cast<const uint8_t*>(x);
-  switch (wtype) {
-    case DType::kF32:
-      return matmul_token_pairs<PairF32>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
-    case DType::kF16:
-      return matmul_token_pairs<PairF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y, y_stride);
-    case DType::kBF16:
-      return matmul_token_pairs<PairBF16>(n, wb, w_row_bytes, row_begin, row_end, xb, x_row_bytes, num_tokens, y,
-                                          y_stride);
-    default:
-      HZ_CHECK_MSG(false, "matmul_float_token_pairs: not a float weight type");
-  }
+  for_kind<TokenPairs>("matmul_float_token_pairs: not a float weight type", wtype, n, w, w_row_bytes, row_begin,
+                       row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }
 
 }  // namespace hz::kernels::vnni
