@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -67,6 +69,10 @@ Result<std::unique_ptr<FarTier>> FarTier::open(const FarTierOptions& o) {
   t->layer_bytes_ = o.layer_bytes;
   t->stride_ = round_up(slots * o.layer_bytes, kChunk);
   t->map_bytes_ = t->stride_ * static_cast<uint64_t>(o.num_layers);
+  // The folder and its parents are made if missing, as the disk store makes them.
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  if (ec) return io_error("KV far tier: cannot create the folder {}: {}", o.dir, ec.message());
   // Unlinked from the start: private to this process, gone with it whatever way it ends.
   t->fd_ = ::open(o.dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (t->fd_ < 0) {

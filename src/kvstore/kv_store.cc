@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <random>
+#include <system_error>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -71,7 +73,9 @@ Status KvStore::init(const StoreOptions& opts) {
   opts_ = opts;
   if (opts.dir.empty()) return invalid_argument("--kv-disk-dir is empty");
   if (opts.block_tokens == 0 || opts.block_bytes == 0) return invalid_argument("KV store: empty block geometry");
-  if (::mkdir(opts.dir.c_str(), 0755) != 0 && errno != EEXIST) return io_error("--kv-disk-dir {}: {}", opts.dir, std::strerror(errno));
+  std::error_code ec;
+  std::filesystem::create_directories(opts.dir, ec);  // with its parents, as mkdir -p
+  if (ec) return io_error("--kv-disk-dir {}: {}", opts.dir, ec.message());
   // One process per store: a second engine on the same folder would reuse slots under the first.
   const std::string lock = opts.dir + "/lock";
   lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

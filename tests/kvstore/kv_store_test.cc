@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -302,6 +304,21 @@ TEST(KvStore, SigkillAtRandomMomentsLeavesAStoreThatReopensCleanly) {
     }
   }
   EXPECT_GT(served_total, 0u);  // the store did keep blocks across kills
+}
+
+TEST(KvStore, AMissingFolderIsMadeWithItsParentsAndAFileInTheWayNamesTheFlag) {
+  const std::string root = test::make_temp_dir("hz_store");
+  {
+    auto s = KvStore::open(options(root + "/x/y"));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_TRUE(std::filesystem::is_directory(root + "/x/y"));
+  }
+  std::ofstream(root + "/file") << "x";
+  auto bad = KvStore::open(options(root + "/file/sub"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kIoError);
+  EXPECT_NE(bad.status().message().find("--kv-disk-dir"), std::string::npos) << bad.status().message();
+  std::filesystem::remove_all(root);
 }
 
 TEST(KvStore, SecondProcessIsRefusedAndBadOptionsNameTheFlag) {
