@@ -162,12 +162,19 @@ struct Q8_0Pair {
   }
 };
 
-// Block b of groups g0 and g1, decoded; the lines kPairPrefetchAhead past it requested.
+// Block b of groups g0 and g1, decoded; the lines kPairPrefetchAhead past it requested. g1 = g0 +
+// gb (the packed layout), and the next pair's groups follow at g0 + 2gb and g0 + 3gb. Near a
+// group's end, g1's look-ahead runs on into the next pair's first group by itself; g0's would land
+// in g1, which is being read already, so it goes to the next pair's second group instead. Without
+// that, each pair's second group started cold: decode on llama-1b Q4_0 (Zen 5, 2 threads) gained
+// 8-10% (groups of 2048 columns are 9 KiB, so the cold start was a large part of each).
 template <class K>
 __attribute__((always_inline)) inline void decode_pair(const uint8_t* g0, const uint8_t* g1, int64_t b, W2* wd) {
   const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
+  const uint64_t gb = static_cast<uint64_t>(g1 - g0);
+  const uint8_t* p0 = off + kPairPrefetchAhead < gb ? g0 : g0 + 2 * gb;
   for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(g0 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p0 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(g1 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
   }
   K::decode(g0 + off, g1 + off, wd);
