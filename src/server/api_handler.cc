@@ -466,6 +466,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
                                      "logit_bias"));
     }
   }
+  std::shared_ptr<const grammar::TokenGrammar> grammar;
   if (!r.grammar_text.empty()) {
     const Tokenizer* tok = engine_.get_tokenizer();
     if (tok == nullptr) {
@@ -473,7 +474,15 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     }
     auto g = grammars_.get(r.grammar_text, *tok);
     if (!g.ok()) return error_reply(bad_request(g.status().message(), r.grammar_field));
-    s.logit_mask = std::make_shared<GrammarLogitMask>(std::move(g).value());
+    grammar = std::move(g).value();
+    s.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
+  }
+  plan.choices.push_back(s);
+  for (int32_t i = 1; i < r.n; ++i) {
+    SamplingParams c = s;
+    if (s.seed) c.seed = *s.seed + static_cast<uint64_t>(i);
+    if (grammar) c.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
+    plan.choices.push_back(std::move(c));
   }
 
   plan.response.kind = kind;
@@ -484,6 +493,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   plan.response.include_usage = r.stream && r.include_usage;
   plan.response.logprobs = s.logprobs;
   plan.response.top_logprobs = s.top_logprobs;
+  plan.response.num_choices = r.n;
   return plan;
 }
 

@@ -48,6 +48,9 @@ struct GenerationPlan {
   ParsedRequest request;
   std::vector<int32_t> prompt;  // token ids, BOS included when the model wants it
   ResponseContext response;
+  // One per choice (`n`), each submitted as a request of its own: choice i samples with seed + i
+  // when a seed was given, and each has its own grammar mask (a mask follows one sequence).
+  std::vector<SamplingParams> choices;
 };
 
 // The model name requests and metrics carry: --served-model-name, else the engine's name, else the

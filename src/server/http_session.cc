@@ -59,15 +59,52 @@ std::optional<std::string> framing_error(const http::request<http::string_body>&
 }  // namespace
 
 struct HttpSession::Generation {
-  explicit Generation(GenerationPlan p) : plan(std::move(p)), assembler(plan.response) {}
+  // One engine request per choice (`n`; usually one).
+  struct Choice {
+    explicit Choice(const ResponseContext& ctx) : assembler(ctx) {}
+    CompletionAssembler assembler;
+    std::shared_ptr<EventChannel> channel;
+    uint64_t engine_id = 0;
+    bool submitted = false;
+    bool finished = false;        // its kFinished seen (or never submitted)
+    GenerationEvent final_event;  // its kFinished
+    std::optional<Clock::time_point> last_event;
+  };
+
+  explicit Generation(GenerationPlan p) : plan(std::move(p)) {
+    const int32_t n = std::max<int32_t>(1, static_cast<int32_t>(plan.choices.size()));
+    for (int32_t i = 0; i < n; ++i) {
+      ResponseContext ctx = plan.response;
+      ctx.choice_index = i;
+      ctx.num_choices = n;
+      choices.push_back(std::make_unique<Choice>(ctx));
+    }
+  }
+  CompletionAssembler& first() { return choices.front()->assembler; }
+  bool all_finished() const {
+    for (const auto& c : choices) {
+      if (!c->finished) return false;
+    }
+    return true;
+  }
+  // The request's outcome once every choice has finished: the first failure's event, else
+  // the first choice's with the choices' completion tokens summed.
+  GenerationEvent outcome() const {
+    if (failure) return *failure;
+    GenerationEvent e = choices.front()->final_event;
+    e.completion_tokens = 0;
+    for (const auto& c : choices) e.completion_tokens += c->final_event.completion_tokens;
+    return e;
+  }
 
   GenerationPlan plan;
-  CompletionAssembler assembler;
-  std::shared_ptr<EventChannel> channel;
-  uint64_t engine_id = 0;
+  std::vector<std::unique_ptr<Choice>> choices;
+  std::optional<ApiError> submit_error;  // a choice after the first could not be submitted
   bool submitted = false;
   bool chunked = true;          // HTTP/1.1 streams use chunked encoding; 1.0 ones end with the connection
-  bool finished = false;        // kFinished seen
+  bool finished = false;        // every choice's kFinished seen
+  bool failed = false;          // a choice failed: the others are cancelled
+  std::optional<GenerationEvent> failure;  // the first failed choice's kFinished
   bool client_gone = false;
   bool writing = false;
   bool terminated = false;      // the last bytes of the stream are queued or sent
@@ -75,11 +112,10 @@ struct HttpSession::Generation {
   std::string header;           // stream: the response head, sent with the first write
   std::string pending;          // stream: SSE text not yet written
   std::string write_buf;        // stream: the write in flight
-  GenerationEvent final_event;  // kFinished
+  GenerationEvent final_event;  // outcome(), once finished
   int status = 200;
   // Latency bookkeeping, from event arrival times.
   std::optional<Clock::time_point> first_token;
-  Clock::time_point last_event;
   uint64_t tokens_seen = 0;
 };
 
@@ -281,30 +317,41 @@ void HttpSession::discard_more() {
 }
 
 void HttpSession::start_generation(GenerationPlan plan) {
+  if (plan.choices.empty()) plan.choices.push_back(plan.request.sampling);
   gen_ = std::make_unique<Generation>(std::move(plan));
   ++gen_serial_;
   Generation& g = *gen_;
   std::weak_ptr<HttpSession> weak = weak_from_this();
   std::shared_ptr<PostGate> gate = ctx_.gate;
-  // Runs on the engine thread: post to this session's strand, unless the server is gone.
-  g.channel = std::make_shared<EventChannel>([weak, gate] {
-    std::lock_guard<std::mutex> lock(gate->mu);
-    if (!gate->open) return;
-    if (auto self = weak.lock()) {
-      net::post(self->stream_.get_executor(), [self] { self->on_events(); });
+  for (size_t i = 0; i < g.choices.size(); ++i) {
+    Generation::Choice& c = *g.choices[i];
+    // Runs on the engine thread: post to this session's strand, unless the server is gone.
+    c.channel = std::make_shared<EventChannel>([weak, gate] {
+      std::lock_guard<std::mutex> lock(gate->mu);
+      if (!gate->open) return;
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(), [self] { self->on_events(); });
+      }
+    });
+    GenerationRequest request;
+    request.prompt = g.plan.prompt;
+    request.sampling = g.plan.choices[i];
+    request.sink = std::make_shared<ChannelSink>(c.channel);
+    if (ctx_.options->request_timeout.count() > 0) request.deadline = request_start_ + ctx_.options->request_timeout;
+    auto id = ctx_.engine->submit(std::move(request));
+    if (!id.ok()) {
+      if (i == 0) return send_reply(ApiHandler::error_reply(api_error_from_status(id.status())), keep_alive_);
+      // Choices already running are cancelled; the answer (this error) goes out once they end.
+      g.submit_error = api_error_from_status(id.status());
+      g.plan.response.stream = false;
+      for (size_t j = 0; j < i; ++j) ctx_.engine->cancel(g.choices[j]->engine_id);
+      for (size_t j = i; j < g.choices.size(); ++j) g.choices[j]->finished = true;
+      break;
     }
-  });
-
-  GenerationRequest request;
-  request.prompt = g.plan.prompt;
-  request.sampling = g.plan.request.sampling;
-  request.sink = std::make_shared<ChannelSink>(g.channel);
-  if (ctx_.options->request_timeout.count() > 0) request.deadline = request_start_ + ctx_.options->request_timeout;
-  auto id = ctx_.engine->submit(std::move(request));
-  if (!id.ok()) return send_reply(ApiHandler::error_reply(api_error_from_status(id.status())), keep_alive_);
-  g.engine_id = *id;
+    c.engine_id = *id;
+    c.submitted = true;
+  }
   g.submitted = true;
-  g.last_event = request_start_;
   hold_.expires_at(net::steady_timer::time_point::max());
   hold_.async_wait([self = shared_from_this()](beast::error_code) {});
   stream_.expires_never();  // the wait for the engine is bounded by the request deadline instead
@@ -319,10 +366,16 @@ void HttpSession::start_generation(GenerationPlan plan) {
         "X-Request-Id: {}\r\n{}{}{}\r\n",
         http_version_ >= 11 ? 1 : 0, g.plan.response.id, g.chunked ? "Transfer-Encoding: chunked\r\n" : "",
         keep_alive_ ? "" : "Connection: close\r\n", cors_head);
-    g.pending = g.assembler.stream_start();
+    for (auto& c : g.choices) g.pending += c->assembler.stream_start();
     flush_stream();
   }
   watch_disconnect();
+}
+
+void HttpSession::cancel_choices() {
+  for (auto& c : gen_->choices) {
+    if (c->submitted && !c->finished) ctx_.engine->cancel(c->engine_id);
+  }
 }
 
 // Waits for the socket to turn readable while a generation runs: EOF or an error there means the
@@ -349,43 +402,63 @@ void HttpSession::on_client_gone(const char* why) {
   if (!gen_ || gen_->client_gone) return;
   gen_->client_gone = true;
   if (gen_->submitted && !gen_->finished) {
-    HZ_LOG_DEBUG("{}: {}, cancelling engine request {}", gen_->plan.response.id, why, gen_->engine_id);
-    ctx_.engine->cancel(gen_->engine_id);
+    HZ_LOG_DEBUG("{}: {}, cancelling its engine requests", gen_->plan.response.id, why);
+    cancel_choices();
   }
   // A stream writing right now ends in its write handler; otherwise wait for kFinished, so the
   // request's final accounting happens once the engine has let go of it.
 }
 
 void HttpSession::on_events() {
-  if (!gen_ || !gen_->channel) return;
+  if (!gen_ || gen_->choices.front()->channel == nullptr) return;
   Generation& g = *gen_;
-  for (auto& [arrival, e] : g.channel->take()) {
-    if (g.finished) break;
-    if (e.kind == GenerationEvent::Kind::kTokens) {
-      uint64_t n = e.token_ids.size();
-      if (n > 0) {
-        if (!g.first_token) {
-          g.first_token = arrival;
-          ctx_.metrics->observe_ttft(std::chrono::duration<double>(arrival - request_start_).count());
-          if (n > 1) ctx_.metrics->observe_inter_token(0.0, n - 1);
-        } else {
-          double gap = std::chrono::duration<double>(arrival - g.last_event).count();
-          ctx_.metrics->observe_inter_token(gap / static_cast<double>(n), n);
+  const bool stream = g.plan.response.stream;
+  for (auto& cp : g.choices) {
+    Generation::Choice& c = *cp;
+    if (c.channel == nullptr) continue;
+    for (auto& [arrival, e] : c.channel->take()) {
+      if (c.finished) break;
+      if (e.kind == GenerationEvent::Kind::kTokens) {
+        uint64_t n = e.token_ids.size();
+        if (n > 0) {
+          if (!g.first_token) {
+            g.first_token = arrival;
+            ctx_.metrics->observe_ttft(std::chrono::duration<double>(arrival - request_start_).count());
+          }
+          if (!c.last_event) {
+            if (n > 1) ctx_.metrics->observe_inter_token(0.0, n - 1);
+          } else {
+            double gap = std::chrono::duration<double>(arrival - *c.last_event).count();
+            ctx_.metrics->observe_inter_token(gap / static_cast<double>(n), n);
+          }
+          g.tokens_seen += n;
+          c.last_event = arrival;
         }
-        g.tokens_seen += n;
-        g.last_event = arrival;
-      }
-      if (g.client_gone) continue;
-      if (g.plan.response.stream) {
-        g.pending += g.assembler.stream_tokens(e);
+        if (g.client_gone || g.failed) continue;
+        if (stream) {
+          g.pending += c.assembler.stream_tokens(e);
+        } else {
+          c.assembler.add_tokens(e);
+        }
       } else {
-        g.assembler.add_tokens(e);
+        c.finished = true;
+        c.final_event = std::move(e);
+        if (finish_error(c.final_event)) {
+          if (!g.failed) {
+            g.failed = true;
+            g.failure = c.final_event;
+            cancel_choices();  // one failed choice fails the request
+          }
+        } else if (stream && !g.client_gone && !g.failed && g.choices.size() > 1) {
+          g.pending += c.assembler.stream_finish_choice(c.final_event);
+        }
       }
-    } else {
-      g.finished = true;
-      g.final_event = std::move(e);
-      ctx_.metrics->on_request_finished(g.final_event, std::chrono::duration<double>(arrival - request_start_).count());
     }
+  }
+  if (!g.finished && g.all_finished()) {
+    g.finished = true;
+    g.final_event = g.outcome();
+    ctx_.metrics->on_request_finished(g.final_event, std::chrono::duration<double>(Clock::now() - request_start_).count());
   }
   if (g.client_gone) {
     // Nothing more goes to this client; once the engine is done with the request, account and close.
@@ -395,9 +468,13 @@ void HttpSession::on_events() {
     }
     return;
   }
-  if (g.plan.response.stream) {
+  if (stream) {
     if (g.finished && !g.terminated) {
-      g.pending += g.assembler.stream_finish(g.final_event);
+      if (g.choices.size() == 1 || finish_error(g.final_event)) {
+        g.pending += g.first().stream_finish(g.final_event);
+      } else {
+        g.pending += g.first().stream_end(g.final_event);
+      }
       g.terminated = true;
     }
     return flush_stream();
@@ -408,9 +485,20 @@ void HttpSession::on_events() {
 void HttpSession::finish_generation_reply() {
   Generation& g = *gen_;
   g.replied = true;
+  if (g.submit_error) return send_reply(ApiHandler::error_reply(*g.submit_error), keep_alive_);
   if (auto err = finish_error(g.final_event)) return send_reply(ApiHandler::error_reply(*err), keep_alive_);
   HttpReply r;
-  r.body = g.assembler.final_body(g.final_event);
+  if (g.choices.size() == 1) {
+    r.body = g.first().final_body(g.final_event);
+  } else {
+    std::vector<const CompletionAssembler*> parts;
+    std::vector<const GenerationEvent*> events;
+    for (const auto& c : g.choices) {
+      parts.push_back(&c->assembler);
+      events.push_back(&c->final_event);
+    }
+    r.body = CompletionAssembler::merged_body(parts, events);
+  }
   send_reply(r, keep_alive_);
 }
 
@@ -486,7 +574,7 @@ void HttpSession::complete_request(int status) {
 }
 
 void HttpSession::close() {
-  if (gen_ && gen_->submitted && !gen_->finished) ctx_.engine->cancel(gen_->engine_id);
+  if (gen_ && gen_->submitted && !gen_->finished) cancel_choices();
   if (request_active_) complete_request(499);
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);

@@ -397,12 +397,13 @@ std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& 
     }
   }
   int64_t n = 1;
-  if (r.read_int("n", 1, std::numeric_limits<int32_t>::max(), &n) && n > 1) {
-    r.fail("'n' > 1 is not supported by this server: send one request per completion", "n");
-  }
+  if (r.read_int("n", 1, kMaxChoices, &n)) out->n = static_cast<int32_t>(n);
   int64_t best_of = 1;
-  if (r.read_int("best_of", 1, std::numeric_limits<int32_t>::max(), &best_of) && best_of > 1) {
-    r.fail("'best_of' > 1 is not supported by this server", "best_of");
+  if (r.read_int("best_of", 1, std::numeric_limits<int32_t>::max(), &best_of) && best_of != n) {
+    // best_of = n returns every choice generated, which is what n does.
+    r.fail(best_of < n ? "'best_of' must be at least 'n'"
+                       : "'best_of' > 'n' is not supported by this server (it would rank choices by log probability)",
+           "best_of");
   }
   bool echo = false;
   if (r.read_bool("echo", &echo) && echo) r.fail("'echo' is not supported by this server", "echo");

@@ -48,6 +48,7 @@ struct ParsedRequest {
   bool max_tokens_set = false;  // false: completions default to 16, chat to the rest of the context
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int32_t n = 1;               // choices to generate for the prompt (1..kMaxChoices)
   std::string user;
 
   // Chat: tools, tool_choice, parallel_tool_calls.
@@ -58,6 +59,9 @@ struct ParsedRequest {
   std::string grammar_text;
   std::string grammar_field;
 };
+
+// The most choices (`n`) one request may ask for: each is a sequence of its own in the engine.
+inline constexpr int32_t kMaxChoices = 64;
 
 struct ParseOptions {
   bool normalize_newlines = false;

@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "server/json_text.h"
@@ -105,7 +106,9 @@ const char* CompletionAssembler::finish_reason(const GenerationEvent& e, bool ha
 }
 
 json CompletionAssembler::tool_calls_json(const std::vector<ToolCall>& calls) const {
-  const std::string_view seed = std::string_view(ctx_.id).substr(std::min<size_t>(ctx_.id.find('-') + 1, ctx_.id.size()));
+  std::string seed = ctx_.id.substr(std::min<size_t>(ctx_.id.find('-') + 1, ctx_.id.size()));
+  // Several choices: each one's calls get ids of their own (the first two hex digits name the choice).
+  if (ctx_.num_choices > 1 && seed.size() >= 2) seed = fmt::format("{:02x}", ctx_.choice_index & 0xff) + seed.substr(2);
   json out = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     out.push_back({{"id", tool_call_id(seed, i, ctx_.tool_format)},
@@ -116,7 +119,7 @@ json CompletionAssembler::tool_calls_json(const std::vector<ToolCall>& calls) co
 }
 
 std::string CompletionAssembler::delta_chunk(const json& delta) const {
-  json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"index", ctx_.choice_index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   json j = {{"id", ctx_.id},
             {"object", "chat.completion.chunk"},
             {"created", ctx_.created},
@@ -127,7 +130,7 @@ std::string CompletionAssembler::delta_chunk(const json& delta) const {
 }
 
 std::string CompletionAssembler::chunk(const std::string& text, const GenerationEvent* src, const char* finish) const {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"index", ctx_.choice_index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   if (finish != nullptr) choice["finish_reason"] = finish;
   json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
   if (ctx_.kind == ApiKind::kChat) {
@@ -150,7 +153,7 @@ std::string CompletionAssembler::chunk(const std::string& text, const Generation
 std::string CompletionAssembler::stream_start() {
   if (writer_) return writer_->stream_start();
   if (ctx_.kind != ApiKind::kChat) return "";
-  json choice = {{"index", 0},
+  json choice = {{"index", ctx_.choice_index},
                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};
@@ -192,36 +195,46 @@ std::string CompletionAssembler::usage_json(const GenerationEvent& e) const {
 
 std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
   if (writer_) return writer_->stream_finish(e);
-  std::string out;
   if (auto err = finish_error(e)) {
     // Headers are gone already; OpenAI-compatible servers report mid-stream failures as an error event.
-    out += sse_data(api_error_body(*err));
-  } else {
-    const char* finish = openai_finish_reason(e.finish_reason);
-    if (tool_gate_) {
-      // OpenAI's shape: per call, a delta with its index, id, type and name, then its arguments.
-      ParsedReply reply = tool_gate_->finish();
-      if (!reply.content.empty()) out += delta_chunk({{"content", reply.content}});
-      const json calls = tool_calls_json(reply.tool_calls);
-      for (size_t i = 0; i < calls.size(); ++i) {
-        json head = {{"index", i}, {"id", calls[i]["id"]}, {"type", "function"},
-                     {"function", {{"name", calls[i]["function"]["name"]}, {"arguments", ""}}}};
-        out += delta_chunk({{"tool_calls", json::array({head})}});
-        json args = {{"index", i}, {"function", {{"arguments", calls[i]["function"]["arguments"]}}}};
-        out += delta_chunk({{"tool_calls", json::array({args})}});
-      }
-      finish = finish_reason(e, !reply.tool_calls.empty());
+    std::string out = sse_data(api_error_body(*err));
+    out += kSseDone;
+    return out;
+  }
+  return stream_finish_choice(e) + stream_end(e);
+}
+
+std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) {
+  std::string out;
+  const char* finish = openai_finish_reason(e.finish_reason);
+  if (tool_gate_) {
+    // OpenAI's shape: per call, a delta with its index, id, type and name, then its arguments.
+    ParsedReply reply = tool_gate_->finish();
+    if (!reply.content.empty()) out += delta_chunk({{"content", reply.content}});
+    const json calls = tool_calls_json(reply.tool_calls);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      json head = {{"index", i}, {"id", calls[i]["id"]}, {"type", "function"},
+                   {"function", {{"name", calls[i]["function"]["name"]}, {"arguments", ""}}}};
+      out += delta_chunk({{"tool_calls", json::array({head})}});
+      json args = {{"index", i}, {"function", {{"arguments", calls[i]["function"]["arguments"]}}}};
+      out += delta_chunk({{"tool_calls", json::array({args})}});
     }
-    out += chunk("", nullptr, finish);
-    if (ctx_.include_usage) {
-      json j = {{"id", ctx_.id},
-                {"object", ctx_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
-                {"created", ctx_.created},
-                {"model", ctx_.model},
-                {"choices", json::array()},
-                {"usage", json::parse(usage_json(e))}};
-      out += sse_data(dump_json(j));
-    }
+    finish = finish_reason(e, !reply.tool_calls.empty());
+  }
+  out += chunk("", nullptr, finish);
+  return out;
+}
+
+std::string CompletionAssembler::stream_end(const GenerationEvent& usage) const {
+  std::string out;
+  if (ctx_.include_usage) {
+    json j = {{"id", ctx_.id},
+              {"object", ctx_.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
+              {"created", ctx_.created},
+              {"model", ctx_.model},
+              {"choices", json::array()},
+              {"usage", json::parse(usage_json(usage))}};
+    out += sse_data(dump_json(j));
   }
   out += kSseDone;
   return out;
@@ -235,12 +248,9 @@ void CompletionAssembler::add_tokens(const GenerationEvent& e) {
   }
 }
 
-std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
-  if (writer_) return writer_->body(text_, e);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(e.finish_reason)}};
-  json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
+json CompletionAssembler::choice_json(const GenerationEvent& e) const {
+  json choice = {{"index", ctx_.choice_index}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(e.finish_reason)}};
   if (ctx_.kind == ApiKind::kChat) {
-    j["object"] = "chat.completion";
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
     if (ctx_.tool_format != ToolCallFormat::kNone) {
       ParsedReply reply = parse_reply(text_, ctx_.tool_format, ctx_.parallel_tool_calls);
@@ -253,15 +263,34 @@ std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
     }
     if (ctx_.logprobs) choice["logprobs"] = chat_logprobs(chosen_, top_);
   } else {
-    j["object"] = "text_completion";
     choice["text"] = text_;
     if (ctx_.logprobs) {
       int64_t offset = 0;
       choice["logprobs"] = completion_logprobs(chosen_, top_, &offset);
     }
   }
-  j["choices"] = json::array({choice});
-  j["usage"] = json::parse(usage_json(e));
+  return choice;
+}
+
+std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
+  if (writer_) return writer_->body(text_, e);
+  return merged_body({this}, {&e});
+}
+
+std::string CompletionAssembler::merged_body(const std::vector<const CompletionAssembler*>& parts,
+                                             const std::vector<const GenerationEvent*>& finished) {
+  const ResponseContext& ctx = parts.front()->ctx_;
+  json j = {{"id", ctx.id}, {"created", ctx.created}, {"model", ctx.model}};
+  j["object"] = ctx.kind == ApiKind::kChat ? "chat.completion" : "text_completion";
+  json choices = json::array();
+  GenerationEvent usage = *finished.front();
+  usage.completion_tokens = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    choices.push_back(parts[i]->choice_json(*finished[i]));
+    usage.completion_tokens += finished[i]->completion_tokens;
+  }
+  j["choices"] = std::move(choices);
+  j["usage"] = json::parse(parts.front()->usage_json(usage));
   return dump_json(j);
 }
 

@@ -39,6 +39,9 @@ struct ResponseContext {
   ReplyShape shape = ReplyShape::kOpenAi;
   int32_t prompt_tokens = 0;
   std::string echo;
+  // Requests with `n` > 1: this choice's index, and how many there are (OpenAI's shapes only).
+  int32_t choice_index = 0;
+  int32_t num_choices = 1;
 };
 
 // OpenAI's finish_reason for an engine finish. kTimeout maps to "length" (the output was cut, as by
@@ -60,15 +63,27 @@ class CompletionAssembler {
   std::string stream_tokens(const GenerationEvent& e);
   std::string stream_finish(const GenerationEvent& e);
 
+  // Requests with `n` > 1, one assembler per choice, streaming: this choice's last chunks for its
+  // kFinished event (which must not be a failure: those end the stream with stream_finish), and,
+  // once every choice is done, the usage chunk (when asked for) and [DONE] for `usage`, the
+  // choices' usage summed.
+  std::string stream_finish_choice(const GenerationEvent& e);
+  std::string stream_end(const GenerationEvent& usage) const;
+
   // Non-streamed: accumulate kTokens events, then the full response body on kFinished.
   void add_tokens(const GenerationEvent& e);
   std::string final_body(const GenerationEvent& finished) const;
+  // Requests with `n` > 1: one body with every choice (parts[i] finished with *finished[i]) and
+  // the usage summed (the prompt counted once, as OpenAI does).
+  static std::string merged_body(const std::vector<const CompletionAssembler*>& parts,
+                                 const std::vector<const GenerationEvent*>& finished);
 
   const std::string& text() const { return text_; }
 
  private:
   std::string chunk(const std::string& text, const GenerationEvent* logprob_src, const char* finish) const;
   std::string usage_json(const GenerationEvent& finished) const;
+  nlohmann::ordered_json choice_json(const GenerationEvent& finished) const;  // non-streamed
   std::string delta_chunk(const nlohmann::ordered_json& delta) const;  // chat: one choice with this delta
   // The OpenAI tool_calls array for `calls` (streamed: with "index", without: as in a message).
   nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls) const;

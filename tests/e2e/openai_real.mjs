@@ -3,6 +3,8 @@
 //   basic PROMPT N              completions + chat, streamed and not, greedy
 //   concurrent N PROMPT...      every prompt streamed at once (N tokens each), greedy
 //   disconnect K PROMPT...      stream each prompt, abort after K chunks
+//   choices PROMPT N K SEED     n = K sampled choices (temperature 1), streamed and not, and each
+//                               seed SEED + i alone
 // Prints one JSON object.
 import { createRequire } from 'node:module';
 
@@ -44,6 +46,21 @@ if (mode === 'basic') {
   let text = '';
   for await (const chunk of cs) text += chunk.choices[0]?.delta?.content ?? '';
   out.chat_stream = { text };
+} else if (mode === 'choices') {
+  const [prompt, n, k, seed] = [args[0], Number(args[1]), Number(args[2]), Number(args[3])];
+  const params = { model, prompt, max_tokens: n, temperature: 1, seed };
+  const c = await client.completions.create({ ...params, n: k });
+  out.choices = c.choices.map((x) => ({ index: x.index, text: x.text, finish: x.finish_reason }));
+  out.usage = c.usage;
+  const s = await client.completions.create({ ...params, n: k, stream: true });
+  out.streamed = Array(k).fill('');
+  for await (const chunk of s) {
+    for (const x of chunk.choices) out.streamed[x.index] += x.text;
+  }
+  out.single = [];
+  for (let i = 0; i < k; ++i) {
+    out.single.push((await client.completions.create({ ...params, seed: seed + i })).choices[0].text);
+  }
 } else if (mode === 'concurrent') {
   const n = Number(args[0]);
   out.results = await Promise.all(args.slice(1).map((p) => streamCompletion(p, n)));

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "support/server_process.h"
 #include "support/test_support.h"
@@ -74,6 +75,27 @@ TEST_F(ServerE2ETest, OpenAIClientGreedyEqualsHorizonRun) {
   // Chat: the default template wraps the message; greedy stream and non-stream agree.
   EXPECT_FALSE(r["chat"]["text"].get<std::string>().empty());
   EXPECT_EQ(r["chat"]["text"], r["chat_stream"]["text"]);
+}
+
+// `n` sampled choices through the openai client: choice i is the request with seed + i on its own,
+// streamed or not, and the choices differ (temperature 1).
+TEST_F(ServerE2ETest, SeveralChoicesEachEqualTheirSeedAlone) {
+  nlohmann::json r = node(*srv_, "choices 'Once upon a time' 24 3 7");
+  ASSERT_EQ(r["choices"].size(), 3u) << r.dump();
+  std::set<std::string> distinct;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    EXPECT_EQ(r["choices"][i]["text"], r["single"][i]) << i;
+    EXPECT_EQ(r["streamed"][i], r["single"][i]) << i;
+    distinct.insert(r["single"][i].get<std::string>());
+  }
+  EXPECT_GT(distinct.size(), 1u) << r.dump();
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 5);
+  // Summed over the choices: 24 for each cut by max_tokens, at least 1 for any other.
+  int64_t at_least = 0;
+  for (const auto& c : r["choices"]) at_least += c["finish"] == "length" ? 24 : 1;
+  EXPECT_GE(r["usage"]["completion_tokens"].get<int64_t>(), at_least);
+  EXPECT_LE(r["usage"]["completion_tokens"].get<int64_t>(), 72);
 }
 
 TEST_F(ServerE2ETest, SixteenConcurrentStreamsMatchTheirSingleRuns) {

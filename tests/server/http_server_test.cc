@@ -147,6 +147,88 @@ TEST_F(HttpServerTest, CompletionNonStreamed) {
   EXPECT_EQ(r.headers["x-request-id"], j["id"]);
 }
 
+// `n` choices: one engine request each, one body with choices 0..n-1 and the usage summed (the
+// prompt counted once); best_of = n is the same thing.
+TEST_F(HttpServerTest, SeveralChoicesNonStreamed) {
+  start();
+  HttpResponse one = post("/v1/completions", R"({"prompt": "abc", "max_tokens": 5})");
+  ASSERT_EQ(one.status, 200) << one.body;
+  HttpResponse r = post("/v1/completions", R"({"prompt": "abc", "max_tokens": 5, "n": 3, "best_of": 3})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 3u) << r.body;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], parse(one.body)["choices"][0]["text"]);
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "length");
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 15);
+  EXPECT_EQ(j["usage"]["total_tokens"], 19);
+  EXPECT_EQ(engine_->submitted(), 4);
+
+  HttpResponse chat = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "n": 2})");
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  json c = parse(chat.body);
+  ASSERT_EQ(c["choices"].size(), 2u) << chat.body;
+  EXPECT_EQ(c["choices"][1]["index"], 1);
+  EXPECT_EQ(c["choices"][1]["message"]["role"], "assistant");
+  EXPECT_EQ(c["choices"][0]["message"]["content"], c["choices"][1]["message"]["content"]);
+  EXPECT_EQ(c["usage"]["completion_tokens"], 8);
+}
+
+TEST_F(HttpServerTest, SeveralChoicesStreamed) {
+  start();
+  HttpResponse r = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+                                                   "n": 3, "stream": true, "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json usage = parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 15);
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], parse(post("/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})").body)["usage"]["prompt_tokens"]);
+  std::string text[3];
+  int roles[3] = {0, 0, 0}, finishes[3] = {0, 0, 0};
+  for (size_t e = 0; e + 2 < events.size(); ++e) {
+    json ch = parse(events[e]);
+    ASSERT_EQ(ch["choices"].size(), 1u) << events[e];
+    const json& choice = ch["choices"][0];
+    const int i = choice["index"].get<int>();
+    ASSERT_TRUE(i >= 0 && i < 3) << events[e];
+    EXPECT_EQ(finishes[i], 0) << "a chunk of choice " << i << " after its last";
+    if (choice["delta"].contains("role")) ++roles[i];
+    if (choice["delta"].contains("content")) text[i] += choice["delta"]["content"].get<std::string>();
+    if (!choice["finish_reason"].is_null()) {
+      EXPECT_EQ(choice["finish_reason"], "length");
+      ++finishes[i];
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(roles[i], 1) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+    EXPECT_EQ(text[i], "<|im_") << i;
+  }
+}
+
+// A choice the engine cannot take (its queue is full) fails the whole request: the choices already
+// queued are cancelled and nothing is left in the engine.
+TEST_F(HttpServerTest, AChoiceThatCannotBeQueuedFailsTheRequestAndCancelsTheOthers) {
+  start({}, {.max_queue = 2});
+  engine_->set_paused(true);
+  HttpResponse r = post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3, "n": 4})");
+  expect_error_object(r, 429);  // the queue-full answer of a single request
+  EXPECT_EQ(engine_->submitted(), 2);
+  EXPECT_GE(engine_->cancel_calls(), 2);
+  engine_->set_paused(false);
+  EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
+  // And a failing choice fails the request (every choice here: same prompt).
+  expect_error_object(post("/v1/completions", R"({"prompt": "x!ERR", "max_tokens": 3, "n": 2})"), 500);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3, "n": 2})").status, 200);
+}
+
 // `model` must name the served model (or, without --served-model-name, the model's path or file
 // name); omitted is fine, anything else is OpenAI's 404 model_not_found.
 TEST_F(HttpServerTest, ModelIsCheckedAgainstTheServedNames) {
@@ -344,7 +426,9 @@ TEST_F(HttpServerTest, BadRequestsGetErrorObjectsAndTheServerKeepsServing) {
       {"empty messages", "/v1/chat/completions", R"({"messages": []})", 400, "messages", "at least one"},
       {"bad role", "/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})", 400,
        "messages[0].role", "role"},
-      {"n=2", "/v1/completions", R"({"prompt": "a", "n": 2})", 400, "n", "not supported"},
+      {"n=65", "/v1/completions", R"({"prompt": "a", "n": 65})", 400, "n", "between 1 and 64"},
+      {"best_of below n", "/v1/completions", R"({"prompt": "a", "n": 3, "best_of": 2})", 400, "best_of", "at least"},
+      {"best_of above n", "/v1/completions", R"({"prompt": "a", "n": 2, "best_of": 3})", 400, "best_of", "not supported"},
       {"prompt too long", "/v1/completions", "{\"prompt\": \"" + std::string(100, 'a') + "\"}", 400, "prompt",
        "64 tokens"},
       {"max_tokens negative", "/v1/completions", R"({"prompt": "a", "max_tokens": -1})", 400, "max_tokens",

@@ -57,11 +57,13 @@ const runner = client.chat.completions.stream({
 const final = await runner.finalChatCompletion();
 out.chat_stream_helper = { content: final.choices[0].message.content };
 
+const n2 = await client.completions.create({ model, prompt: 'a', n: 2, max_tokens: 3 });
+out.n2 = { indices: n2.choices.map((c) => c.index), texts: n2.choices.map((c) => c.text), usage: n2.usage };
 try {
-  await client.completions.create({ model, prompt: 'a', n: 2 });
-  out.n2 = { status: 'no error' };
+  await client.completions.create({ model, prompt: 'a', n: 65 });
+  out.n65 = { status: 'no error' };
 } catch (e) {
-  out.n2 = { status: e.status, param: e.param ?? e.error?.param ?? null, type: e.type ?? e.error?.type ?? null };
+  out.n65 = { status: e.status, param: e.param ?? e.error?.param ?? null, type: e.type ?? e.error?.type ?? null };
 }
 
 // A model this server does not serve: OpenAI's 404 (the client's NotFoundError).

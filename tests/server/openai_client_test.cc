@@ -62,9 +62,12 @@ TEST(OpenAiClientTest, OfficialClientDrivesCompletionsAndChat) {
   EXPECT_EQ(r["chat_stream"]["finish_reason"], "length");
   EXPECT_EQ(r["chat_stream_helper"]["content"], "<|im");
 
-  EXPECT_EQ(r["n2"]["status"], 400);
-  EXPECT_EQ(r["n2"]["param"], "n");
-  EXPECT_EQ(r["n2"]["type"], "invalid_request_error");
+  EXPECT_EQ(r["n2"]["indices"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(r["n2"]["texts"][0], r["n2"]["texts"][1]);  // the fake engine echoes the prompt
+  EXPECT_EQ(r["n2"]["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(r["n65"]["status"], 400);
+  EXPECT_EQ(r["n65"]["param"], "n");
+  EXPECT_EQ(r["n65"]["type"], "invalid_request_error");
   EXPECT_EQ(r["wrong_model"]["status"], 404);
   EXPECT_EQ(r["wrong_model"]["code"], "model_not_found");
   EXPECT_EQ(r["wrong_model"]["param"], "model");

@@ -2,6 +2,9 @@
 // default chat prompt, response assembly and the Prometheus rendering.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
@@ -166,6 +169,8 @@ TEST(OpenAiRequestTest, ErrorsNameTheField) {
       {ApiKind::kCompletion, R"({"prompt": "a", "logprobs": true})", "logprobs"},
       {ApiKind::kCompletion, R"({"prompt": "a", "n": 0})", "n"},
       {ApiKind::kCompletion, R"({"prompt": "a", "best_of": 3})", "best_of"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "n": 65})", "n"},
+      {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", "n"},
       {ApiKind::kCompletion, R"({"prompt": "a", "echo": true})", "echo"},
       {ApiKind::kCompletion, R"({"prompt": "a", "seed": "7"})", "seed"},
       {ApiKind::kCompletion, R"({"prompt": "a", "model": 7})", "model"},
@@ -332,6 +337,57 @@ TEST(CompletionAssemblerTest, FinalBodiesAndFinishReasons) {
   EXPECT_FALSE(finish_error(finished(FinishReason::kLength, 1, 1)));
   EXPECT_EQ(finish_error(finished(FinishReason::kCancelled, 1, 1))->http_status, 503);
   EXPECT_EQ(finish_error(finished(FinishReason::kError, 1, 1))->http_status, 500);
+}
+
+// n choices: each choice's chunks and body carry its index, tool call ids differ between choices,
+// the merged body sums the completion tokens and counts the prompt once.
+TEST(CompletionAssemblerTest, SeveralChoicesCarryTheirIndexAndOwnToolCallIds) {
+  const std::string reply = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+  ResponseContext base{ApiKind::kChat, "chatcmpl-0123456789abcdef01234567", 1, "m", false, true, false, 0};
+  base.tool_format = ToolCallFormat::kHermes;
+  std::vector<std::unique_ptr<CompletionAssembler>> parts;
+  std::vector<GenerationEvent> events;
+  for (int i = 0; i < 3; ++i) {
+    ResponseContext ctx = base;
+    ctx.choice_index = i;
+    ctx.num_choices = 3;
+    parts.push_back(std::make_unique<CompletionAssembler>(ctx));
+    parts.back()->add_tokens(tokens(reply, 9));
+    events.push_back(finished(FinishReason::kStop, 4, 9 + i));
+  }
+  std::vector<const CompletionAssembler*> ptrs;
+  std::vector<const GenerationEvent*> evs;
+  for (int i = 0; i < 3; ++i) {
+    ptrs.push_back(parts[i].get());
+    evs.push_back(&events[i]);
+  }
+  json j = json::parse(CompletionAssembler::merged_body(ptrs, evs));
+  ASSERT_EQ(j["choices"].size(), 3u);
+  std::set<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "tool_calls");
+    ids.insert(j["choices"][i]["message"]["tool_calls"][0]["id"].get<std::string>());
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 30);
+  EXPECT_EQ(j["usage"]["total_tokens"], 34);
+
+  // Streamed: a choice's chunks carry its index; stream_finish_choice ends only that choice, and
+  // stream_end adds the usage chunk and [DONE].
+  ResponseContext sctx{ApiKind::kCompletion, "cmpl-1", 1, "m", true, true, false, 0};
+  sctx.choice_index = 2;
+  sctx.num_choices = 3;
+  CompletionAssembler s(sctx);
+  json c = json::parse(s.stream_tokens(tokens("ab", 2)).substr(6));
+  EXPECT_EQ(c["choices"][0]["index"], 2);
+  const std::string fin = s.stream_finish_choice(finished(FinishReason::kLength, 4, 2));
+  EXPECT_EQ(fin.find("[DONE]"), std::string::npos);
+  EXPECT_EQ(json::parse(fin.substr(6))["choices"][0]["index"], 2);
+  const std::string end = s.stream_end(finished(FinishReason::kLength, 4, 6));
+  EXPECT_NE(end.find("\"completion_tokens\":6"), std::string::npos) << end;
+  EXPECT_EQ(end.substr(end.size() - 14), "data: [DONE]\n\n");
 }
 
 // parallel_tool_calls: false keeps the first call of a reply that holds two, in every shape.
