@@ -100,6 +100,7 @@ struct HttpSession::Generation {
   GenerationPlan plan;
   std::vector<std::unique_ptr<Choice>> choices;
   std::optional<ApiError> submit_error;  // a choice after the first could not be submitted
+  bool rest_pending = false;             // choices 1..n-1 wait for the first one's prompt
   bool submitted = false;
   bool chunked = true;          // HTTP/1.1 streams use chunked encoding; 1.0 ones end with the connection
   bool finished = false;        // every choice's kFinished seen
@@ -321,36 +322,12 @@ void HttpSession::start_generation(GenerationPlan plan) {
   gen_ = std::make_unique<Generation>(std::move(plan));
   ++gen_serial_;
   Generation& g = *gen_;
-  std::weak_ptr<HttpSession> weak = weak_from_this();
-  std::shared_ptr<PostGate> gate = ctx_.gate;
-  for (size_t i = 0; i < g.choices.size(); ++i) {
-    Generation::Choice& c = *g.choices[i];
-    // Runs on the engine thread: post to this session's strand, unless the server is gone.
-    c.channel = std::make_shared<EventChannel>([weak, gate] {
-      std::lock_guard<std::mutex> lock(gate->mu);
-      if (!gate->open) return;
-      if (auto self = weak.lock()) {
-        net::post(self->stream_.get_executor(), [self] { self->on_events(); });
-      }
-    });
-    GenerationRequest request;
-    request.prompt = g.plan.prompt;
-    request.sampling = g.plan.choices[i];
-    request.sink = std::make_shared<ChannelSink>(c.channel);
-    if (ctx_.options->request_timeout.count() > 0) request.deadline = request_start_ + ctx_.options->request_timeout;
-    auto id = ctx_.engine->submit(std::move(request));
-    if (!id.ok()) {
-      if (i == 0) return send_reply(ApiHandler::error_reply(api_error_from_status(id.status())), keep_alive_);
-      // Choices already running are cancelled; the answer (this error) goes out once they end.
-      g.submit_error = api_error_from_status(id.status());
-      g.plan.response.stream = false;
-      for (size_t j = 0; j < i; ++j) ctx_.engine->cancel(g.choices[j]->engine_id);
-      for (size_t j = i; j < g.choices.size(); ++j) g.choices[j]->finished = true;
-      break;
-    }
-    c.engine_id = *id;
-    c.submitted = true;
+  if (Status s = submit_choice(0); !s.ok()) {
+    return send_reply(ApiHandler::error_reply(api_error_from_status(s)), keep_alive_);
   }
+  // The other choices go in once the first has its prompt prefilled, so that with prefix caching
+  // they find its blocks instead of prefilling the same prompt side by side.
+  g.rest_pending = g.choices.size() > 1;
   g.submitted = true;
   hold_.expires_at(net::steady_timer::time_point::max());
   hold_.async_wait([self = shared_from_this()](beast::error_code) {});
@@ -370,6 +347,58 @@ void HttpSession::start_generation(GenerationPlan plan) {
     flush_stream();
   }
   watch_disconnect();
+}
+
+Status HttpSession::submit_choice(size_t i) {
+  Generation& g = *gen_;
+  Generation::Choice& c = *g.choices[i];
+  std::weak_ptr<HttpSession> weak = weak_from_this();
+  std::shared_ptr<PostGate> gate = ctx_.gate;
+  // Runs on the engine thread: post to this session's strand, unless the server is gone.
+  c.channel = std::make_shared<EventChannel>([weak, gate] {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    if (!gate->open) return;
+    if (auto self = weak.lock()) {
+      net::post(self->stream_.get_executor(), [self] { self->on_events(); });
+    }
+  });
+  GenerationRequest request;
+  request.prompt = g.plan.prompt;
+  request.sampling = g.plan.choices[i];
+  request.sink = std::make_shared<ChannelSink>(c.channel);
+  if (ctx_.options->request_timeout.count() > 0) request.deadline = request_start_ + ctx_.options->request_timeout;
+  auto id = ctx_.engine->submit(std::move(request));
+  if (!id.ok()) return id.status();
+  c.engine_id = *id;
+  c.submitted = true;
+  return Status();
+}
+
+// Choices 1..n-1, once the first has its first token (or has ended). One that cannot be queued
+// fails the request: the choices running are cancelled and the error is the answer (or, once a
+// stream has started, its error event).
+void HttpSession::submit_rest() {
+  Generation& g = *gen_;
+  g.rest_pending = false;
+  for (size_t i = 1; i < g.choices.size(); ++i) {
+    Status s = g.client_gone || g.failed ? Status() : submit_choice(i);
+    if (s.ok() && g.choices[i]->submitted) continue;
+    if (!s.ok()) {
+      if (g.plan.response.stream) {
+        GenerationEvent e;
+        e.kind = GenerationEvent::Kind::kFinished;
+        e.finish_reason = FinishReason::kError;
+        e.error = s;
+        g.failure = e;
+      } else {
+        g.submit_error = api_error_from_status(s);
+      }
+      g.failed = true;
+      cancel_choices();
+    }
+    for (size_t j = i; j < g.choices.size(); ++j) g.choices[j]->finished = true;  // never submitted
+    break;
+  }
 }
 
 void HttpSession::cancel_choices() {
@@ -455,6 +484,8 @@ void HttpSession::on_events() {
       }
     }
   }
+  const Generation::Choice& first = *g.choices.front();
+  if (g.rest_pending && (first.finished || first.last_event)) submit_rest();
   if (!g.finished && g.all_finished()) {
     g.finished = true;
     g.final_event = g.outcome();

@@ -68,6 +68,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void start_generation(GenerationPlan plan);
   void watch_disconnect();
   void cancel_choices();  // every submitted choice not finished yet
+  Status submit_choice(size_t i);
+  void submit_rest();
   void on_client_gone(const char* why);
   void on_events();
   void flush_stream();

@@ -213,18 +213,36 @@ TEST_F(HttpServerTest, SeveralChoicesStreamed) {
   }
 }
 
-// A choice the engine cannot take (its queue is full) fails the whole request: the choices already
-// queued are cancelled and nothing is left in the engine.
+// The choices after the first go in once the first has a token (so that with prefix caching they
+// find its prompt's blocks). One the engine refuses fails the whole request: the choices already
+// running are cancelled and nothing is left in the engine; a stream ends with an error event.
 TEST_F(HttpServerTest, AChoiceThatCannotBeQueuedFailsTheRequestAndCancelsTheOthers) {
-  start({}, {.max_queue = 2});
-  engine_->set_paused(true);
-  HttpResponse r = post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3, "n": 4})");
-  expect_error_object(r, 429);  // the queue-full answer of a single request
-  EXPECT_EQ(engine_->submitted(), 2);
-  EXPECT_GE(engine_->cancel_calls(), 2);
-  engine_->set_paused(false);
-  EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
-  // And a failing choice fails the request (every choice here: same prompt).
+  start();
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "not streamed");
+    engine_->set_paused(true);
+    const int before = engine_->submitted();
+    HttpResponse r;
+    std::thread client([&] {
+      r = post("/v1/completions", json{{"prompt", "abc"}, {"max_tokens", 3}, {"n", 3}, {"stream", stream}}.dump());
+    });
+    ASSERT_TRUE(eventually([&] { return engine_->submitted() == before + 1; }));  // the first choice only
+    engine_->fail_next_submit(Status(StatusCode::kResourceExhausted, "the waiting queue is full"));
+    engine_->set_paused(false);
+    client.join();
+    if (stream) {
+      EXPECT_EQ(r.status, 200);
+      auto events = sse_payloads(r.body);
+      ASSERT_GE(events.size(), 2u) << r.body;
+      EXPECT_EQ(events.back(), "[DONE]");
+      EXPECT_NE(events[events.size() - 2].find("the waiting queue is full"), std::string::npos) << r.body;
+    } else {
+      expect_error_object(r, 429);  // the queue-full answer of a single request
+    }
+    EXPECT_EQ(engine_->submitted(), before + 1);
+    EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
+  }
+  // A failing choice fails the request (every choice here: same prompt).
   expect_error_object(post("/v1/completions", R"({"prompt": "x!ERR", "max_tokens": 3, "n": 2})"), 500);
   EXPECT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3, "n": 2})").status, 200);
 }
