@@ -387,8 +387,9 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
       "spec", "Speculative decoding against plain decoding: paired rounds of one greedy request, identical output checked");
   xf->engine.add_to(*sp, /*server=*/false);
   sp->add_option("--drafter", xf->o.drafter,
-                 "ngram (prompt lookup, as --spec ngram) or oracle (the true continuation with --fail-rate of its tokens "
-                 "wrong: the cost of verification alone)")
+                 "ngram (prompt lookup, as --spec ngram), oracle (the true continuation with --fail-rate of its tokens "
+                 "wrong: the cost of verification alone) or none (a control: both sides decode plainly, so the ratio shows "
+                 "the measurement's own spread)")
       ->capture_default_str();
   sp->add_option("-p,--prompt", xf->o.prompt, "Prompt text (default: --prompt-tokens pseudo-random tokens)");
   sp->add_option("-f,--file", xf->prompt_file, "Read the prompt from a file");

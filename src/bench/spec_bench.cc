@@ -76,9 +76,10 @@ struct RunResult {
   double seconds = 0;  // first to last token
 };
 
-Result<RunResult> generate(LocalEngine& e, const std::vector<int32_t>& prompt, int32_t n) {
+Result<RunResult> generate(LocalEngine& e, const std::vector<int32_t>& prompt, int32_t n, bool speculate = true) {
   GenerationRequest r;
   r.prompt = prompt;
+  r.speculate = speculate;
   r.sampling.temperature = 0;
   r.sampling.max_tokens = n;
   r.sampling.ignore_eos = true;
@@ -96,7 +97,8 @@ Result<RunResult> generate(LocalEngine& e, const std::vector<int32_t>& prompt, i
 }  // namespace
 
 Result<SpecBenchReport> run_spec_bench(const SpecBenchOptions& o, const SpecProgressFn& progress) {
-  if (o.drafter != "ngram" && o.drafter != "oracle") return invalid_argument("--drafter '{}' is not one of ngram, oracle", o.drafter);
+  if (o.drafter != "ngram" && o.drafter != "oracle" && o.drafter != "none")
+    return invalid_argument("--drafter '{}' is not one of ngram, oracle, none", o.drafter);
   if (o.rounds < 1) return invalid_argument("--rounds must be at least 1");
   if (o.reps < 1) return invalid_argument("--reps must be at least 1");
   if (o.gen_tokens < 2) return invalid_argument("-n must be at least 2");
@@ -128,9 +130,15 @@ Result<SpecBenchReport> run_spec_bench(const SpecBenchOptions& o, const SpecProg
     so.spec = SpecMode::kOff;
     so.spec_adaptive = false;  // fixed-length drafts: the cost of the rule itself
     so.drafter = std::make_shared<OracleDrafter>(std::move(seq), vocab, o.fail_rate, o.seed);
-  } else {
+  } else if (o.drafter == "ngram") {
     so.spec = SpecMode::kNgram;
+  } else {
+    so.spec = SpecMode::kOff;  // the control: both engines plain
   }
+  // Both sides run on this one engine (the plain runs with drafting off): two engines would hold
+  // two copies of the weights, and the second copy decoded 3-4% slower than the first in an A/A
+  // run (--drafter none), a bias against speculation.
+  plain.reset();
   HZ_ASSIGN_OR_RETURN(auto spec, LocalEngine::create(so));
   if (progress) progress("warm-up");
   HZ_RETURN_IF_ERROR(generate(*spec, prompt, o.gen_tokens).status());
@@ -144,12 +152,12 @@ Result<SpecBenchReport> run_spec_bench(const SpecBenchOptions& o, const SpecProg
     if (progress) progress(fmt::format("round {}/{}", r + 1, o.rounds));
     SpecBenchRound round;
     const EngineStats before = spec->stats();
-    // `reps` pairs back to back, alternating which engine goes first, so a drift in the machine's
+    // `reps` pairs back to back, alternating which side goes first, so a drift in the machine's
     // speed does not favour one; the round's rates are tokens over time summed over its runs.
     double plain_s = 0, spec_s = 0, plain_n = 0, spec_n = 0;
     for (int32_t k = 0; k < 2 * o.reps; ++k) {
       const bool run_plain = (k % 2 == 0) == ((r + k / 2) % 2 == 0);
-      HZ_ASSIGN_OR_RETURN(RunResult x, generate(run_plain ? *plain : *spec, prompt, o.gen_tokens));
+      HZ_ASSIGN_OR_RETURN(RunResult x, generate(*spec, prompt, o.gen_tokens, /*speculate=*/!run_plain));
       rep.identical = rep.identical && x.ids == truth.ids;
       (run_plain ? plain_s : spec_s) += x.seconds;
       (run_plain ? plain_n : spec_n) += static_cast<double>(x.ids.size() - 1);

@@ -97,6 +97,9 @@ struct GenerationRequest {
   SamplingParams sampling;
   std::shared_ptr<GenerationSink> sink;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // finish with kTimeout after this
+  // false: never drafted for, even on an engine that speculates (bench spec runs its plain side
+  // on the speculating engine itself, so both sides share one copy of the weights).
+  bool speculate = true;
 };
 
 // Embeddings: each input's final hidden states (after the output norm), pooled and L2-normalised.

@@ -421,7 +421,7 @@ void LocalEngine::drain_inbox() {
     r->stop = std::make_unique<StopMatcher>(g.sampling.stop);
     r->prompt_tokens = static_cast<int32_t>(g.prompt.size());
     r->max_new_tokens = std::min<int32_t>(g.sampling.max_tokens, opts_.max_model_len - r->prompt_tokens);
-    r->speculate = drafter_ != nullptr && g.sampling.logit_mask == nullptr;
+    r->speculate = drafter_ != nullptr && g.sampling.logit_mask == nullptr && g.speculate;
     r->draft_len = opts_.spec_draft_tokens;
     auto seq = std::make_unique<Sequence>();
     seq->id = id;

@@ -95,6 +95,38 @@ EngineStats settled_stats(LocalEngine& e) {
   return st;
 }
 
+// A request with `speculate` false is never drafted for on a speculating engine (bench spec runs
+// its plain side so) and decodes the same tokens; the next request with it on drafts again.
+TEST(SpeculativeEngineTest, ARequestCanOptOutOfDrafting) {
+  auto spec = make_engine(SpecMode::kNgram);
+  ASSERT_NE(spec, nullptr);
+  const auto ps = prompts(*spec);
+  const std::vector<int32_t>& p = ps.back();  // P + greedy(P) + P: drafts found at every step
+  auto off = std::make_shared<CollectSink>();
+  GenerationRequest r = request(p, 32, off);
+  r.speculate = false;
+  ASSERT_TRUE(spec->submit(std::move(r)).ok());
+  ASSERT_TRUE(off->wait());
+  const uint64_t drafted_before = settled_stats(*spec).spec_draft_tokens_total;
+  const uint64_t steps_before = settled_stats(*spec).steps_total;
+  auto again = std::make_shared<CollectSink>();
+  GenerationRequest r2 = request(p, 32, again);
+  r2.speculate = false;
+  ASSERT_TRUE(spec->submit(std::move(r2)).ok());
+  ASSERT_TRUE(again->wait());
+  EngineStats st = settled_stats(*spec);
+  EXPECT_EQ(st.spec_draft_tokens_total, drafted_before);
+  const uint64_t steps_off = st.steps_total - steps_before;
+  auto on = std::make_shared<CollectSink>();
+  ASSERT_TRUE(spec->submit(request(p, 32, on)).ok());
+  ASSERT_TRUE(on->wait());
+  st = settled_stats(*spec);
+  EXPECT_GT(st.spec_draft_tokens_total, drafted_before);
+  EXPECT_LT(st.steps_total - steps_before - steps_off, steps_off);  // accepted drafts: fewer steps
+  EXPECT_EQ(on->ids, off->ids);
+  EXPECT_EQ(again->ids, off->ids);
+}
+
 TEST(SpeculativeEngineTest, GreedyOutputIsPlainDecodingTokenForToken) {
   const std::vector<Variant> variants = {
       {"f16", nullptr},
