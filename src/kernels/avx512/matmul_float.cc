@@ -171,20 +171,28 @@ void token_pair_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* con
   }
 }
 
-template <class K, int P = 1, int T = 1>
-void pair_tile_dispatch(int pairs, int tokens, int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows,
-                        float* const* out) {
-  if (pairs == P && tokens == T) return pair_tile<K, P, T>(n, w_rows, x_rows, out);
-  if constexpr (T < kMaxTokens) {
-    return pair_tile_dispatch<K, P, T + 1>(pairs, tokens, n, w_rows, x_rows, out);
-  } else if constexpr (P < kMaxPairs) {
-    return pair_tile_dispatch<K, P + 1, 1>(pairs, tokens, n, w_rows, x_rows, out);
+// f.template operator()<A, B>() for the tile shape (a, b), 1 <= a <= MaxA and 1 <= b <= MaxB: the
+// tile kernels take their shape as template arguments, so that the accumulators stay in registers.
+template <int MaxA, int MaxB, int A = 1, int B = 1, class F>
+void with_tile_shape(int a, int b, F& f) {
+  if (a == A && b == B) return f.template operator()<A, B>();
+  if constexpr (B < MaxB) {
+    return with_tile_shape<MaxA, MaxB, A, B + 1>(a, b, f);
+  } else if constexpr (A < MaxA) {
+    return with_tile_shape<MaxA, MaxB, A + 1, 1>(a, b, f);
   }
 }
 
 // The AVX2 kernel's loop order (token blocks of about 384 KiB of activations outer, row tiles, then
 // token tiles); it decides only which outputs are computed together.
 constexpr uint64_t kTokenBlockBytes = 384 * 1024;
+
+// Tokens per block: about kTokenBlockBytes of activations, a whole number of `tile` tokens (at
+// least one tile).
+inline int64_t token_block(uint64_t x_row_bytes, int64_t num_tokens, int64_t tile) {
+  const int64_t block = x_row_bytes > 0 ? static_cast<int64_t>(kTokenBlockBytes / x_row_bytes) : num_tokens;
+  return block < tile ? tile : block / tile * tile;
+}
 
 // Token-pair tiles: up to kTileR rows x kTileQ token pairs (24 accumulators, 6 weight registers and
 // one activation pair: 31 of the 32 registers). Zen 5, F16 2048x2048 and 8192x2048, 512 tokens, 2
@@ -197,8 +205,7 @@ template <class K>
 void matmul_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                   const uint8_t* xb, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   constexpr int kRows = 2 * kMaxPairs;
-  int64_t block = x_row_bytes > 0 ? static_cast<int64_t>(kTokenBlockBytes / x_row_bytes) : num_tokens;
-  block = block < kMaxTokens ? kMaxTokens : block / kMaxTokens * kMaxTokens;
+  const int64_t block = token_block(x_row_bytes, num_tokens, kMaxTokens);
   for (int64_t tb = 0; tb < num_tokens; tb += block) {
     const int64_t tb_end = num_tokens - tb < block ? num_tokens : tb + block;
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
@@ -214,20 +221,10 @@ void matmul_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t ro
         for (int r = 0; r < 2 * pairs; ++r) {
           for (int t = 0; t < nt; ++t) out[r * nt + t] = r < nr ? y + (t0 + t) * y_stride + r0 + r : nullptr;
         }
-        pair_tile_dispatch<K>(pairs, nt, n, w_rows, x_rows, out);
+        auto tile = [&]<int P, int T>() { pair_tile<K, P, T>(n, w_rows, x_rows, out); };
+        with_tile_shape<kMaxPairs, kMaxTokens>(pairs, nt, tile);
       }
     }
-  }
-}
-
-template <class K, int R = 1, int Q = 1>
-void token_pair_dispatch(int rows, int pairs, int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows,
-                         float* const* out) {
-  if (rows == R && pairs == Q) return token_pair_tile<K, R, Q>(n, w_rows, x_rows, out);
-  if constexpr (Q < kTileQ) {
-    return token_pair_dispatch<K, R, Q + 1>(rows, pairs, n, w_rows, x_rows, out);
-  } else if constexpr (R < kTileR) {
-    return token_pair_dispatch<K, R + 1, 1>(rows, pairs, n, w_rows, x_rows, out);
   }
 }
 
@@ -236,8 +233,7 @@ template <class K>
 void matmul_token_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                         const uint8_t* xb, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   constexpr int kTokens = 2 * kTileQ;
-  int64_t block = x_row_bytes > 0 ? static_cast<int64_t>(kTokenBlockBytes / x_row_bytes) : num_tokens;
-  block = block < kTokens ? kTokens : block / kTokens * kTokens;
+  const int64_t block = token_block(x_row_bytes, num_tokens, kTokens);
   for (int64_t tb = 0; tb < num_tokens; tb += block) {
     const int64_t tb_end = num_tokens - tb < block ? num_tokens : tb + block;
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileR) {
@@ -253,7 +249,8 @@ void matmul_token_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int6
         for (int r = 0; r < nr; ++r) {
           for (int t = 0; t < 2 * pairs; ++t) out[r * 2 * pairs + t] = t < nt ? y + (t0 + t) * y_stride + r0 + r : nullptr;
         }
-        token_pair_dispatch<K>(nr, pairs, n, w_rows, x_rows, out);
+        auto tile = [&]<int R, int Q>() { token_pair_tile<K, R, Q>(n, w_rows, x_rows, out); };
+        with_tile_shape<kTileR, kTileQ>(nr, pairs, tile);
       }
     }
   }
