@@ -493,7 +493,6 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   plan.response.include_usage = r.stream && r.include_usage;
   plan.response.logprobs = s.logprobs;
   plan.response.top_logprobs = s.top_logprobs;
-  plan.response.num_choices = r.n;
   return plan;
 }
 

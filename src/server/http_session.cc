@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "base/check.h"
 #include "base/log.h"
 #include "server/api_error.h"
 #include "server/auth.h"
@@ -72,7 +73,8 @@ struct HttpSession::Generation {
   };
 
   explicit Generation(GenerationPlan p) : plan(std::move(p)) {
-    const int32_t n = std::max<int32_t>(1, static_cast<int32_t>(plan.choices.size()));
+    HZ_CHECK(!plan.choices.empty());
+    const auto n = static_cast<int32_t>(plan.choices.size());
     for (int32_t i = 0; i < n; ++i) {
       ResponseContext ctx = plan.response;
       ctx.choice_index = i;
@@ -81,6 +83,10 @@ struct HttpSession::Generation {
     }
   }
   CompletionAssembler& first() { return choices.front()->assembler; }
+  // A choice failed or could not be queued: the others are cancelled.
+  bool failed() const { return failure.has_value() || submit_error.has_value(); }
+  // Choices 1..n-1 wait for the first one's prompt (submitted, or given up, all at once).
+  bool rest_pending() const { return choices.size() > 1 && !choices[1]->submitted && !choices[1]->finished; }
   bool all_finished() const {
     for (const auto& c : choices) {
       if (!c->finished) return false;
@@ -99,13 +105,10 @@ struct HttpSession::Generation {
 
   GenerationPlan plan;
   std::vector<std::unique_ptr<Choice>> choices;
-  std::optional<ApiError> submit_error;  // a choice after the first could not be submitted
-  bool rest_pending = false;             // choices 1..n-1 wait for the first one's prompt
-  bool submitted = false;
+  std::optional<ApiError> submit_error;  // non-streamed: a choice after the first could not be queued
   bool chunked = true;          // HTTP/1.1 streams use chunked encoding; 1.0 ones end with the connection
   bool finished = false;        // every choice's kFinished seen
-  bool failed = false;          // a choice failed: the others are cancelled
-  std::optional<GenerationEvent> failure;  // the first failed choice's kFinished
+  std::optional<GenerationEvent> failure;  // the first failed choice's kFinished (or a stream's refusal)
   bool client_gone = false;
   bool writing = false;
   bool terminated = false;      // the last bytes of the stream are queued or sent
@@ -318,17 +321,14 @@ void HttpSession::discard_more() {
 }
 
 void HttpSession::start_generation(GenerationPlan plan) {
-  if (plan.choices.empty()) plan.choices.push_back(plan.request.sampling);
   gen_ = std::make_unique<Generation>(std::move(plan));
   ++gen_serial_;
   Generation& g = *gen_;
   if (Status s = submit_choice(0); !s.ok()) {
     return send_reply(ApiHandler::error_reply(api_error_from_status(s)), keep_alive_);
   }
-  // The other choices go in once the first has its prompt prefilled, so that with prefix caching
-  // they find its blocks instead of prefilling the same prompt side by side.
-  g.rest_pending = g.choices.size() > 1;
-  g.submitted = true;
+  // The other choices go in once the first has its prompt prefilled (submit_rest), so that with
+  // prefix caching they find its blocks instead of prefilling the same prompt side by side.
   hold_.expires_at(net::steady_timer::time_point::max());
   hold_.async_wait([self = shared_from_this()](beast::error_code) {});
   stream_.expires_never();  // the wait for the engine is bounded by the request deadline instead
@@ -379,11 +379,11 @@ Status HttpSession::submit_choice(size_t i) {
 // stream has started, its error event).
 void HttpSession::submit_rest() {
   Generation& g = *gen_;
-  g.rest_pending = false;
-  for (size_t i = 1; i < g.choices.size(); ++i) {
-    Status s = g.client_gone || g.failed ? Status() : submit_choice(i);
-    if (s.ok() && g.choices[i]->submitted) continue;
-    if (!s.ok()) {
+  size_t i = 1;
+  if (!g.client_gone && !g.failed()) {
+    for (; i < g.choices.size(); ++i) {
+      Status s = submit_choice(i);
+      if (s.ok()) continue;
       if (g.plan.response.stream) {
         GenerationEvent e;
         e.kind = GenerationEvent::Kind::kFinished;
@@ -393,12 +393,11 @@ void HttpSession::submit_rest() {
       } else {
         g.submit_error = api_error_from_status(s);
       }
-      g.failed = true;
       cancel_choices();
+      break;
     }
-    for (size_t j = i; j < g.choices.size(); ++j) g.choices[j]->finished = true;  // never submitted
-    break;
   }
+  for (; i < g.choices.size(); ++i) g.choices[i]->finished = true;  // never submitted
 }
 
 void HttpSession::cancel_choices() {
@@ -430,7 +429,7 @@ void HttpSession::watch_disconnect() {
 void HttpSession::on_client_gone(const char* why) {
   if (!gen_ || gen_->client_gone) return;
   gen_->client_gone = true;
-  if (gen_->submitted && !gen_->finished) {
+  if (!gen_->finished) {
     HZ_LOG_DEBUG("{}: {}, cancelling its engine requests", gen_->plan.response.id, why);
     cancel_choices();
   }
@@ -463,7 +462,7 @@ void HttpSession::on_events() {
           g.tokens_seen += n;
           c.last_event = arrival;
         }
-        if (g.client_gone || g.failed) continue;
+        if (g.client_gone || g.failed()) continue;
         if (stream) {
           g.pending += c.assembler.stream_tokens(e);
         } else {
@@ -473,19 +472,18 @@ void HttpSession::on_events() {
         c.finished = true;
         c.final_event = std::move(e);
         if (finish_error(c.final_event)) {
-          if (!g.failed) {
-            g.failed = true;
+          if (!g.failed()) {
             g.failure = c.final_event;
             cancel_choices();  // one failed choice fails the request
           }
-        } else if (stream && !g.client_gone && !g.failed && g.choices.size() > 1) {
+        } else if (stream && !g.client_gone && !g.failed()) {
           g.pending += c.assembler.stream_finish_choice(c.final_event);
         }
       }
     }
   }
   const Generation::Choice& first = *g.choices.front();
-  if (g.rest_pending && (first.finished || first.last_event)) submit_rest();
+  if (g.rest_pending() && (first.finished || first.last_event)) submit_rest();
   if (!g.finished && g.all_finished()) {
     g.finished = true;
     g.final_event = g.outcome();
@@ -501,11 +499,8 @@ void HttpSession::on_events() {
   }
   if (stream) {
     if (g.finished && !g.terminated) {
-      if (g.choices.size() == 1 || finish_error(g.final_event)) {
-        g.pending += g.first().stream_finish(g.final_event);
-      } else {
-        g.pending += g.first().stream_end(g.final_event);
-      }
+      // A failure's error event, or the usage (summed over the choices) and [DONE].
+      g.pending += finish_error(g.final_event) ? g.first().stream_finish(g.final_event) : g.first().stream_end(g.final_event);
       g.terminated = true;
     }
     return flush_stream();
@@ -518,18 +513,14 @@ void HttpSession::finish_generation_reply() {
   g.replied = true;
   if (g.submit_error) return send_reply(ApiHandler::error_reply(*g.submit_error), keep_alive_);
   if (auto err = finish_error(g.final_event)) return send_reply(ApiHandler::error_reply(*err), keep_alive_);
-  HttpReply r;
-  if (g.choices.size() == 1) {
-    r.body = g.first().final_body(g.final_event);
-  } else {
-    std::vector<const CompletionAssembler*> parts;
-    std::vector<const GenerationEvent*> events;
-    for (const auto& c : g.choices) {
-      parts.push_back(&c->assembler);
-      events.push_back(&c->final_event);
-    }
-    r.body = CompletionAssembler::merged_body(parts, events);
+  std::vector<const CompletionAssembler*> parts;
+  std::vector<const GenerationEvent*> events;
+  for (const auto& c : g.choices) {
+    parts.push_back(&c->assembler);
+    events.push_back(&c->final_event);
   }
+  HttpReply r;
+  r.body = CompletionAssembler::merged_body(parts, events);
   send_reply(r, keep_alive_);
 }
 
@@ -605,7 +596,7 @@ void HttpSession::complete_request(int status) {
 }
 
 void HttpSession::close() {
-  if (gen_ && gen_->submitted && !gen_->finished) cancel_choices();
+  if (gen_ && !gen_->finished) cancel_choices();
   if (request_active_) complete_request(499);
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
 #include "server/json_text.h"
 #include "server/sse.h"
 
@@ -205,6 +206,7 @@ std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
 }
 
 std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) {
+  if (writer_) return "";  // its last events come with stream_end
   std::string out;
   const char* finish = openai_finish_reason(e.finish_reason);
   if (tool_gate_) {
@@ -225,7 +227,8 @@ std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) 
   return out;
 }
 
-std::string CompletionAssembler::stream_end(const GenerationEvent& usage) const {
+std::string CompletionAssembler::stream_end(const GenerationEvent& usage) {
+  if (writer_) return writer_->stream_finish(usage);
   std::string out;
   if (ctx_.include_usage) {
     json j = {{"id", ctx_.id},
@@ -272,13 +275,14 @@ json CompletionAssembler::choice_json(const GenerationEvent& e) const {
   return choice;
 }
 
-std::string CompletionAssembler::final_body(const GenerationEvent& e) const {
-  if (writer_) return writer_->body(text_, e);
-  return merged_body({this}, {&e});
-}
+std::string CompletionAssembler::final_body(const GenerationEvent& e) const { return merged_body({this}, {&e}); }
 
 std::string CompletionAssembler::merged_body(const std::vector<const CompletionAssembler*>& parts,
                                              const std::vector<const GenerationEvent*>& finished) {
+  if (parts.front()->writer_) {  // Anthropic's or the Responses shapes: one choice
+    HZ_CHECK(parts.size() == 1);
+    return parts.front()->writer_->body(parts.front()->text_, *finished.front());
+  }
   const ResponseContext& ctx = parts.front()->ctx_;
   json j = {{"id", ctx.id}, {"created", ctx.created}, {"model", ctx.model}};
   j["object"] = ctx.kind == ApiKind::kChat ? "chat.completion" : "text_completion";

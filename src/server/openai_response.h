@@ -39,7 +39,7 @@ struct ResponseContext {
   ReplyShape shape = ReplyShape::kOpenAi;
   int32_t prompt_tokens = 0;
   std::string echo;
-  // Requests with `n` > 1: this choice's index, and how many there are (OpenAI's shapes only).
+  // This choice's index among the request's `n` (OpenAI's shapes only; set by the server per choice).
   int32_t choice_index = 0;
   int32_t num_choices = 1;
 };
@@ -63,18 +63,18 @@ class CompletionAssembler {
   std::string stream_tokens(const GenerationEvent& e);
   std::string stream_finish(const GenerationEvent& e);
 
-  // Requests with `n` > 1, one assembler per choice, streaming: this choice's last chunks for its
-  // kFinished event (which must not be a failure: those end the stream with stream_finish), and,
-  // once every choice is done, the usage chunk (when asked for) and [DONE] for `usage`, the
-  // choices' usage summed.
+  // stream_finish in two parts, for one assembler per choice (`n`): this choice's last chunks for
+  // its kFinished event (which must not be a failure: those end the stream with stream_finish),
+  // and, once every choice is done, the usage chunk (when asked for) and [DONE] for `usage`, the
+  // choices' usage summed. Anthropic's and the Responses shapes (one choice) end in stream_end.
   std::string stream_finish_choice(const GenerationEvent& e);
-  std::string stream_end(const GenerationEvent& usage) const;
+  std::string stream_end(const GenerationEvent& usage);
 
   // Non-streamed: accumulate kTokens events, then the full response body on kFinished.
   void add_tokens(const GenerationEvent& e);
   std::string final_body(const GenerationEvent& finished) const;
-  // Requests with `n` > 1: one body with every choice (parts[i] finished with *finished[i]) and
-  // the usage summed (the prompt counted once, as OpenAI does).
+  // One body with every choice (parts[i] finished with *finished[i]) and the usage summed (the
+  // prompt counted once, as OpenAI does); final_body for one choice.
   static std::string merged_body(const std::vector<const CompletionAssembler*>& parts,
                                  const std::vector<const GenerationEvent*>& finished);
 
