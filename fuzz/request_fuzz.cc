@@ -4,6 +4,7 @@
 // rendering and response assembly in their API's shapes.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "base/check.h"
@@ -48,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   // Invariants of an accepted request.
-  HZ_CHECK(request.sampling.max_tokens >= 1);
+  HZ_CHECK(request.sampling.max_tokens >= (request.echo ? 0 : 1));
+  HZ_CHECK(kind == ApiKind::kCompletion || !request.echo);
   HZ_CHECK(request.sampling.top_logprobs >= 0 && request.sampling.top_logprobs <= 20);
   for (const auto& stop : request.sampling.stop) HZ_CHECK(!stop.empty() && is_valid_utf8(stop));
   if (kind == ApiKind::kChat) {
@@ -59,8 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     auto prompt = render_chat_prompt(ModelInfo(), request.messages);
     HZ_CHECK(prompt.ok() && is_valid_utf8(prompt->text));
-  } else if (!request.prompt_is_tokens) {
-    HZ_CHECK(is_valid_utf8(request.prompt_text));
+  } else {
+    HZ_CHECK(!request.prompts.empty());
+    HZ_CHECK(static_cast<int64_t>(request.prompts.size()) * request.n <= kMaxRequestSequences);
+    for (const auto& p : request.prompts) HZ_CHECK(p.is_tokens ? !p.tokens.empty() : is_valid_utf8(p.text));
   }
 
   // Echo the accepted texts back through the response assembler as if generated.
@@ -68,10 +72,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                       request.sampling.top_logprobs};
   ctx.shape = shape;
   ctx.echo = echo;
+  const std::string prompt_text = kind == ApiKind::kChat ? request.messages.back().content : request.prompts[0].text;
+  ctx.echo_prompt = request.echo;
+  ctx.echo_text = prompt_text;
   CompletionAssembler assembler(ctx);
   GenerationEvent tokens;
   tokens.token_ids = {1};
-  tokens.text = kind == ApiKind::kChat ? request.messages.back().content : request.prompt_text;
+  tokens.text = prompt_text;
+  if (request.echo) {
+    tokens.prompt_chosen = {{1, "", std::numeric_limits<float>::quiet_NaN()}, {2, prompt_text, -1.0f}};
+    tokens.prompt_top = {{}, {{3, request.user, -2.0f}}};
+  }
   tokens.chosen.push_back({1, tokens.text, -1.0f});
   tokens.top.push_back({{2, request.user, -2.0f}});
   GenerationEvent finished;

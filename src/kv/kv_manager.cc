@@ -218,7 +218,7 @@ int32_t KvManager::admission_blocks(const KvSeq& s, const PrefixCache::Match& m,
 bool KvManager::admit(KvSeq& s, int32_t first_chunk) {
   PrefixCache::Match m;
   int32_t max_blocks = 0;
-  const bool fresh = prefix_ != nullptr && s.block_table.empty() && s.num_computed == 0;
+  const bool fresh = prefix_ != nullptr && s.reuse_prefix && s.block_table.empty() && s.num_computed == 0;
   if (fresh) {
     max_blocks = static_cast<int32_t>((static_cast<int64_t>(s.tokens.size()) - 1) / block_tokens_);
     if (disk_tier_) disk_tier_->promote_prefix(s.tokens.data(), max_blocks);

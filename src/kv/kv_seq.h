@@ -17,6 +17,7 @@ struct KvSeq {
   std::vector<uint64_t> block_hashes;  // prefix-cache keys of the leading finalized blocks
   int32_t num_cached_tokens = 0;       // prompt tokens attached from the prefix cache (first admission)
   int32_t num_preemptions = 0;
+  bool reuse_prefix = true;            // false: never attaches cached blocks (computes every position)
 };
 
 }  // namespace hz

@@ -39,7 +39,8 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;     // none: a random seed per request
-  int32_t max_tokens = 16;          // generated tokens at most; the output is cut there (finish: length)
+  int32_t max_tokens = 16;          // generated tokens at most; the output is cut there (finish: length).
+                                    // 0 only with GenerationRequest::prompt_logprobs (scoring a prompt)
   std::vector<std::string> stop;    // stop strings; the matched text is not emitted
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
@@ -69,6 +70,12 @@ struct GenerationEvent {
   std::string text;
   std::vector<TokenLogprob> chosen;               // per token, when logprobs was asked
   std::vector<std::vector<TokenLogprob>> top;     // per token, top_logprobs alternatives
+  // Once, before the first generated token, when the request asked for prompt_logprobs: one entry
+  // per prompt token (its piece), with the log-probability the model gave it after the tokens
+  // before it (the first has none: NaN), and top_logprobs alternatives per token (none for the
+  // first). The model's own distribution: no penalties, bias, mask or temperature.
+  std::vector<TokenLogprob> prompt_chosen;
+  std::vector<std::vector<TokenLogprob>> prompt_top;
 
   // kFinished: the last event of a request.
   FinishReason finish_reason = FinishReason::kStop;
@@ -100,6 +107,10 @@ struct GenerationRequest {
   // false: never drafted for, even on an engine that speculates (bench spec runs its plain side
   // on the speculating engine itself, so both sides share one copy of the weights).
   bool speculate = true;
+  // Score the prompt: an event with every prompt token's log-probability (GenerationEvent::
+  // prompt_chosen) before the first generated token. Computes the whole prompt (no prefix-cache
+  // reuse: every position's logits are needed). Allows sampling.max_tokens = 0.
+  bool prompt_logprobs = false;
 };
 
 // Embeddings: each input's final hidden states (after the output norm), pooled and L2-normalised.

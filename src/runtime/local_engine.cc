@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <limits>
 #include <random>
 
 #include "base/byte_size.h"
@@ -42,6 +43,12 @@ struct LocalEngine::Request {
   int32_t draft_len = 0;
   int32_t pause_steps = 0;
   int32_t misses = 0;
+  // Prompt logprobs (GenerationRequest::prompt_logprobs): gathered as the prompt's chunks run, one
+  // entry per prompt token scored so far (the first has none), sent once the prompt has run.
+  bool prompt_logprobs = false;
+  bool prompt_sent = false;
+  std::vector<TokenLogprob> prompt_chosen;
+  std::vector<std::vector<TokenLogprob>> prompt_top;
   // Timings for the request histograms (queue, prefill, decode).
   std::chrono::steady_clock::time_point arrival;  // submit()
   std::optional<std::chrono::steady_clock::time_point> first_scheduled, first_token;
@@ -294,7 +301,8 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   if (static_cast<int64_t>(req.prompt.size()) >= max_len)
     return out_of_range("the prompt has {} tokens; --max-model-len {} allows at most {} prompt tokens", req.prompt.size(),
                         max_len, max_len - 1);
-  if (req.sampling.max_tokens < 1) return invalid_argument("max_tokens must be at least 1, got {}", req.sampling.max_tokens);
+  if (req.sampling.max_tokens < (req.prompt_logprobs ? 0 : 1))
+    return invalid_argument("max_tokens must be at least {}, got {}", req.prompt_logprobs ? 0 : 1, req.sampling.max_tokens);
   const int64_t total = std::min<int64_t>(max_len, static_cast<int64_t>(req.prompt.size()) + req.sampling.max_tokens);
   const int64_t far_blocks = far_ ? far_->capacity() : 0;
   const int64_t bt = kvm_->block_tokens(), pool_blocks = kvm_->pool().num_blocks();
@@ -423,8 +431,15 @@ void LocalEngine::drain_inbox() {
     r->max_new_tokens = std::min<int32_t>(g.sampling.max_tokens, opts_.max_model_len - r->prompt_tokens);
     r->speculate = drafter_ != nullptr && g.sampling.logit_mask == nullptr && g.speculate;
     r->draft_len = opts_.spec_draft_tokens;
+    r->prompt_logprobs = g.prompt_logprobs;
+    if (r->prompt_logprobs) {
+      r->prompt_chosen.push_back(
+          {g.prompt.front(), tokenizer_->token_to_piece(g.prompt.front()), std::numeric_limits<float>::quiet_NaN()});
+      r->prompt_top.emplace_back();
+    }
     auto seq = std::make_unique<Sequence>();
     seq->id = id;
+    seq->reuse_prefix = !g.prompt_logprobs;
     seq->tokens = std::move(g.prompt);
     seq->num_prompt_tokens = r->prompt_tokens;
     sched_->add(std::move(seq));
@@ -589,6 +604,7 @@ void LocalEngine::step() {
   // left out of the commit and the sampling); everything else stands.
   const std::vector<bool> redo = redo_corrupt(slices);
   std::vector<std::pair<uint64_t, FinishReason>> done;
+  score_prompts(slices, b, redo);
   const StepCounts n = sample_step(slices, b, redo, &done);
   const bool any_redo = std::find(redo.begin(), redo.end(), true) != redo.end();
   if (!any_redo) {
@@ -634,6 +650,9 @@ LocalEngine::StepBatch LocalEngine::build_batch(const std::vector<ScheduledSlice
       x.tokens = t.data();
       x.all_logits = true;
       x.num_draft = s.num_draft;
+    } else if (auto it = requests_.find(s.seq->id); it != requests_.end() && it->second->prompt_logprobs &&
+                                                     s.seq->num_computed + 1 < s.seq->num_prompt_tokens) {
+      x.all_logits = true;  // prompt positions to score
     }
     x.num_tokens = s.num_tokens;
     x.start_pos = s.seq->num_computed;
@@ -643,6 +662,7 @@ LocalEngine::StepBatch LocalEngine::build_batch(const std::vector<ScheduledSlice
     b.decode_only = b.decode_only && s.samples() && s.num_tokens - s.num_draft == 1;
     b.any_draft = b.any_draft || s.num_draft > 0;
     b.first_row.push_back(num_rows);
+    b.sample_row.push_back(num_rows + (x.all_logits ? static_cast<size_t>(x.num_tokens - x.num_draft - 1) : 0));
     num_rows += x.all_logits ? static_cast<size_t>(x.num_tokens) : 1;
   }
   return b;
@@ -659,6 +679,10 @@ LocalEngine::StepCounts LocalEngine::sample_step(std::vector<ScheduledSlice>& sl
     if (!b.samples[i] || redo[i]) continue;
     ScheduledSlice& sl = slices[i];
     Sequence& seq = *sl.seq;
+    if (requests_.at(seq.id)->max_new_tokens == 0) {  // a prompt scored, nothing to generate
+      done->emplace_back(seq.id, FinishReason::kLength);
+      continue;
+    }
     const std::vector<int32_t> draft = std::move(seq.draft);
     seq.draft.clear();
     int32_t kept = 0;
@@ -666,7 +690,7 @@ LocalEngine::StepCounts LocalEngine::sample_step(std::vector<ScheduledSlice>& sl
     for (int32_t j = 0;; ++j) {
       const int32_t proposed = j < sl.num_draft ? draft[j] : -1;
       std::optional<FinishReason> reason =
-          sample_next(seq, &logits_[(b.first_row[i] + j) * static_cast<size_t>(vocab)], proposed);
+          sample_next(seq, &logits_[(b.sample_row[i] + j) * static_cast<size_t>(vocab)], proposed);
       ++n.new_tokens;
       if (reason) {
         done->emplace_back(seq.id, *reason);
@@ -682,6 +706,46 @@ LocalEngine::StepCounts LocalEngine::sample_step(std::vector<ScheduledSlice>& sl
     sl.num_tokens -= sl.num_draft - kept;  // the rejected positions roll back at commit
   }
   return n;
+}
+
+void LocalEngine::score_prompts(const std::vector<ScheduledSlice>& slices, const StepBatch& b,
+                                const std::vector<bool>& redo) {
+  const int32_t vocab = info_.vocab_size;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    if (redo[i]) continue;
+    const ScheduledSlice& sl = slices[i];
+    const Sequence& seq = *sl.seq;
+    auto it = requests_.find(seq.id);
+    if (it == requests_.end() || !it->second->prompt_logprobs || it->second->prompt_sent) continue;
+    Request& r = *it->second;
+    const int64_t start = seq.num_computed;
+    if (b.slices[i].all_logits) {
+      // Row j follows position start + j: it scores the prompt token after it. Positions scored
+      // before (a sequence recomputed after preemption) are skipped.
+      for (int32_t j = 0; j < sl.num_tokens - sl.num_draft && start + j + 1 < seq.num_prompt_tokens; ++j) {
+        const int64_t next = start + j + 1;
+        if (next != static_cast<int64_t>(r.prompt_chosen.size())) continue;
+        const int32_t tok = seq.tokens[static_cast<size_t>(next)];
+        TokenLogprob chosen;
+        std::vector<TokenLogprob> top;
+        r.sampler->score(&logits_[(b.first_row[i] + static_cast<size_t>(j)) * static_cast<size_t>(vocab)], vocab, tok,
+                         &chosen, &top);
+        chosen.text = tokenizer_->token_to_piece(tok);
+        for (auto& t : top) t.text = tokenizer_->token_to_piece(t.token);
+        r.prompt_chosen.push_back(std::move(chosen));
+        r.prompt_top.push_back(std::move(top));
+      }
+    }
+    if (start + sl.num_tokens >= seq.num_prompt_tokens &&
+        static_cast<int64_t>(r.prompt_chosen.size()) == seq.num_prompt_tokens) {
+      GenerationEvent ev;
+      ev.kind = GenerationEvent::Kind::kTokens;
+      ev.prompt_chosen = std::move(r.prompt_chosen);
+      ev.prompt_top = std::move(r.prompt_top);
+      r.prompt_sent = true;
+      r.sink->on_event(std::move(ev));
+    }
+  }
 }
 
 void LocalEngine::record_spec_cost(const StepBatch& b, double seconds, uint64_t new_tokens) {

@@ -81,6 +81,7 @@ class LocalEngine : public Engine {
     std::vector<SeqSlice> slices;
     std::vector<bool> samples;       // per slice: whether it samples a token this step
     std::vector<size_t> first_row;   // per slice: its first logits row
+    std::vector<size_t> sample_row;  // per slice: the row its next token is sampled from
     bool decode_only = true;         // every slice samples after one real token (speculation's cost)
     bool any_draft = false;
   };
@@ -94,6 +95,9 @@ class LocalEngine : public Engine {
   // cut from the slices (they roll back at commit); finished sequences go to `done`.
   StepCounts sample_step(std::vector<ScheduledSlice>& slices, const StepBatch& b, const std::vector<bool>& redo,
                          std::vector<std::pair<uint64_t, FinishReason>>* done);
+  // Prompt logprobs: scores the prompt positions of this step's slices for the requests that asked,
+  // and sends a request's scores once its prompt has run (before its first token is sampled).
+  void score_prompts(const std::vector<ScheduledSlice>& slices, const StepBatch& b, const std::vector<bool>& redo);
   // Adaptive speculation: the seconds per emitted token of a decode-only step, with or without drafts.
   void record_spec_cost(const StepBatch& b, double seconds, uint64_t new_tokens);
   // Samples the next token of `seq` from its logits `row` and emits it; the reason it finished, if so.

@@ -171,6 +171,11 @@ int32_t Sampler::sample_random(const float* logits, int32_t vocab) {
   return cand_[keep - 1].second;
 }
 
+void Sampler::score(const float* logits, int32_t vocab, int32_t token, TokenLogprob* chosen,
+                    std::vector<TokenLogprob>* top) const {
+  report_logprobs(logits, vocab, log_normaliser(logits, vocab, true), token, chosen, top);
+}
+
 void Sampler::report_logprobs(const float* logits, int32_t vocab, double log_z, int32_t result, TokenLogprob* chosen,
                               std::vector<TokenLogprob>* top) const {
   if (chosen != nullptr) {

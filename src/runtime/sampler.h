@@ -33,6 +33,10 @@ class Sampler {
   // result with `draft`.
   int32_t sample_draft(float* logits, int32_t vocab, int32_t draft, const float* q = nullptr, TokenLogprob* chosen = nullptr,
                        std::vector<TokenLogprob>* top = nullptr);
+  // Scoring (prompt logprobs): `token`'s log-probability under the unmodified `logits` (no
+  // penalties, bias, mask or temperature) into `chosen`, and top_logprobs alternatives into `top`.
+  void score(const float* logits, int32_t vocab, int32_t token, TokenLogprob* chosen,
+             std::vector<TokenLogprob>* top) const;
 
  private:
   double uniform();  // [0, 1)

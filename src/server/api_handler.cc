@@ -192,7 +192,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     if (auto* plan = std::get_if<GenerationPlan>(&result)) {
       plan->response.shape = ReplyShape::kAnthropic;
       plan->response.id = "msg_" + plan->response.id.substr(plan->response.id.find('-') + 1);
-      plan->response.prompt_tokens = static_cast<int32_t>(plan->prompt.size());
+      plan->response.prompt_tokens = static_cast<int32_t>(plan->prompts.front().size());
     }
     return result;
   }
@@ -204,7 +204,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     if (auto* plan = std::get_if<GenerationPlan>(&result)) {
       plan->response.shape = ReplyShape::kResponses;
       plan->response.id = "resp_" + plan->response.id.substr(plan->response.id.find('-') + 1);
-      plan->response.prompt_tokens = static_cast<int32_t>(plan->prompt.size());
+      plan->response.prompt_tokens = static_cast<int32_t>(plan->prompts.front().size());
       plan->response.echo = std::move(echo);
     }
     return result;
@@ -386,14 +386,15 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
   // A text that cannot fit even at the longest token's bytes per token is refused before it is
   // tokenized (megabytes of prompt cost about a second of tokenizer time).
-  auto too_long = [&](std::string_view text) -> std::optional<HttpReply> {
+  auto too_long = [&](std::string_view text, const std::string& field) -> std::optional<HttpReply> {
     const int64_t max_bytes = int64_t{info.max_model_len} * info.max_token_bytes;
     if (info.max_model_len <= 0 || info.max_token_bytes <= 0 || static_cast<int64_t>(text.size()) <= max_bytes)
       return std::nullopt;
-    ApiError e = bad_request(fmt::format("this model's maximum context length is {} tokens, but the prompt has {} "
+    ApiError e = bad_request(fmt::format("this model's maximum context length is {} tokens, but {} has {} "
                                          "bytes, more than {} tokens can hold",
-                                         info.max_model_len, text.size(), info.max_model_len),
-                             prompt_field);
+                                         info.max_model_len, field == "messages" ? "the prompt" : "'" + field + "'",
+                                         text.size(), info.max_model_len),
+                             field);
     e.code = "context_length_exceeded";
     return error_reply(e);
   };
@@ -419,46 +420,48 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     plan.response.parallel_tool_calls = r.tools.parallel;
     auto chat = render_chat_prompt(chat_model_, r.messages, r.tools, tool_setup);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
-    if (auto reply = too_long(chat->text)) return *reply;
-    plan.prompt = options_.allow_special_in_content
-                      ? engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true)
-                      : engine_.tokenize_mixed(chat->text, chat->input, chat->add_special);
-  } else if (r.prompt_is_tokens) {
-    for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
-      if (info.vocab_size > 0 && r.prompt_tokens[i] >= info.vocab_size) {
-        return error_reply(bad_request(fmt::format("'prompt[{}]' = {} is not a token id (the vocabulary has {})", i,
-                                                   r.prompt_tokens[i], info.vocab_size),
-                                       "prompt"));
+    if (auto reply = too_long(chat->text, prompt_field)) return *reply;
+    plan.prompts.push_back(options_.allow_special_in_content
+                               ? engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true)
+                               : engine_.tokenize_mixed(chat->text, chat->input, chat->add_special));
+  } else {
+    for (size_t p = 0; p < r.prompts.size(); ++p) {
+      const CompletionPrompt& in = r.prompts[p];
+      const std::string field = r.prompts.size() == 1 ? std::string("prompt") : fmt::format("prompt[{}]", p);
+      if (in.is_tokens) {
+        for (size_t i = 0; i < in.tokens.size(); ++i) {
+          if (info.vocab_size > 0 && in.tokens[i] >= info.vocab_size) {
+            return error_reply(bad_request(fmt::format("'{}[{}]' = {} is not a token id (the vocabulary has {})", field,
+                                                       i, in.tokens[i], info.vocab_size),
+                                           field));
+          }
+        }
+        plan.prompts.push_back(in.tokens);
+        if (r.echo) plan.echo_texts.push_back(engine_.detokenize(in.tokens));
+      } else {
+        if (auto reply = too_long(in.text, field)) return *reply;
+        plan.prompts.push_back(engine_.tokenize(in.text, /*add_special=*/true, /*parse_special=*/true));
+        if (r.echo) plan.echo_texts.push_back(in.text);
       }
     }
-    plan.prompt = r.prompt_tokens;
-  } else {
-    if (auto reply = too_long(r.prompt_text)) return *reply;
-    plan.prompt = engine_.tokenize(r.prompt_text, /*add_special=*/true, /*parse_special=*/true);
   }
-  if (plan.prompt.empty()) return error_reply(bad_request(fmt::format("'{}' is empty", prompt_field), prompt_field));
 
-  // Only output is ever cut: the prompt must leave room for at least one token.
-  int64_t num_prompt = static_cast<int64_t>(plan.prompt.size());
-  int64_t max_len = info.max_model_len;
-  if (max_len > 0 && num_prompt >= max_len) {
-    ApiError e = bad_request(fmt::format("this model's maximum context length is {} tokens, but the prompt has {} "
-                                         "tokens (no room left for output)",
-                                         max_len, num_prompt),
-                             prompt_field);
-    e.code = "context_length_exceeded";
-    return error_reply(e);
+  // Only output is ever cut: each prompt must leave room for at least one token.
+  const int64_t max_len = info.max_model_len;
+  for (size_t p = 0; p < plan.prompts.size(); ++p) {
+    const std::string field = plan.prompts.size() == 1 ? std::string(prompt_field) : fmt::format("prompt[{}]", p);
+    const auto num_prompt = static_cast<int64_t>(plan.prompts[p].size());
+    if (num_prompt == 0) return error_reply(bad_request(fmt::format("'{}' is empty", field), field));
+    if (max_len > 0 && num_prompt >= max_len) {
+      ApiError e = bad_request(fmt::format("this model's maximum context length is {} tokens, but {} has {} "
+                                           "tokens (no room left for output)",
+                                           max_len, field == "messages" ? "the prompt" : "'" + field + "'", num_prompt),
+                               field);
+      e.code = "context_length_exceeded";
+      return error_reply(e);
+    }
   }
   SamplingParams& s = plan.request.sampling;
-  if (!r.max_tokens_set) {
-    // OpenAI's defaults: completions 16 tokens, chat "until done" (the rest of the context).
-    constexpr int32_t kChatDefaultWithoutLimit = 1024;
-    s.max_tokens = kind == ApiKind::kCompletion ? 16
-                   : max_len > 0                ? static_cast<int32_t>(max_len - num_prompt)
-                                                : kChatDefaultWithoutLimit;
-  }
-  if (max_len > 0 && s.max_tokens > max_len - num_prompt) s.max_tokens = static_cast<int32_t>(max_len - num_prompt);
-
   for (const auto& [id, bias] : s.logit_bias) {
     if (info.vocab_size > 0 && id >= info.vocab_size) {
       return error_reply(bad_request(fmt::format("'logit_bias' key {} is not a token id (the vocabulary has {})", id,
@@ -475,16 +478,25 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     auto g = grammars_.get(r.grammar_text, *tok);
     if (!g.ok()) return error_reply(bad_request(g.status().message(), r.grammar_field));
     grammar = std::move(g).value();
-    s.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
   }
-  plan.choices.push_back(s);
-  for (int32_t i = 1; i < r.n; ++i) {
-    SamplingParams c = s;
-    if (s.seed) c.seed = *s.seed + static_cast<uint64_t>(i);
-    if (grammar) c.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
-    plan.choices.push_back(std::move(c));
+  for (size_t p = 0; p < plan.prompts.size(); ++p) {
+    const auto num_prompt = static_cast<int64_t>(plan.prompts[p].size());
+    SamplingParams ps = s;
+    if (!r.max_tokens_set) {
+      // OpenAI's defaults: completions 16 tokens, chat "until done" (the rest of the context).
+      constexpr int32_t kChatDefaultWithoutLimit = 1024;
+      ps.max_tokens = kind == ApiKind::kCompletion ? 16
+                      : max_len > 0                ? static_cast<int32_t>(max_len - num_prompt)
+                                                   : kChatDefaultWithoutLimit;
+    }
+    if (max_len > 0 && ps.max_tokens > max_len - num_prompt) ps.max_tokens = static_cast<int32_t>(max_len - num_prompt);
+    for (int32_t i = 0; i < r.n; ++i) {
+      GenerationPlan::Choice c{static_cast<int32_t>(p), ps};
+      if (ps.seed) c.sampling.seed = *ps.seed + static_cast<uint64_t>(i);
+      if (grammar) c.sampling.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
+      plan.choices.push_back(std::move(c));
+    }
   }
-
   plan.response.kind = kind;
   plan.response.id = new_id(kind);
   plan.response.created = unix_now();
@@ -492,6 +504,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   plan.response.stream = r.stream;
   plan.response.include_usage = r.stream && r.include_usage;
   plan.response.logprobs = s.logprobs;
+  plan.response.echo_prompt = r.echo;
   plan.response.top_logprobs = s.top_logprobs;
   return plan;
 }

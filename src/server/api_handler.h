@@ -46,11 +46,19 @@ struct HttpReply {
 // A validated generation, ready for Engine::submit.
 struct GenerationPlan {
   ParsedRequest request;
-  std::vector<int32_t> prompt;  // token ids, BOS included when the model wants it
+  // Token ids, BOS included when the model wants it: the prompt, or each prompt of a batch.
+  std::vector<std::vector<int32_t>> prompts;
+  // With `echo`: the text each prompt's choices start with (the request's text, or its token ids decoded).
+  std::vector<std::string> echo_texts;
   ResponseContext response;
-  // One per choice (`n`), each submitted as a request of its own: choice i samples with seed + i
-  // when a seed was given, and each has its own grammar mask (a mask follows one sequence).
-  std::vector<SamplingParams> choices;
+  struct Choice {
+    int32_t prompt = 0;  // index into prompts
+    SamplingParams sampling;
+  };
+  // One per choice, each submitted as a request of its own: prompt p's `n` choices at p * n + i.
+  // Choice i of a prompt samples with seed + i when a seed was given (so a batch's prompt is
+  // answered as if sent alone), and each has its own grammar mask (a mask follows one sequence).
+  std::vector<Choice> choices;
 };
 
 // The model name requests and metrics carry: --served-model-name, else the engine's name, else the

@@ -60,10 +60,11 @@ std::optional<std::string> framing_error(const http::request<http::string_body>&
 }  // namespace
 
 struct HttpSession::Generation {
-  // One engine request per choice (`n`; usually one).
+  // One engine request per choice (`n` per prompt; usually one in all).
   struct Choice {
-    explicit Choice(const ResponseContext& ctx) : assembler(ctx) {}
+    Choice(const ResponseContext& ctx, size_t leader) : assembler(ctx), leader(leader) {}
     CompletionAssembler assembler;
+    size_t leader;  // its prompt's first choice (itself for that one)
     std::shared_ptr<EventChannel> channel;
     uint64_t engine_id = 0;
     bool submitted = false;
@@ -79,14 +80,21 @@ struct HttpSession::Generation {
       ResponseContext ctx = plan.response;
       ctx.choice_index = i;
       ctx.num_choices = n;
-      choices.push_back(std::make_unique<Choice>(ctx));
+      if (ctx.echo_prompt) ctx.echo_text = plan.echo_texts[static_cast<size_t>(plan.choices[i].prompt)];
+      const size_t leader = i > 0 && plan.choices[i - 1].prompt == plan.choices[i].prompt ? choices.back()->leader
+                                                                                         : static_cast<size_t>(i);
+      choices.push_back(std::make_unique<Choice>(ctx, leader));
     }
   }
   CompletionAssembler& first() { return choices.front()->assembler; }
   // A choice failed or could not be queued: the others are cancelled.
   bool failed() const { return failure.has_value() || submit_error.has_value(); }
-  // Choices 1..n-1 wait for the first one's prompt (submitted, or given up, all at once).
-  bool rest_pending() const { return choices.size() > 1 && !choices[1]->submitted && !choices[1]->finished; }
+  bool any_submitted() const {
+    for (const auto& c : choices) {
+      if (c->submitted) return true;
+    }
+    return false;
+  }
   bool all_finished() const {
     for (const auto& c : choices) {
       if (!c->finished) return false;
@@ -94,12 +102,21 @@ struct HttpSession::Generation {
     return true;
   }
   // The request's outcome once every choice has finished: the first failure's event, else
-  // the first choice's with the choices' completion tokens summed.
+  // the first choice's with the usage summed: completion tokens of every choice, prompt (and
+  // cached) tokens once per prompt, as OpenAI counts them.
   GenerationEvent outcome() const {
     if (failure) return *failure;
     GenerationEvent e = choices.front()->final_event;
     e.completion_tokens = 0;
-    for (const auto& c : choices) e.completion_tokens += c->final_event.completion_tokens;
+    e.prompt_tokens = 0;
+    e.cached_tokens = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      const GenerationEvent& f = choices[i]->final_event;
+      e.completion_tokens += f.completion_tokens;
+      if (choices[i]->leader != i) continue;
+      e.prompt_tokens += f.prompt_tokens;
+      e.cached_tokens += f.cached_tokens;
+    }
     return e;
   }
 
@@ -324,11 +341,10 @@ void HttpSession::start_generation(GenerationPlan plan) {
   gen_ = std::make_unique<Generation>(std::move(plan));
   ++gen_serial_;
   Generation& g = *gen_;
-  if (Status s = submit_choice(0); !s.ok()) {
-    return send_reply(ApiHandler::error_reply(api_error_from_status(s)), keep_alive_);
+  if (Status s = submit_ready(); !s.ok()) {
+    if (!g.any_submitted()) return send_reply(ApiHandler::error_reply(api_error_from_status(s)), keep_alive_);
+    fail_submission(s);
   }
-  // The other choices go in once the first has its prompt prefilled (submit_rest), so that with
-  // prefix caching they find its blocks instead of prefilling the same prompt side by side.
   hold_.expires_at(net::steady_timer::time_point::max());
   hold_.async_wait([self = shared_from_this()](beast::error_code) {});
   stream_.expires_never();  // the wait for the engine is bounded by the request deadline instead
@@ -363,8 +379,9 @@ Status HttpSession::submit_choice(size_t i) {
     }
   });
   GenerationRequest request;
-  request.prompt = g.plan.prompt;
-  request.sampling = g.plan.choices[i];
+  request.prompt = g.plan.prompts[static_cast<size_t>(g.plan.choices[i].prompt)];
+  request.sampling = g.plan.choices[i].sampling;
+  request.prompt_logprobs = g.plan.response.echo_prompt && g.plan.response.logprobs;
   request.sink = std::make_shared<ChannelSink>(c.channel);
   if (ctx_.options->request_timeout.count() > 0) request.deadline = request_start_ + ctx_.options->request_timeout;
   auto id = ctx_.engine->submit(std::move(request));
@@ -374,30 +391,43 @@ Status HttpSession::submit_choice(size_t i) {
   return Status();
 }
 
-// Choices 1..n-1, once the first has its first token (or has ended). One that cannot be queued
-// fails the request: the choices running are cancelled and the error is the answer (or, once a
-// stream has started, its error event).
-void HttpSession::submit_rest() {
+// Every choice whose turn has come: a prompt's first choice at once, the others once it has its
+// first token (or has ended), so that with prefix caching they find its blocks instead of
+// prefilling the same prompt side by side. After a failure (or with the client gone) the choices
+// not submitted are given up. Stops at the first choice that cannot be queued.
+Status HttpSession::submit_ready() {
   Generation& g = *gen_;
-  size_t i = 1;
-  if (!g.client_gone && !g.failed()) {
-    for (; i < g.choices.size(); ++i) {
-      Status s = submit_choice(i);
-      if (s.ok()) continue;
-      if (g.plan.response.stream) {
-        GenerationEvent e;
-        e.kind = GenerationEvent::Kind::kFinished;
-        e.finish_reason = FinishReason::kError;
-        e.error = s;
-        g.failure = e;
-      } else {
-        g.submit_error = api_error_from_status(s);
-      }
-      cancel_choices();
-      break;
+  for (size_t i = 0; i < g.choices.size(); ++i) {
+    Generation::Choice& c = *g.choices[i];
+    if (c.submitted || c.finished) continue;
+    if (g.client_gone || g.failed()) {
+      c.finished = true;  // never submitted
+      continue;
     }
+    const Generation::Choice& leader = *g.choices[c.leader];
+    if (c.leader != i && !leader.finished && !leader.last_event) continue;
+    if (Status s = submit_choice(i); !s.ok()) return s;
   }
-  for (; i < g.choices.size(); ++i) g.choices[i]->finished = true;  // never submitted
+  return Status();
+}
+
+// A choice could not be queued after others were: the request fails (the choices running are
+// cancelled), with the error as the answer or, once a stream has started, as its error event.
+void HttpSession::fail_submission(const Status& s) {
+  Generation& g = *gen_;
+  if (g.plan.response.stream) {
+    GenerationEvent e;
+    e.kind = GenerationEvent::Kind::kFinished;
+    e.finish_reason = FinishReason::kError;
+    e.error = s;
+    g.failure = e;
+  } else {
+    g.submit_error = api_error_from_status(s);
+  }
+  cancel_choices();
+  for (auto& c : g.choices) {
+    if (!c->submitted) c->finished = true;
+  }
 }
 
 void HttpSession::cancel_choices() {
@@ -482,8 +512,7 @@ void HttpSession::on_events() {
       }
     }
   }
-  const Generation::Choice& first = *g.choices.front();
-  if (g.rest_pending() && (first.finished || first.last_event)) submit_rest();
+  if (Status s = submit_ready(); !s.ok()) fail_submission(s);
   if (!g.finished && g.all_finished()) {
     g.finished = true;
     g.final_event = g.outcome();
@@ -520,7 +549,7 @@ void HttpSession::finish_generation_reply() {
     events.push_back(&c->final_event);
   }
   HttpReply r;
-  r.body = CompletionAssembler::merged_body(parts, events);
+  r.body = CompletionAssembler::merged_body(parts, events, g.final_event);
   send_reply(r, keep_alive_);
 }
 
@@ -578,9 +607,11 @@ void HttpSession::complete_request(int status) {
     double ttft_ms =
         g.first_token ? std::chrono::duration<double, std::milli>(*g.first_token - request_start_).count() : -1.0;
     if (ctx_.options->access_log) {
+      size_t prompt_tokens = 0;
+      for (const auto& p : g.plan.prompts) prompt_tokens += p.size();
       HZ_LOG_INFO("access id={} peer={} {} {} status={} prompt_tokens={} completion_tokens={} cached_tokens={} "
                   "finish={} ttft_ms={:.1f} total_ms={:.1f}",
-                  g.plan.response.id, peer_, method_, path_, status, g.plan.prompt.size(), g.tokens_seen,
+                  g.plan.response.id, peer_, method_, path_, status, prompt_tokens, g.tokens_seen,
                   g.final_event.cached_tokens, g.finished ? finish_reason_name(g.final_event.finish_reason) : "-",
                   ttft_ms, total_ms);
     }

@@ -69,7 +69,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void watch_disconnect();
   void cancel_choices();  // every submitted choice not finished yet
   Status submit_choice(size_t i);
-  void submit_rest();
+  Status submit_ready();
+  void fail_submission(const Status& s);
   void on_client_gone(const char* why);
   void on_events();
   void flush_stream();

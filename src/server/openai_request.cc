@@ -176,33 +176,43 @@ std::optional<ApiError> read_token_ids(const json& arr, const std::string& field
   return std::nullopt;
 }
 
+// One prompt: a text or a non-empty list of token ids; `field` names it in errors.
+std::optional<ApiError> read_prompt(const json& p, const std::string& field, const Ctx& o, CompletionPrompt* out) {
+  if (p.is_string()) {
+    out->text = p.get<std::string>();
+    return clean(out->text, field, o);
+  }
+  if (p.empty()) return bad_request(fmt::format("'{}' must not be empty", field), field);
+  out->is_tokens = true;
+  return read_token_ids(p, field, &out->tokens);
+}
+
+// `prompt`: a text, token ids, or a batch (texts, token id lists: one kind, not mixed); each prompt
+// of a batch is answered as if sent alone, its choices at indices prompt * n + i.
 std::optional<ApiError> parse_prompt(const json& body, const Ctx& o, ParsedRequest* out) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
   const json& p = *it;
-  if (p.is_string()) {
-    out->prompt_text = p.get<std::string>();
-    return clean(out->prompt_text, "prompt", o);
-  }
+  out->prompts.clear();
+  if (p.is_string()) return read_prompt(p, "prompt", o, &out->prompts.emplace_back());
   if (!p.is_array()) {
-    return bad_request(fmt::format("'prompt' must be a string or an array of token ids, got {}", type_name(p)),
-                       "prompt");
+    return bad_request(
+        fmt::format("'prompt' must be a string, an array of token ids or an array of prompts, got {}", type_name(p)),
+        "prompt");
   }
   if (p.empty()) return bad_request("'prompt' must not be empty", "prompt");
-  if (p.size() == 1 && p[0].is_string()) {
-    out->prompt_text = p[0].get<std::string>();
-    return clean(out->prompt_text, "prompt[0]", o);
+  if (!p[0].is_string() && !p[0].is_array()) return read_prompt(p, "prompt", o, &out->prompts.emplace_back());
+  const bool texts = p[0].is_string();
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string field = fmt::format("prompt[{}]", i);
+    if (texts ? !p[i].is_string() : !p[i].is_array()) {
+      return bad_request(fmt::format("'{}' must be {} like 'prompt[0]', got {}", field,
+                                     texts ? "a string" : "an array of token ids", type_name(p[i])),
+                         field);
+    }
+    if (auto e = read_prompt(p[i], field, o, &out->prompts.emplace_back())) return e;
   }
-  if (p.size() == 1 && p[0].is_array()) {
-    if (p[0].empty()) return bad_request("'prompt[0]' must not be empty", "prompt[0]");
-    out->prompt_is_tokens = true;
-    return read_token_ids(p[0], "prompt[0]", &out->prompt_tokens);
-  }
-  if (p[0].is_string() || p[0].is_array()) {
-    return bad_request("batched prompts are not supported: send one prompt per request", "prompt");
-  }
-  out->prompt_is_tokens = true;
-  return read_token_ids(p, "prompt", &out->prompt_tokens);
+  return std::nullopt;
 }
 
 // An assistant turn's tool_calls, a tool turn's tool_call_id, and any turn's name.
@@ -347,7 +357,8 @@ std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& 
   SamplingParams& s = out->sampling;
   int64_t i = 0;
   constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
-  if (r.read_int("max_tokens", 1, kMaxTokens, &i)) {
+  // 0 only with echo (scoring a prompt), checked below.
+  if (r.read_int("max_tokens", kind == ApiKind::kCompletion ? 0 : 1, kMaxTokens, &i)) {
     s.max_tokens = static_cast<int32_t>(i);
     out->max_tokens_set = true;
   }
@@ -405,8 +416,10 @@ std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& 
                        : "'best_of' > 'n' is not supported by this server (it would rank choices by log probability)",
            "best_of");
   }
-  bool echo = false;
-  if (r.read_bool("echo", &echo) && echo) r.fail("'echo' is not supported by this server", "echo");
+  r.read_bool("echo", &out->echo);
+  if (!r.error && out->max_tokens_set && s.max_tokens == 0 && !out->echo) {
+    r.fail("'max_tokens' must be at least 1 (0 only with 'echo': true, to score the prompt)", "max_tokens");
+  }
   return r.error;
 }
 
@@ -576,6 +589,11 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
     if (auto e = parse_sampling(kind, r, ctx, out)) return e;
     if (auto e = parse_logit_bias(r, &out->sampling)) return e;
     if (auto e = parse_constraints(j, body, out)) return e;
+    if (const auto sequences = static_cast<int64_t>(out->prompts.size()) * out->n; sequences > kMaxRequestSequences) {
+      return bad_request(fmt::format("{} prompts with n = {} ask for {} completions; one request may ask for at most {}",
+                                     out->prompts.size(), out->n, sequences, kMaxRequestSequences),
+                         "prompt");
+    }
     if (kind == ApiKind::kChat && (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))) {
       if (auto e = parse_tool_request(nlohmann::ordered_json::parse(body), &out->tools)) return e;
     }

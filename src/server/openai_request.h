@@ -33,14 +33,20 @@ struct ChatMessage {
   std::string name;                      // optional participant / function name
 };
 
+// One prompt of /v1/completions: a text, or token ids.
+struct CompletionPrompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
+
 struct ParsedRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::string model;  // as sent; one model per server, so only echoed in logs
 
-  // Completions: a text prompt or token ids (exactly one is used, see prompt_is_tokens).
-  std::string prompt_text;
-  std::vector<int32_t> prompt_tokens;
-  bool prompt_is_tokens = false;
+  // Completions: the prompts, one unless the request sent a batch (a list of texts or of token id
+  // lists); each gets `n` choices.
+  std::vector<CompletionPrompt> prompts;
   // Chat: the conversation, texts already cleaned.
   std::vector<ChatMessage> messages;
 
@@ -49,6 +55,9 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;               // choices to generate for the prompt (1..kMaxChoices)
+  // Completions: the reply's text starts with the prompt; with logprobs, the prompt tokens' too
+  // (their log-probabilities, the first token's null). max_tokens may then be 0 (scoring only).
+  bool echo = false;
   std::string user;
 
   // Chat: tools, tool_choice, parallel_tool_calls.
@@ -62,6 +71,8 @@ struct ParsedRequest {
 
 // The most choices (`n`) one request may ask for: each is a sequence of its own in the engine.
 inline constexpr int32_t kMaxChoices = 64;
+// The most sequences one request may start: prompts of a batch times `n`.
+inline constexpr int32_t kMaxRequestSequences = 128;
 
 struct ParseOptions {
   bool normalize_newlines = false;

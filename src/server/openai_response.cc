@@ -1,5 +1,8 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -38,21 +41,45 @@ json chat_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<st
 }
 
 // Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}
+// An echoed prompt's logprobs: as completion_logprobs from offset 0, where the pieces may spell
+// more than the echoed text before it (SentencePiece's leading space, a BOS piece): offsets are
+// then shifted back by that much, so each points into `echo_text`.
+json prompt_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top,
+                     const std::string& echo_text);
+
 json completion_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top,
                          int64_t* offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
   for (size_t i = 0; i < chosen.size(); ++i) {
     tokens.push_back(chosen[i].text);
-    lps.push_back(chosen[i].logprob);
-    json alts = json::object();
-    if (i < top.size()) {
-      for (const TokenLogprob& t : top[i]) alts[t.text] = t.logprob;
+    if (std::isnan(chosen[i].logprob)) {  // an echoed prompt's first token: nothing before it
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+    } else {
+      lps.push_back(chosen[i].logprob);
+      json alts = json::object();
+      if (i < top.size()) {
+        for (const TokenLogprob& t : top[i]) alts[t.text] = t.logprob;
+      }
+      tops.push_back(alts);
     }
-    tops.push_back(alts);
     offsets.push_back(*offset);
     *offset += static_cast<int64_t>(chosen[i].text.size());
   }
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json prompt_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top,
+                     const std::string& echo_text) {
+  int64_t offset = 0;
+  json lp = completion_logprobs(chosen, top, &offset);
+  std::string spelled;
+  for (const TokenLogprob& t : chosen) spelled += t.text;
+  if (spelled.size() > echo_text.size() && spelled.ends_with(echo_text)) {
+    const auto skew = static_cast<int64_t>(spelled.size() - echo_text.size());
+    for (auto& v : lp["text_offset"]) v = std::max<int64_t>(0, v.get<int64_t>() - skew);
+  }
+  return lp;
 }
 
 }  // namespace
@@ -88,6 +115,7 @@ std::optional<ApiError> finish_error(const GenerationEvent& e) {
 }
 
 CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(ctx)) {
+  if (ctx_.echo_prompt) text_offset_ = static_cast<int64_t>(ctx_.echo_text.size());
   if (ctx_.kind == ApiKind::kChat && ctx_.tool_format != ToolCallFormat::kNone) {
     tool_gate_.emplace(ctx_.tool_format, ctx_.parallel_tool_calls);
   }
@@ -153,7 +181,10 @@ std::string CompletionAssembler::chunk(const std::string& text, const Generation
 
 std::string CompletionAssembler::stream_start() {
   if (writer_) return writer_->stream_start();
-  if (ctx_.kind != ApiKind::kChat) return "";
+  if (ctx_.kind != ApiKind::kChat) {
+    // The echoed prompt first; with logprobs it waits for the prompt's (stream_tokens).
+    return ctx_.echo_prompt && !ctx_.logprobs && !ctx_.echo_text.empty() ? chunk(ctx_.echo_text, nullptr, nullptr) : "";
+  }
   json choice = {{"index", ctx_.choice_index},
                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                  {"logprobs", nullptr},
@@ -179,8 +210,19 @@ std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
     if (content.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
     return chunk(content, &e, nullptr);
   }
-  if (e.text.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
-  std::string out = chunk(e.text, &e, nullptr);
+  std::string out;
+  if (ctx_.echo_prompt && ctx_.logprobs && !e.prompt_chosen.empty()) {
+    json choice = {{"index", ctx_.choice_index},
+                   {"logprobs", prompt_logprobs(e.prompt_chosen, e.prompt_top, ctx_.echo_text)},
+                   {"finish_reason", nullptr},
+                   {"text", ctx_.echo_text}};
+    json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}, {"object", "text_completion"},
+              {"choices", json::array({choice})}};
+    if (ctx_.include_usage) j["usage"] = nullptr;
+    out += sse_data(dump_json(j));
+  }
+  if (e.text.empty() && !(ctx_.logprobs && !e.chosen.empty())) return out;
+  out += chunk(e.text, &e, nullptr);
   text_ += e.text;
   for (const TokenLogprob& t : e.chosen) text_offset_ += static_cast<int64_t>(t.text.size());
   return out;
@@ -245,6 +287,10 @@ std::string CompletionAssembler::stream_end(const GenerationEvent& usage) {
 
 void CompletionAssembler::add_tokens(const GenerationEvent& e) {
   text_ += e.text;
+  if (!e.prompt_chosen.empty()) {
+    prompt_chosen_ = e.prompt_chosen;
+    prompt_top_ = e.prompt_top;
+  }
   if (ctx_.logprobs) {
     chosen_.insert(chosen_.end(), e.chosen.begin(), e.chosen.end());
     top_.insert(top_.end(), e.top.begin(), e.top.end());
@@ -266,19 +312,32 @@ json CompletionAssembler::choice_json(const GenerationEvent& e) const {
     }
     if (ctx_.logprobs) choice["logprobs"] = chat_logprobs(chosen_, top_);
   } else {
-    choice["text"] = text_;
+    choice["text"] = ctx_.echo_prompt ? ctx_.echo_text + text_ : text_;
     if (ctx_.logprobs) {
       int64_t offset = 0;
-      choice["logprobs"] = completion_logprobs(chosen_, top_, &offset);
+      json lp;
+      if (ctx_.echo_prompt) {
+        // The prompt's tokens first (offsets from 0), then the generated ones after the echoed text.
+        lp = prompt_logprobs(prompt_chosen_, prompt_top_, ctx_.echo_text);
+        offset = static_cast<int64_t>(ctx_.echo_text.size());
+        json generated = completion_logprobs(chosen_, top_, &offset);
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+          for (auto& v : generated[key]) lp[key].push_back(std::move(v));
+        }
+      } else {
+        lp = completion_logprobs(chosen_, top_, &offset);
+      }
+      choice["logprobs"] = std::move(lp);
     }
   }
   return choice;
 }
 
-std::string CompletionAssembler::final_body(const GenerationEvent& e) const { return merged_body({this}, {&e}); }
+std::string CompletionAssembler::final_body(const GenerationEvent& e) const { return merged_body({this}, {&e}, e); }
 
 std::string CompletionAssembler::merged_body(const std::vector<const CompletionAssembler*>& parts,
-                                             const std::vector<const GenerationEvent*>& finished) {
+                                             const std::vector<const GenerationEvent*>& finished,
+                                             const GenerationEvent& usage) {
   if (parts.front()->writer_) {  // Anthropic's or the Responses shapes: one choice
     HZ_CHECK(parts.size() == 1);
     return parts.front()->writer_->body(parts.front()->text_, *finished.front());
@@ -287,12 +346,7 @@ std::string CompletionAssembler::merged_body(const std::vector<const CompletionA
   json j = {{"id", ctx.id}, {"created", ctx.created}, {"model", ctx.model}};
   j["object"] = ctx.kind == ApiKind::kChat ? "chat.completion" : "text_completion";
   json choices = json::array();
-  GenerationEvent usage = *finished.front();
-  usage.completion_tokens = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    choices.push_back(parts[i]->choice_json(*finished[i]));
-    usage.completion_tokens += finished[i]->completion_tokens;
-  }
+  for (size_t i = 0; i < parts.size(); ++i) choices.push_back(parts[i]->choice_json(*finished[i]));
   j["choices"] = std::move(choices);
   j["usage"] = json::parse(parts.front()->usage_json(usage));
   return dump_json(j);

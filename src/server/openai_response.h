@@ -42,6 +42,10 @@ struct ResponseContext {
   // This choice's index among the request's `n` (OpenAI's shapes only; set by the server per choice).
   int32_t choice_index = 0;
   int32_t num_choices = 1;
+  // Completions with `echo`: the text the reply starts with (this choice's prompt); with logprobs
+  // its tokens' come first too, from the engine's prompt logprobs event.
+  bool echo_prompt = false;
+  std::string echo_text;
 };
 
 // OpenAI's finish_reason for an engine finish. kTimeout maps to "length" (the output was cut, as by
@@ -73,10 +77,10 @@ class CompletionAssembler {
   // Non-streamed: accumulate kTokens events, then the full response body on kFinished.
   void add_tokens(const GenerationEvent& e);
   std::string final_body(const GenerationEvent& finished) const;
-  // One body with every choice (parts[i] finished with *finished[i]) and the usage summed (the
-  // prompt counted once, as OpenAI does); final_body for one choice.
+  // One body with every choice (parts[i] finished with *finished[i]) and `usage`'s token counts
+  // (the caller sums them: completion tokens of every choice, each prompt once); final_body for one choice.
   static std::string merged_body(const std::vector<const CompletionAssembler*>& parts,
-                                 const std::vector<const GenerationEvent*>& finished);
+                                 const std::vector<const GenerationEvent*>& finished, const GenerationEvent& usage);
 
   const std::string& text() const { return text_; }
 
@@ -97,6 +101,9 @@ class CompletionAssembler {
   // Non-streamed logprobs, per token.
   std::vector<TokenLogprob> chosen_;
   std::vector<std::vector<TokenLogprob>> top_;
+  // Echo with logprobs: the prompt tokens' (GenerationEvent::prompt_chosen / prompt_top).
+  std::vector<TokenLogprob> prompt_chosen_;
+  std::vector<std::vector<TokenLogprob>> prompt_top_;
 };
 
 }  // namespace hz

@@ -5,6 +5,10 @@
 //   disconnect K PROMPT...      stream each prompt, abort after K chunks
 //   choices PROMPT N K SEED     n = K sampled choices (temperature 1), streamed and not, and each
 //                               seed SEED + i alone
+//   batch N K SEED PROMPT...    the prompts as one batch with n = K (temperature 1), streamed and
+//                               not, and each prompt alone with the same n
+//   score PROMPT...             echo + logprobs with one greedy token, the prompts as one batch and
+//                               each alone, and each plain (no echo)
 // Prints one JSON object.
 import { createRequire } from 'node:module';
 
@@ -60,6 +64,37 @@ if (mode === 'basic') {
   out.single = [];
   for (let i = 0; i < k; ++i) {
     out.single.push((await client.completions.create({ ...params, seed: seed + i })).choices[0].text);
+  }
+} else if (mode === 'batch') {
+  const [n, k, seed] = [Number(args[0]), Number(args[1]), Number(args[2])];
+  const prompts = args.slice(3);
+  const params = { model, max_tokens: n, temperature: 1, seed, n: k };
+  const c = await client.completions.create({ ...params, prompt: prompts });
+  out.choices = c.choices.map((x) => ({ index: x.index, text: x.text, finish: x.finish_reason }));
+  out.usage = c.usage;
+  const s = await client.completions.create({ ...params, prompt: prompts, stream: true,
+                                              stream_options: { include_usage: true } });
+  out.streamed = Array(prompts.length * k).fill('');
+  for await (const chunk of s) {
+    if (chunk.usage) out.streamed_usage = chunk.usage;
+    for (const x of chunk.choices) out.streamed[x.index] += x.text;
+  }
+  out.alone = [];
+  out.alone_prompt_tokens = 0;
+  for (const p of prompts) {
+    const a = await client.completions.create({ ...params, prompt: p });
+    out.alone.push(...a.choices.map((x) => x.text));
+    out.alone_prompt_tokens += a.usage.prompt_tokens;
+  }
+} else if (mode === 'score') {
+  const params = { model, max_tokens: 1, temperature: 0, logprobs: 1, echo: true };
+  const pick = (c) => ({ text: c.text, logprobs: c.logprobs, finish: c.finish_reason });
+  out.batch = (await client.completions.create({ ...params, prompt: args })).choices.map(pick);
+  out.alone = [];
+  out.plain = [];
+  for (const p of args) {
+    out.alone.push(pick((await client.completions.create({ ...params, prompt: p })).choices[0]));
+    out.plain.push(pick((await client.completions.create({ ...params, prompt: p, echo: false })).choices[0]));
   }
 } else if (mode === 'concurrent') {
   const n = Number(args[0]);

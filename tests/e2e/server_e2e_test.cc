@@ -98,6 +98,52 @@ TEST_F(ServerE2ETest, SeveralChoicesEachEqualTheirSeedAlone) {
   EXPECT_LE(r["usage"]["completion_tokens"].get<int64_t>(), 72);
 }
 
+// A batch of prompts through the openai client (as lm-eval-harness sends them): prompt p's choice i
+// at index p * n + i equals prompt p sent alone, streamed or not; the prompts count once each.
+TEST_F(ServerE2ETest, BatchedPromptsEachEqualTheirPromptAlone) {
+  nlohmann::json r = node(*srv_, "batch 16 2 11 'Once upon a time' 'The little dog' 'Lily and Ben'");
+  ASSERT_EQ(r["choices"].size(), 6u) << r.dump();
+  ASSERT_EQ(r["alone"].size(), 6u) << r.dump();
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    EXPECT_EQ(r["choices"][i]["text"], r["alone"][i]) << i;
+    EXPECT_EQ(r["streamed"][i], r["alone"][i]) << i;
+  }
+  EXPECT_NE(r["alone"][0], r["alone"][2]);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], r["alone_prompt_tokens"]);
+  EXPECT_EQ(r["streamed_usage"]["prompt_tokens"], r["alone_prompt_tokens"]);
+  EXPECT_EQ(r["streamed_usage"]["completion_tokens"], r["usage"]["completion_tokens"]);
+}
+
+// Scoring prompts as lm-eval-harness does (echo, logprobs, one token) through the openai client:
+// the echoed text is the prompt, the first token has no logprob, every prompt token has one, the
+// generated token's equals the plain request's, and a batch gives each prompt's values alone.
+TEST_F(ServerE2ETest, EchoScoresPromptsAsInABatchAsAlone) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog ran to the park"};
+  nlohmann::json r = node(*srv_, "score " + shell_quote(prompts[0]) + " " + shell_quote(prompts[1]));
+  ASSERT_EQ(r["batch"].size(), 2u) << r.dump();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(prompts[i]);
+    const nlohmann::json& b = r["batch"][i];
+    EXPECT_EQ(b, r["alone"][i]);
+    const nlohmann::json& plain = r["plain"][i];
+    EXPECT_EQ(b["text"], prompts[i] + plain["text"].get<std::string>());
+    const nlohmann::json& lp = b["logprobs"];
+    const size_t n = lp["tokens"].size();
+    ASSERT_GE(n, 3u);
+    EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+    EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+    for (size_t t = 1; t < n; ++t) {
+      ASSERT_TRUE(lp["token_logprobs"][t].is_number()) << t;
+      EXPECT_LE(lp["token_logprobs"][t].get<double>(), 0.0) << t;
+      EXPECT_EQ(lp["top_logprobs"][t].size(), 1u) << t;
+    }
+    EXPECT_EQ(lp["token_logprobs"][n - 1], plain["logprobs"]["token_logprobs"][0]);
+    EXPECT_EQ(lp["tokens"][n - 1], plain["logprobs"]["tokens"][0]);
+    EXPECT_EQ(lp["text_offset"][n - 1], prompts[i].size());
+  }
+}
+
 TEST_F(ServerE2ETest, SixteenConcurrentStreamsMatchTheirSingleRuns) {
   const std::vector<std::string> seeds = {"Once upon a time", "The little dog", "Lily and Ben", "One day",
                                           "The sun was", "Tom had a", "A big bird", "The cat"};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 
@@ -65,6 +66,86 @@ TEST(LocalEngineTest, ConcurrentGreedyRequestsMatchGoldenAndShareSteps) {
   }
   EXPECT_GT(st.max_seqs_in_step, 1);  // the batch really was shared
   EXPECT_EQ(st.kv_blocks_used, 0);
+}
+
+// Scoring a prompt: each prompt token's log-probability equals the one it had when the engine
+// generated it greedily (decoded one by one there, prefilled in 7-token chunks here: the kernels
+// are chunk-invariant, so the values are the same bits), with the same alternatives. The prompt's
+// event comes before any generated token; max_tokens 0 only scores; cached blocks are never
+// reused for it (every position is computed), so a second scoring gives the same values.
+TEST(LocalEngineTest, PromptLogprobsEqualTheLogprobsOfTheTokensGenerated) {
+  EngineOptions o;
+  o.model_path = test::model_path("stories260K.gguf");
+  o.threads = 2;
+  o.max_num_batched_tokens = 64;
+  o.prefill_chunk = 7;
+  o.enable_prefix_caching = true;
+  auto made = LocalEngine::create(o);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  auto e = std::move(made).value();
+  const std::vector<int32_t> prompt = test::load_golden("stories260K.json").cases.at(0).prompt_ids;
+  constexpr int kGen = 20;
+  auto gen = std::make_shared<CollectSink>();
+  GenerationRequest g = greedy(prompt, kGen, gen);
+  g.sampling.logprobs = true;
+  g.sampling.top_logprobs = 3;
+  ASSERT_TRUE(e->submit(std::move(g)).ok());
+  ASSERT_TRUE(gen->wait());
+  ASSERT_EQ(gen->ids.size(), static_cast<size_t>(kGen));
+  EXPECT_EQ(gen->prompt_events, 0);
+
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), gen->ids.begin(), gen->ids.end());
+  for (int rep = 0; rep < 2; ++rep) {
+    SCOPED_TRACE(rep);
+    auto score = std::make_shared<CollectSink>();
+    GenerationRequest r = greedy(all, 0, score);
+    r.prompt_logprobs = true;
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = 3;
+    ASSERT_TRUE(e->submit(std::move(r)).ok());
+    ASSERT_TRUE(score->wait());
+    EXPECT_EQ(score->final_event.finish_reason, FinishReason::kLength);
+    EXPECT_EQ(score->final_event.completion_tokens, 0);
+    EXPECT_EQ(score->final_event.cached_tokens, 0);
+    EXPECT_TRUE(score->ids.empty());
+    EXPECT_EQ(score->prompt_events, 1);
+    ASSERT_EQ(score->prompt_chosen.size(), all.size());
+    ASSERT_EQ(score->prompt_top.size(), all.size());
+    EXPECT_TRUE(std::isnan(score->prompt_chosen[0].logprob));
+    EXPECT_TRUE(score->prompt_top[0].empty());
+    for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(score->prompt_chosen[i].token, all[i]) << i;
+    for (int k = 0; k < kGen; ++k) {
+      const size_t i = prompt.size() + static_cast<size_t>(k);
+      EXPECT_EQ(score->prompt_chosen[i].logprob, gen->chosen[static_cast<size_t>(k)]) << k;
+      ASSERT_EQ(score->prompt_top[i].size(), 3u);
+      for (size_t a = 0; a < 3; ++a) {
+        EXPECT_EQ(score->prompt_top[i][a].token, gen->top[static_cast<size_t>(k) * 3 + a].first) << k;
+        EXPECT_EQ(score->prompt_top[i][a].logprob, gen->top[static_cast<size_t>(k) * 3 + a].second) << k;
+      }
+    }
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      EXPECT_LE(score->prompt_chosen[i].logprob, 0.0f) << i;
+      EXPECT_FALSE(score->prompt_chosen[i].text.empty()) << i;
+    }
+  }
+
+  // Scoring and generating: the prompt's event first, then the same tokens as plain generation.
+  auto both = std::make_shared<CollectSink>();
+  GenerationRequest r = greedy(prompt, 5, both);
+  r.prompt_logprobs = true;
+  ASSERT_TRUE(e->submit(std::move(r)).ok());
+  ASSERT_TRUE(both->wait());
+  EXPECT_EQ(both->prompt_events, 1);
+  EXPECT_EQ(both->tokens_before_prompt, 0);
+  EXPECT_EQ(both->prompt_chosen.size(), prompt.size());
+  EXPECT_EQ(both->ids, std::vector<int32_t>(gen->ids.begin(), gen->ids.begin() + 5));
+
+  // max_tokens 0 is for scoring only.
+  auto none = std::make_shared<CollectSink>();
+  Result<uint64_t> refused = e->submit(greedy(prompt, 0, none));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("max_tokens must be at least 1"), std::string::npos);
 }
 
 TEST(LocalEngineTest, FinalEventTellsWhereTheRequestsTimeWent) {

@@ -1,6 +1,6 @@
 // FakeEngine: an Engine for server tests. A background thread "generates" deterministic tokens:
 // the prompt's bytes echoed cyclically (one token per byte, id = byte + 3, BOS = 1), one token per
-// running request per step. Honours max_tokens, stop strings, deadlines, cancel and drain; can be
+// running request per step. Prompt logprobs: prompt token i scores -0.25 * i (BOS's piece is ""). Honours max_tokens, stop strings, deadlines, cancel and drain; can be
 // slowed (token_delay), paused (nothing leaves the waiting queue) or made to fail.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -70,8 +71,11 @@ class FakeEngine : public Engine {
     opts_.token_delay = d;
   }
   // The next submit answers this error.
-  void fail_next_submit(Status s) {
+  void fail_next_submit(Status s) { fail_submit_after(0, std::move(s)); }
+  // The next `ok` submits go through, the one after answers this error.
+  void fail_submit_after(int ok, Status s) {
     std::lock_guard<std::mutex> lock(mu_);
+    submits_before_error_ = ok;
     next_submit_error_ = std::move(s);
   }
   int cancel_calls() const { return cancel_calls_.load(); }
@@ -89,7 +93,7 @@ class FakeEngine : public Engine {
   // --- Engine ---
   Result<uint64_t> submit(GenerationRequest r) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!next_submit_error_.ok()) {
+    if (!next_submit_error_.ok() && submits_before_error_-- == 0) {
       Status s = next_submit_error_;
       next_submit_error_ = Status();
       return s;
@@ -205,6 +209,7 @@ class FakeEngine : public Engine {
     size_t emitted = 0;     // bytes of `text` already sent
     size_t max_stop = 0;
     int32_t generated = 0;
+    bool prompt_scored = false;
   };
   struct Delivery {
     std::shared_ptr<GenerationSink> sink;
@@ -226,6 +231,23 @@ class FakeEngine : public Engine {
 
   // One token for `s`; returns true when it finished.
   bool step(Seq& s, std::vector<Delivery>& out) {
+    if (s.req.prompt_logprobs && !s.prompt_scored) {
+      s.prompt_scored = true;
+      GenerationEvent p;
+      for (size_t i = 0; i < s.req.prompt.size(); ++i) {
+        const int32_t t = s.req.prompt[i];
+        std::string piece = t >= kByteBase ? std::string(1, static_cast<char>(t - kByteBase)) : std::string();
+        p.prompt_chosen.push_back(
+            {t, piece, i == 0 ? std::numeric_limits<float>::quiet_NaN() : -0.25f * static_cast<float>(i)});
+        std::vector<TokenLogprob> alts;
+        for (int k = 0; i > 0 && k < s.req.sampling.top_logprobs; ++k) {
+          alts.push_back({kByteBase + 'a' + k, std::string(1, static_cast<char>('a' + k)), -1.0f - k});
+        }
+        p.prompt_top.push_back(std::move(alts));
+      }
+      out.push_back({s.req.sink, std::move(p)});
+      if (s.req.sampling.max_tokens == 0) return finish(s, FinishReason::kLength, out), true;
+    }
     char c = s.echo[s.generated % s.echo.size()];
     s.text.push_back(c);
     ++s.generated;
@@ -317,6 +339,7 @@ class FakeEngine : public Engine {
   std::set<uint64_t> cancelled_;
   std::vector<FinishReason> finish_reasons_;
   Status next_submit_error_;
+  int submits_before_error_ = 0;
   bool paused_ = false, draining_ = false, quit_ = false;
   uint64_t next_id_ = 1;
   uint64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0, finished_total_ = 0, queue_rejections_ = 0,

@@ -247,6 +247,159 @@ TEST_F(HttpServerTest, AChoiceThatCannotBeQueuedFailsTheRequestAndCancelsTheOthe
   EXPECT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3, "n": 2})").status, 200);
 }
 
+// A batch of prompts: prompt p's n choices at indices p * n + i, each answered as its one-prompt
+// request; usage counts every prompt once and sums the completions; streamed chunks carry the
+// indices; a bad prompt of the batch is a 400 naming it, and nothing reaches the engine.
+TEST_F(HttpServerTest, BatchedPromptsNonStreamedAndStreamed) {
+  start();
+  const std::string a = parse(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 4})").body)["choices"][0]["text"];
+  const std::string b = parse(post("/v1/completions", R"({"prompt": "wxyz", "max_tokens": 4})").body)["choices"][0]["text"];
+  ASSERT_NE(a, b);
+  int before = engine_->submitted();
+  HttpResponse r = post("/v1/completions", R"({"prompt": ["abc", "wxyz"], "max_tokens": 4, "n": 2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_->submitted(), before + 4);
+  json j = parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 4u) << r.body;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], i < 2 ? a : b) << i;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4 + 5);  // BOS + bytes, each prompt once
+  EXPECT_EQ(j["usage"]["completion_tokens"], 16);
+  EXPECT_EQ(j["usage"]["total_tokens"], 25);
+
+  // Token id prompts, streamed with usage.
+  r = post("/v1/completions", R"({"prompt": [[1, 100], [1, 101, 102]], "max_tokens": 3, "stream": true,
+                                  "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json usage = parse(events[events.size() - 2]);
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 6);
+  std::string text[2];
+  int finishes[2] = {0, 0};
+  for (size_t e = 0; e + 2 < events.size(); ++e) {
+    const json chunk = parse(events[e]);
+    const json& choice = chunk["choices"][0];
+    const int i = choice["index"].get<int>();
+    ASSERT_TRUE(i == 0 || i == 1) << events[e];
+    text[i] += choice["text"].get<std::string>();
+    if (!choice["finish_reason"].is_null()) ++finishes[i];
+  }
+  EXPECT_EQ(finishes[0], 1);
+  EXPECT_EQ(finishes[1], 1);
+  EXPECT_EQ(text[0], parse(post("/v1/completions", R"({"prompt": [1, 100], "max_tokens": 3})").body)["choices"][0]["text"]);
+  EXPECT_EQ(text[1], parse(post("/v1/completions", R"({"prompt": [1, 101, 102], "max_tokens": 3})").body)["choices"][0]["text"]);
+
+  // The second prompt does not fit: a 400 naming it, nothing submitted.
+  before = engine_->submitted();
+  const std::string long_prompt(300, 'x');
+  HttpResponse bad = post("/v1/completions", json{{"prompt", json::array({"abc", long_prompt})}, {"max_tokens", 2}}.dump());
+  expect_error_object(bad, 400);
+  EXPECT_EQ(parse(bad.body)["error"]["param"], "prompt[1]") << bad.body;
+  bad = post("/v1/completions", R"({"prompt": [[1, 100], [1, 100000]]})");
+  expect_error_object(bad, 400);
+  EXPECT_EQ(parse(bad.body)["error"]["param"], "prompt[1]") << bad.body;
+  EXPECT_EQ(engine_->submitted(), before);
+}
+
+// echo: the text starts with the prompt; with logprobs the prompt's tokens come first (the first
+// null), their offsets into the echoed text, the generated ones after it; streamed, the prompt is
+// the first chunk. max_tokens 0 scores the prompt only (and needs echo). A batch of token id
+// prompts, as lm-eval-harness sends to score continuations.
+TEST_F(HttpServerTest, EchoWithPromptLogprobs) {
+  start();
+  json j = parse(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "echo": true, "logprobs": 2})").body);
+  ASSERT_TRUE(j.contains("choices")) << j.dump();
+  EXPECT_EQ(j["choices"][0]["text"], "abcab");
+  const json& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::parse(R"(["", "a", "b", "c", "a", "b"])"));
+  ASSERT_EQ(lp["token_logprobs"].size(), 6u);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -0.25f);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][3].get<float>(), -0.75f);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][4].get<float>(), -0.5f);  // generated
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 2u);
+  EXPECT_EQ(lp["text_offset"], json::parse("[0, 0, 1, 2, 3, 4]"));
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 2);
+
+  // Echo alone, streamed: the prompt is the first chunk.
+  HttpResponse r = post("/v1/completions", R"({"prompt": "xyz", "max_tokens": 2, "echo": true, "stream": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(parse(events[0])["choices"][0]["text"], "xyz");
+  EXPECT_TRUE(parse(events[0])["choices"][0]["logprobs"].is_null());
+  std::string text;
+  for (size_t e = 0; e + 1 < events.size(); ++e) text += parse(events[e])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "xyzxy");
+
+  // With logprobs, streamed: the first chunk carries the prompt's.
+  r = post("/v1/completions", R"({"prompt": "xyz", "max_tokens": 1, "echo": true, "logprobs": 0, "stream": true})");
+  events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 3u) << r.body;
+  json first = parse(events[0])["choices"][0];
+  EXPECT_EQ(first["text"], "xyz");
+  EXPECT_EQ(first["logprobs"]["token_logprobs"].size(), 4u);
+  EXPECT_TRUE(first["logprobs"]["token_logprobs"][0].is_null());
+  json second = parse(events[1])["choices"][0];
+  EXPECT_EQ(second["text"], "x");
+  EXPECT_EQ(second["logprobs"]["text_offset"], json::parse("[3]"));
+
+  // Scoring only.
+  j = parse(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 0, "echo": true, "logprobs": 0})").body);
+  EXPECT_EQ(j["choices"][0]["text"], "abc");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(), 4u);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 0);
+  HttpResponse bad = post("/v1/completions", R"({"prompt": "abc", "max_tokens": 0})");
+  expect_error_object(bad, 400);
+  EXPECT_EQ(parse(bad.body)["error"]["param"], "max_tokens");
+  bad = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "echo": true})");
+  expect_error_object(bad, 400);
+  EXPECT_EQ(parse(bad.body)["error"]["param"], "echo");
+
+  // lm-eval-harness's loglikelihood request: token id prompts, echo, one token, logprobs 1.
+  j = parse(post("/v1/completions", R"({"prompt": [[1, 100, 101], [1, 102]], "max_tokens": 1, "echo": true,
+                                       "logprobs": 1, "temperature": 0, "seed": 1234})").body);
+  ASSERT_EQ(j["choices"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["choices"][0]["logprobs"]["token_logprobs"].size(), 4u);
+  EXPECT_EQ(j["choices"][1]["logprobs"]["token_logprobs"].size(), 3u);
+  EXPECT_EQ(j["choices"][1]["text"], "cc");  // token 102 is 'c'
+  EXPECT_FLOAT_EQ(j["choices"][0]["logprobs"]["token_logprobs"][2].get<float>(), -0.5f);
+}
+
+// Every prompt's first choice goes in at once. One the engine refuses fails the request: as the
+// first, it is the answer at once; after others, those are cancelled and nothing is left in the
+// engine (a stream ends with an error event).
+TEST_F(HttpServerTest, ABatchedPromptThatCannotBeQueuedFailsTheRequest) {
+  start();
+  engine_->fail_next_submit(Status(StatusCode::kResourceExhausted, "the waiting queue is full"));
+  expect_error_object(post("/v1/completions", R"({"prompt": ["abc", "def"], "max_tokens": 3})"), 429);
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "not streamed");
+    const int before = engine_->submitted();
+    engine_->fail_submit_after(1, Status(StatusCode::kResourceExhausted, "the waiting queue is full"));
+    HttpResponse r = post("/v1/completions", json{{"prompt", {"abc", "def", "ghi"}}, {"max_tokens", 3}, {"stream", stream}}.dump());
+    if (stream) {
+      EXPECT_EQ(r.status, 200);
+      auto events = sse_payloads(r.body);
+      ASSERT_GE(events.size(), 2u) << r.body;
+      EXPECT_EQ(events.back(), "[DONE]");
+      EXPECT_NE(events[events.size() - 2].find("the waiting queue is full"), std::string::npos) << r.body;
+    } else {
+      expect_error_object(r, 429);
+    }
+    EXPECT_EQ(engine_->submitted(), before + 1);
+    EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
+  }
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": ["abc", "def"], "max_tokens": 3})").status, 200);
+}
+
 // `model` must name the served model (or, without --served-model-name, the model's path or file
 // name); omitted is fine, anything else is OpenAI's 404 model_not_found.
 TEST_F(HttpServerTest, ModelIsCheckedAgainstTheServedNames) {

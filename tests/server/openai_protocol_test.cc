@@ -78,8 +78,9 @@ TEST(OpenAiRequestTest, ParsesCompletionFields) {
                  &r);
   ASSERT_FALSE(e) << e->message;
   EXPECT_EQ(r.model, "m");
-  EXPECT_EQ(r.prompt_text, "hi");
-  EXPECT_FALSE(r.prompt_is_tokens);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "hi");
+  EXPECT_FALSE(r.prompts[0].is_tokens);
   EXPECT_EQ(r.sampling.max_tokens, 7);
   EXPECT_TRUE(r.max_tokens_set);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
@@ -114,17 +115,51 @@ TEST(OpenAiRequestTest, NullsAreAbsentAndDefaultsHold) {
 TEST(OpenAiRequestTest, PromptForms) {
   ParsedRequest r;
   ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"prompt": [1, 2, 3]})", &r));
-  EXPECT_TRUE(r.prompt_is_tokens);
-  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"prompt": [[4, 5]]})", &r));
-  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{4, 5}));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].tokens, (std::vector<int32_t>{4, 5}));
   ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"prompt": ["one"]})", &r));
-  EXPECT_EQ(r.prompt_text, "one");
-  EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": ["a", "b"]})", &r)->message.find("batched"), 0u);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "one");
   EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": [1, -2]})", &r)->param, "prompt[1]");
   EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": [1, 1.5]})", &r)->param, "prompt[1]");
   EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": []})", &r)->param, "prompt");
   EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": [1, 99999999999]})", &r)->param, "prompt[1]");
+  EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": {"a": 1}})", &r)->param, "prompt");
+}
+
+// A batch: texts or token id lists, one kind; each prompt checked and named by its index; the
+// prompts times n bounded.
+TEST(OpenAiRequestTest, BatchedPrompts) {
+  ParsedRequest r;
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"prompt": ["a", "b", "c"], "n": 2})", &r));
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_EQ(r.prompts[2].text, "c");
+  EXPECT_FALSE(r.prompts[1].is_tokens);
+  EXPECT_EQ(r.n, 2);
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"prompt": [[1, 2], [3]]})", &r));
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_TRUE(r.prompts[1].is_tokens);
+  EXPECT_EQ(r.prompts[1].tokens, (std::vector<int32_t>{3}));
+  EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": ["a", [1]]})", &r)->param, "prompt[1]");
+  EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": [[1], "a"]})", &r)->param, "prompt[1]");
+  EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": [[1], []]})", &r)->param, "prompt[1]");
+  EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": [[1], [2, -1]]})", &r)->param, "prompt[1][1]");
+  EXPECT_EQ(parse(ApiKind::kCompletion, "{\"prompt\": [\"a\", \"b\xff\"]}", &r)->param, "prompt[1]");
+  EXPECT_EQ(parse(ApiKind::kCompletion, R"({"prompt": ["a", 7]})", &r)->param, "prompt[1]");
+  // 64 prompts with n = 2 fit (128 sequences), with n = 3 they do not.
+  std::string batch = "[";
+  for (int i = 0; i < 64; ++i) batch += (i ? ", \"p" : "\"p") + std::to_string(i) + "\"";
+  batch += "]";
+  ASSERT_FALSE(parse(ApiKind::kCompletion, R"({"n": 2, "prompt": )" + batch + "}", &r));
+  EXPECT_EQ(r.prompts.size(), 64u);
+  auto e = parse(ApiKind::kCompletion, R"({"n": 3, "prompt": )" + batch + "}", &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "prompt");
+  EXPECT_NE(e->message.find("at most 128"), std::string::npos) << e->message;
 }
 
 TEST(OpenAiRequestTest, ChatFields) {
@@ -171,7 +206,9 @@ TEST(OpenAiRequestTest, ErrorsNameTheField) {
       {ApiKind::kCompletion, R"({"prompt": "a", "best_of": 3})", "best_of"},
       {ApiKind::kCompletion, R"({"prompt": "a", "n": 65})", "n"},
       {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", "n"},
-      {ApiKind::kCompletion, R"({"prompt": "a", "echo": true})", "echo"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "echo": 1})", "echo"},
+      {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "a"}], "echo": true})", "echo"},
+      {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": 0})", "max_tokens"},
       {ApiKind::kCompletion, R"({"prompt": "a", "seed": "7"})", "seed"},
       {ApiKind::kCompletion, R"({"prompt": "a", "model": 7})", "model"},
       {ApiKind::kCompletion, R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
@@ -340,7 +377,7 @@ TEST(CompletionAssemblerTest, FinalBodiesAndFinishReasons) {
 }
 
 // n choices: each choice's chunks and body carry its index, tool call ids differ between choices,
-// the merged body sums the completion tokens and counts the prompt once.
+// the merged body carries the usage it is given (the server sums it).
 TEST(CompletionAssemblerTest, SeveralChoicesCarryTheirIndexAndOwnToolCallIds) {
   const std::string reply = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
   ResponseContext base{ApiKind::kChat, "chatcmpl-0123456789abcdef01234567", 1, "m", false, true, false, 0};
@@ -361,7 +398,8 @@ TEST(CompletionAssemblerTest, SeveralChoicesCarryTheirIndexAndOwnToolCallIds) {
     ptrs.push_back(parts[i].get());
     evs.push_back(&events[i]);
   }
-  json j = json::parse(CompletionAssembler::merged_body(ptrs, evs));
+  GenerationEvent usage = finished(FinishReason::kStop, 4, 30);
+  json j = json::parse(CompletionAssembler::merged_body(ptrs, evs, usage));
   ASSERT_EQ(j["choices"].size(), 3u);
   std::set<std::string> ids;
   for (int i = 0; i < 3; ++i) {

@@ -19,6 +19,12 @@ class CollectSink : public GenerationSink {
   void on_event(GenerationEvent ev) override {
     std::lock_guard<std::mutex> lk(mu_);
     if (ev.kind == GenerationEvent::Kind::kTokens) {
+      if (!ev.prompt_chosen.empty()) {
+        ++prompt_events;
+        tokens_before_prompt = static_cast<int>(ids.size());
+        prompt_chosen = std::move(ev.prompt_chosen);
+        prompt_top = std::move(ev.prompt_top);
+      }
       ids.insert(ids.end(), ev.token_ids.begin(), ev.token_ids.end());
       text += ev.text;
       for (auto& c : ev.chosen) chosen.push_back(c.logprob);
@@ -43,6 +49,12 @@ class CollectSink : public GenerationSink {
   std::vector<std::pair<int32_t, float>> top;
   GenerationEvent final_event;
   bool done = false;
+  // Prompt logprobs (GenerationRequest::prompt_logprobs): the event's, how many such events came
+  // and how many tokens had come before it.
+  std::vector<TokenLogprob> prompt_chosen;
+  std::vector<std::vector<TokenLogprob>> prompt_top;
+  int prompt_events = 0;
+  int tokens_before_prompt = -1;
 
  private:
   std::mutex mu_;
