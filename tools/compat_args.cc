@@ -27,13 +27,11 @@ struct Hint {
 
 // Flags of llama-server and vLLM that horizon does not take, with what to do instead.
 constexpr Hint kHints[] = {
-    {"--cont-batching", "batching is always continuous here; drop the flag"},
     {"--no-kv-offload", "the KV cache is in RAM here; drop the flag"},
     {"--ubatch-size", "use --prefill-chunk N (prompt tokens of one sequence per step)"},
     {"--batch-size", "use --max-num-batched-tokens N (tokens per engine step)"},
     {"-b", "use --max-num-batched-tokens N (tokens per engine step)"},
     {"--threads-batch", "use -t/--threads N (one pool serves prefill and decode)"},
-    {"--alias", "use --served-model-name NAME"},
     {"--chat-template-file", "use --chat-template FILE"},
     {"--mlock", "weights are memory-mapped; drop the flag"},
     {"--no-mmap", "weights are always memory-mapped; drop the flag"},
@@ -52,11 +50,8 @@ constexpr Hint kHints[] = {
     {"--tensor-parallel-size", "one process serves on one machine; drop the flag"},
     {"-tp", "one process serves on one machine; drop the flag"},
     {"--pipeline-parallel-size", "one process serves on one machine; drop the flag"},
-    {"--dtype", "weights keep the file's type; convert with `horizon quantize --type TYPE`"},
     {"--quantization", "weights keep the file's type; convert with `horizon quantize --type TYPE`"},
-    {"--trust-remote-code", "no code is run from the model folder; drop the flag"},
     {"--tokenizer", "the tokenizer is read from the model (GGUF or tokenizer.json in the folder)"},
-    {"--enforce-eager", "there is no graph capture here; drop the flag"},
     {"--max-num-batched-tokens", "give it after `serve` (it is a server flag)"},
     {"--disable-log-stats", "use --disable-log-requests"},
     {"--uvicorn-log-level", "set HORIZON_LOG=debug|info|warn|error"},

@@ -109,7 +109,8 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
                    "Prompt tokens in a step that also decodes (default 128; 0 = up to --max-num-batched-tokens): "
                    "bounds the pause between two streamed tokens while other prompts prefill");
     app.add_option("--max-queue", opts.max_queue, "Waiting requests before new ones get 429");
-    app.add_option("--served-model-name", opts.served_model_name, "Model name in API responses");
+    app.add_option("--served-model-name,--alias", opts.served_model_name,
+                   "Model name in API responses (llama-server: --alias)");
   }
 }
 

@@ -66,6 +66,11 @@ void ServeFlags::add_to(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--jinja", jinja, "Accepted for llama-server command lines: the model's Jinja chat template is always used");
   app.add_flag("--metrics", metrics, "Accepted for llama-server command lines: /metrics is always served");
+  app.add_flag("--cont-batching", cont_batching, "Accepted for llama-server command lines (-cb): batching is always continuous");
+  app.add_flag("--enforce-eager", enforce_eager, "Accepted for vLLM command lines: no effect on the CPU");
+  app.add_flag("--trust-remote-code", trust_remote_code,
+               "Accepted for vLLM command lines: no code is ever run from a model folder");
+  app.add_option("--dtype", dtype, "Accepted for vLLM command lines as auto (weights keep the file's types)");
 }
 
 Status ServeFlags::resolve_server(bool warn) {
@@ -116,6 +121,14 @@ Status ServeFlags::resolve_server(bool warn) {
     return invalid_argument("--generation-config '{}' is not one of auto, vllm", generation_config);
   if (jinja && warn) HZ_LOG_WARN("--jinja has no effect: the model's Jinja chat template is always used");
   if (metrics && warn) HZ_LOG_WARN("--metrics has no effect: /metrics is always served");
+  if (cont_batching && warn) HZ_LOG_WARN("--cont-batching has no effect: batching is always continuous");
+  if (enforce_eager && warn) HZ_LOG_WARN("--enforce-eager has no effect: nothing is captured on the CPU");
+  if (trust_remote_code && warn) HZ_LOG_WARN("--trust-remote-code has no effect: no code is ever run from a model folder");
+  if (!dtype.empty() && dtype != "auto") {
+    return invalid_argument("--dtype {}: weights keep the file's types here (only auto is taken); convert with "
+                            "`horizon quantize --type TYPE`",
+                            dtype);
+  }
   return Status();
 }
 

@@ -87,7 +87,8 @@ TEST(ServeCompatTest, VllmCommandLineRunsUnchanged) {
   const int port = free_port();
   Server s("serve " + model() + " --host localhost --port " + std::to_string(port) +
            " --max-model-len 4096 --max-num-seqs 8 --kv-cache-dtype fp8 --enable-prefix-caching --served-model-name m"
-           " --api-key k --gpu-memory-utilization 0.9 --chat-template " + tmpl + " --generation-config auto");
+           " --api-key k --gpu-memory-utilization 0.9 --chat-template " + tmpl + " --generation-config auto"
+           " --dtype auto --trust-remote-code --enforce-eager");
   ASSERT_TRUE(s.up()) << s.log();
   const std::string base = "http://localhost:" + std::to_string(port);
   EXPECT_NE(curl(base + "/health").find("ok"), std::string::npos);
@@ -106,19 +107,22 @@ TEST(ServeCompatTest, VllmCommandLineRunsUnchanged) {
   EXPECT_NE(log.find("chat template  " + tmpl), std::string::npos) << log;
   EXPECT_NE(log.find("URL            http://127.0.0.1:" + std::to_string(port)), std::string::npos) << log;
   EXPECT_NE(log.find("--gpu-memory-utilization has no effect"), std::string::npos) << log;
+  EXPECT_NE(log.find("--trust-remote-code has no effect"), std::string::npos) << log;
+  EXPECT_NE(log.find("--enforce-eager has no effect"), std::string::npos) << log;
   EXPECT_EQ(log.find("api-key: k"), std::string::npos) << "the key must not be printed";
 }
 
 TEST(ServeCompatTest, LlamaServerCommandLineRunsUnchanged) {
   const int port = free_port();
   Server s("serve -m " + model() + " -c 8192 -np 4 -t 2 --host 127.0.0.1 --port " + std::to_string(port) +
-           " -ctk q8_0 -ctv q8_0 -fa on --jinja --metrics -ngl 0");
+           " -ctk q8_0 -ctv q8_0 -fa on --jinja --metrics -ngl 0 -cb --alias tiny");
   ASSERT_TRUE(s.up()) << s.log();
   const std::string base = "http://127.0.0.1:" + std::to_string(port);
   EXPECT_NE(curl(base + "/health").find("ok"), std::string::npos);
   std::string out = curl("-H 'Content-Type: application/json' " + base +
                          "/v1/completions -d '{\"prompt\":\"Once upon\",\"max_tokens\":4}'");
   EXPECT_NE(out.find("\"completion_tokens\":4"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"model\":\"tiny\""), std::string::npos) << out;  // --alias names the model
   const std::string log = s.log();
   // -c is the context of all slots together: 8192 / 4 per sequence.
   EXPECT_NE(log.find("context        2048 tokens per sequence"), std::string::npos) << log;
@@ -126,7 +130,7 @@ TEST(ServeCompatTest, LlamaServerCommandLineRunsUnchanged) {
   EXPECT_NE(log.find("max sequences  4"), std::string::npos) << log;
   EXPECT_NE(log.find("threads        2"), std::string::npos) << log;
   for (const char* flag : {"--jinja has no effect", "--metrics has no effect", "-fa/--flash-attn has no effect",
-                           "-ngl/--n-gpu-layers has no effect"}) {
+                           "-ngl/--n-gpu-layers has no effect", "--cont-batching has no effect"}) {
     size_t first = log.find(flag);
     EXPECT_NE(first, std::string::npos) << flag << "\n" << log;
     EXPECT_EQ(log.find(flag, first + 1), std::string::npos) << "one warning each: " << flag;
@@ -164,6 +168,8 @@ TEST(ServeCompatTest, MismatchesAndForeignFlagsGetClearErrors) {
       {"serve -m " + model() + " --host no-such-host.invalid", "--host 'no-such-host.invalid': cannot resolve"},
       {"serve -m " + model() + " --generation-config /tmp", "--generation-config"},
       {"serve -m " + model() + " -fa sometimes", "sometimes"},
+      {"serve -m " + model() + " --dtype float16", "--dtype float16: weights keep the file's types"},
+      {"serve -m " + model() + " --mlock", "memory-mapped"},
       {"serve " + model() + " -m /elsewhere.gguf", "the model is given twice"},
       {"serve --port 0", "no model"},
   };
