@@ -57,6 +57,10 @@ struct LocalEngine::Request {
 
 namespace {
 
+// Prompt tokens per step of a scored prompt (prompt logprobs): every position's logits are kept
+// for the step, 64 x the vocabulary's floats (8 MiB at 32K tokens) per such sequence.
+constexpr int32_t kScoredPromptChunk = 64;
+
 uint64_t total_ram_bytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGESIZE);
@@ -440,6 +444,7 @@ void LocalEngine::drain_inbox() {
     auto seq = std::make_unique<Sequence>();
     seq->id = id;
     seq->reuse_prefix = !g.prompt_logprobs;
+    if (g.prompt_logprobs) seq->max_chunk = kScoredPromptChunk;
     seq->tokens = std::move(g.prompt);
     seq->num_prompt_tokens = r->prompt_tokens;
     sched_->add(std::move(seq));

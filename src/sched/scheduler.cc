@@ -108,7 +108,8 @@ std::vector<ScheduledSlice> Scheduler::schedule() {
       const bool decoding = s.num_pending() == 1;
       if (!decoding) s.draft.clear();  // only a decoding sequence's next token has a draft
       if (decoding != (pass == 0) || s.num_pending() <= 0) continue;
-      int32_t n = static_cast<int32_t>(std::min<int64_t>({s.num_pending(), cfg_.prefill_chunk, budget}));
+      const int32_t chunk = s.max_chunk > 0 ? std::min(s.max_chunk, cfg_.prefill_chunk) : cfg_.prefill_chunk;
+      int32_t n = static_cast<int32_t>(std::min<int64_t>({s.num_pending(), chunk, budget}));
       if (decoding && !s.draft.empty()) {
         int32_t d = std::min({static_cast<int32_t>(s.draft.size()), spare, budget - 1});
         // The draft is optional: it takes only blocks the pool has (never a spill or a preemption).

@@ -47,6 +47,30 @@ TEST(SchedulerTest, ChunksLongPromptsWithinTheTokenBudget) {
   EXPECT_EQ(s.running()[0]->block_table, pool_refs({0, 1, 2, 3}));
 }
 
+// A sequence's own chunk limit (a scored prompt) applies below the scheduler's; others keep theirs.
+TEST(SchedulerTest, ASequencesMaxChunkCapsItsPromptChunks) {
+  BlockPool pool(64);
+  KvManager kv(pool, 16);
+  Scheduler s({.max_num_seqs = 4, .max_num_batched_tokens = 64, .prefill_chunk = 20, .block_tokens = 16}, kv);
+  auto capped = make_seq(1, 30);
+  capped->max_chunk = 8;
+  s.add(std::move(capped));
+  auto big = make_seq(2, 30);
+  big->max_chunk = 100;  // above prefill_chunk: prefill_chunk holds
+  s.add(std::move(big));
+  auto a = step(s);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].num_tokens, 8);
+  EXPECT_EQ(a[1].num_tokens, 20);
+  std::vector<int32_t> chunks = {8};
+  for (int i = 0; i < 10 && chunks.size() < 4; ++i) {
+    for (const auto& x : step(s)) {
+      if (x.seq->id == 1u) chunks.push_back(x.num_tokens);
+    }
+  }
+  EXPECT_EQ(chunks, (std::vector<int32_t>{8, 8, 8, 6}));
+}
+
 TEST(SchedulerTest, DecodesRunBesidePrefillChunks) {
   BlockPool pool(64);
   KvManager kv(pool, 16);
