@@ -146,8 +146,10 @@ struct Q4_0Pair {
   }
   template <int Chains>
   static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) {
-    return dot_steps<8, Chains>(w.v, xq, _mm512_set1_epi32(-xsum8));
+    return dot_steps<8, Chains>(w.v, xq, init(xsum8));
   }
+  // The dot's starting value: the weights are stored + 8, so 8 * the activations' sum comes off.
+  static __m512i init(int32_t xsum8) { return _mm512_set1_epi32(-xsum8); }
 };
 struct Q8_0Pair {
   static constexpr uint64_t kBlockBytes = sizeof(BlockQ8_0);
@@ -158,8 +160,10 @@ struct Q8_0Pair {
   }
   template <int Chains>
   static __m512i dot(const W2& w, const uint8_t* xq, int32_t xsum8) {
-    return dot_steps<8, Chains>(w.v, xq, _mm512_set1_epi32(-16 * xsum8));
+    return dot_steps<8, Chains>(w.v, xq, init(xsum8));
   }
+  // The weights are stored + 128 (unsigned), so 128 * the activations' sum comes off.
+  static __m512i init(int32_t xsum8) { return _mm512_set1_epi32(-16 * xsum8); }
 };
 
 // Block b of groups g0 and g1, decoded; the lines kPairPrefetchAhead past it requested. g1 = g0 +
@@ -208,6 +212,67 @@ inline void pair_in_registers(int64_t nb, const uint8_t* g0, const uint8_t* g1, 
   pair_tokens<K, NT>(nb, g0, g1, x, t0, wd, acc);
 }
 
+// ---- Two pairs at once (32 rows), for a few tokens ----
+// With 3-5 tokens a block (speculative verification, small decode batches) the pair kernel spends
+// about as much on broadcasting each activation dword as on the dot products. Here each broadcast
+// serves two pairs' registers, so there are half as many per dot product. Per lane the operations
+// are the pair kernel's (exact int32 block dot, acc = fma(d_w * d_x, isum, acc) in block order):
+// bit-identical outputs.
+constexpr int kPairQuadMinTokens = 3;
+constexpr int kPairQuadMaxTokens = 5;
+
+// Block b of groups g and g + gb (one pair of a 4-group unit), decoded; the lines
+// kPairPrefetchAhead past it requested, in the next unit's same two groups past the groups' end.
+template <class K>
+__attribute__((always_inline)) inline void decode_quad_half(const uint8_t* g, uint64_t gb, int64_t b, W2* wd) {
+  const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
+  const uint64_t ahead = off + kPairPrefetchAhead;
+  const uint8_t* p = ahead < gb ? g + ahead : g + 4 * gb + (ahead - gb);
+  for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + gb + l), _MM_HINT_T0);
+  }
+  K::decode(g + off, g + gb + off, wd);
+}
+
+// NT tokens from t0 over the 4 groups at g0 (pairs g0, g0 + gb and g0 + 2gb, g0 + 3gb).
+template <class K, int NT>
+inline void quad_tokens(int64_t nb, const uint8_t* g0, uint64_t gb, const XChunks& x, int64_t t0,
+                        float (*acc0)[2 * kGroup], float (*acc1)[2 * kGroup]) {
+  __m512 a[NT], c[NT];
+  for (int t = 0; t < NT; ++t) a[t] = c[t] = _mm512_setzero_ps();
+  W2 w0, w1;
+  for (int64_t b = 0; b < nb; ++b) {
+    decode_quad_half<K>(g0, gb, b, &w0);
+    decode_quad_half<K>(g0 + 2 * gb, gb, b, &w1);
+    auto cur = x.at(t0, b);
+    for (int t = 0; t < NT; ++t, cur.next()) {
+      const uint8_t* xq = cur.qs();
+      __m512i s0 = K::init(cur.sum8()), s1 = s0;
+      for (int k = 0; k < 8; ++k) {
+        const __m512i xb = bcast_dword(xq, k);
+        s0 = _mm512_dpbusd_epi32(s0, w0.v[k], xb);
+        s1 = _mm512_dpbusd_epi32(s1, w1.v[k], xb);
+      }
+      const __m512 xd = _mm512_set1_ps(cur.d());
+      a[t] = _mm512_fmadd_ps(_mm512_mul_ps(w0.d, xd), _mm512_cvtepi32_ps(s0), a[t]);
+      c[t] = _mm512_fmadd_ps(_mm512_mul_ps(w1.d, xd), _mm512_cvtepi32_ps(s1), c[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    _mm512_store_ps(acc0[t], a[t]);
+    _mm512_store_ps(acc1[t], c[t]);
+  }
+}
+template <class K, int NT = kPairQuadMinTokens>
+inline void quad_in_registers(int64_t nb, const uint8_t* g0, uint64_t gb, const XChunks& x, int64_t t0, int64_t nt,
+                              float (*acc0)[2 * kGroup], float (*acc1)[2 * kGroup]) {
+  if constexpr (NT < kPairQuadMaxTokens) {
+    if (nt != NT) return quad_in_registers<K, NT + 1>(nb, g0, gb, x, t0, nt, acc0, acc1);
+  }
+  quad_tokens<K, NT>(nb, g0, gb, x, t0, acc0, acc1);
+}
+
 // Rows [row_begin, row_end) of packed weights, row_begin a multiple of 8 and at least 9 rows
 // (two groups, the second possibly partial: the packed layout pads it to 8 rows).
 template <class K>
@@ -215,6 +280,7 @@ void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, 
                         const XChunks& x, int64_t num_tokens, float* y, int64_t y_stride) {
   const int64_t nb = n / kQK8_0;
   alignas(64) float acc[kTokenChunk][2 * kGroup];
+  alignas(64) float acc1[kPairQuadMaxTokens][2 * kGroup];
   W2 wd;
   for (int64_t t0 = 0; t0 < num_tokens; t0 += kTokenChunk) {
     const int64_t nt = num_tokens - t0 < kTokenChunk ? num_tokens - t0 : kTokenChunk;
@@ -222,6 +288,15 @@ void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, 
       const int64_t nr = row_end - r0 < 2 * kGroup ? row_end - r0 : 2 * kGroup;
       const uint8_t* g0 = packed + (r0 / kGroup) * group_bytes;
       const uint8_t* g1 = g0 + group_bytes;
+      if (nt >= kPairQuadMinTokens && nt <= kPairQuadMaxTokens && row_end - r0 > 6 * kGroup) {
+        // Four groups, the last possibly partial (padded to 8 rows like every group).
+        quad_in_registers<K>(nb, g0, group_bytes, x, t0, nt, acc, acc1);
+        store_pair_rows(acc, nt, 2 * kGroup, y, y_stride, t0, r0);
+        const int64_t nr1 = row_end - r0 - 2 * kGroup < 2 * kGroup ? row_end - r0 - 2 * kGroup : 2 * kGroup;
+        store_pair_rows(acc1, nt, nr1, y, y_stride, t0, r0 + 2 * kGroup);
+        r0 += 2 * kGroup;
+        continue;
+      }
       if (nt <= kRegisterTokens) {
         pair_in_registers<K>(nb, g0, g1, x, t0, nt, &wd, acc);
       } else {
