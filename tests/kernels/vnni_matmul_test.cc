@@ -88,8 +88,8 @@ void check_all(DType type, int64_t n, const std::vector<uint8_t>& w, int64_t row
   std::vector<uint8_t> packed(packed_bytes(type, rows, n));
   pack_weights(type, n, w.data(), row_bytes(type, n), rows, packed.data());
   const int64_t stride = rows + 3;
-  // 3-5: the packed kernel's four-group path; 16, 17: the AMX kernel's token halves.
-  for (int64_t tokens : {1, 2, 3, 4, 5, 7, 16, 17, 32, 33, 70}) {
+  // 1-8: the packed kernel's four-group path (registers); 16, 17: the AMX kernel's token halves.
+  for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 32, 33, 70}) {
     if (tokens > max_tokens) continue;
     std::vector<uint8_t> xp(packed_activation_bytes(n, tokens));
     pack_activations(n, reinterpret_cast<const BlockQ8_0*>(x.data()), row_bytes(DType::kQ8_0, n), tokens, xp.data());
@@ -127,7 +127,7 @@ TEST_P(VnniMatmulTest, QuantizedRandomInputsMatchAvx2AndReference) {
   }
 }
 
-// Enough rows for the packed kernel to take four groups (32 rows) at once with 3-5 tokens: 61 rows
+// Enough rows for the packed kernel to take four groups (32 rows) at once with 1-8 tokens: 61 rows
 // (two four-group units, the second ending in a partial group), 45 (one unit, then a pair), and
 // the ranges of check_all inside them (from row 8: a unit whose last group is partial).
 TEST_P(VnniMatmulTest, FourGroupsAtOnceMatchAvx2AndReference) {
@@ -136,7 +136,7 @@ TEST_P(VnniMatmulTest, FourGroupsAtOnceMatchAvx2AndReference) {
   for (int64_t rows : {61, 45}) {
     for (int64_t n : {32, 2048}) {
       const auto w = test::make_weights(type, rows, n, 41 + static_cast<uint32_t>(n + rows));
-      const auto x = test::make_activations(type, 5, n, 43 + static_cast<uint32_t>(n));
+      const auto x = test::make_activations(type, 8, n, 43 + static_cast<uint32_t>(n));
       check_all(type, n, w, rows, x, std::string(dtype_name(type)) + " rows=" + std::to_string(rows));
     }
   }
