@@ -95,6 +95,12 @@ struct HttpSession::Generation {
     }
     return false;
   }
+  bool any_running() const {
+    for (const auto& c : choices) {
+      if (c->submitted && !c->finished) return true;
+    }
+    return false;
+  }
   bool all_finished() const {
     for (const auto& c : choices) {
       if (!c->finished) return false;
@@ -394,7 +400,9 @@ Status HttpSession::submit_choice(size_t i) {
 // Every choice whose turn has come: a prompt's first choice at once, the others once it has its
 // first token (or has ended), so that with prefix caching they find its blocks instead of
 // prefilling the same prompt side by side. After a failure (or with the client gone) the choices
-// not submitted are given up. Stops at the first choice that cannot be queued.
+// not submitted are given up. A full engine queue while some of the request's choices run is not
+// a failure: the rest go in as those make progress (this is called again with their events), so a
+// batch larger than the queue still runs. Stops at the first choice that cannot be queued.
 Status HttpSession::submit_ready() {
   Generation& g = *gen_;
   for (size_t i = 0; i < g.choices.size(); ++i) {
@@ -406,7 +414,10 @@ Status HttpSession::submit_ready() {
     }
     const Generation::Choice& leader = *g.choices[c.leader];
     if (c.leader != i && !leader.finished && !leader.last_event) continue;
-    if (Status s = submit_choice(i); !s.ok()) return s;
+    if (Status s = submit_choice(i); !s.ok()) {
+      if (s.code() == StatusCode::kResourceExhausted && g.any_running()) return Status();
+      return s;
+    }
   }
   return Status();
 }

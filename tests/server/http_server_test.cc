@@ -227,7 +227,7 @@ TEST_F(HttpServerTest, AChoiceThatCannotBeQueuedFailsTheRequestAndCancelsTheOthe
       r = post("/v1/completions", json{{"prompt", "abc"}, {"max_tokens", 3}, {"n", 3}, {"stream", stream}}.dump());
     });
     ASSERT_TRUE(eventually([&] { return engine_->submitted() == before + 1; }));  // the first choice only
-    engine_->fail_next_submit(Status(StatusCode::kResourceExhausted, "the waiting queue is full"));
+    engine_->fail_next_submit(Status(StatusCode::kCancelled, "the server is shutting down"));
     engine_->set_paused(false);
     client.join();
     if (stream) {
@@ -235,9 +235,9 @@ TEST_F(HttpServerTest, AChoiceThatCannotBeQueuedFailsTheRequestAndCancelsTheOthe
       auto events = sse_payloads(r.body);
       ASSERT_GE(events.size(), 2u) << r.body;
       EXPECT_EQ(events.back(), "[DONE]");
-      EXPECT_NE(events[events.size() - 2].find("the waiting queue is full"), std::string::npos) << r.body;
+      EXPECT_NE(events[events.size() - 2].find("shutting down"), std::string::npos) << r.body;
     } else {
-      expect_error_object(r, 429);  // the queue-full answer of a single request
+      expect_error_object(r, 503);  // the shutdown answer of a single request
     }
     EXPECT_EQ(engine_->submitted(), before + 1);
     EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
@@ -383,21 +383,56 @@ TEST_F(HttpServerTest, ABatchedPromptThatCannotBeQueuedFailsTheRequest) {
   for (bool stream : {false, true}) {
     SCOPED_TRACE(stream ? "streamed" : "not streamed");
     const int before = engine_->submitted();
-    engine_->fail_submit_after(1, Status(StatusCode::kResourceExhausted, "the waiting queue is full"));
+    engine_->fail_submit_after(1, Status(StatusCode::kCancelled, "the server is shutting down"));
     HttpResponse r = post("/v1/completions", json{{"prompt", {"abc", "def", "ghi"}}, {"max_tokens", 3}, {"stream", stream}}.dump());
     if (stream) {
       EXPECT_EQ(r.status, 200);
       auto events = sse_payloads(r.body);
       ASSERT_GE(events.size(), 2u) << r.body;
       EXPECT_EQ(events.back(), "[DONE]");
-      EXPECT_NE(events[events.size() - 2].find("the waiting queue is full"), std::string::npos) << r.body;
+      EXPECT_NE(events[events.size() - 2].find("shutting down"), std::string::npos) << r.body;
     } else {
-      expect_error_object(r, 429);
+      expect_error_object(r, 503);
     }
     EXPECT_EQ(engine_->submitted(), before + 1);
     EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
   }
   EXPECT_EQ(post("/v1/completions", R"({"prompt": ["abc", "def"], "max_tokens": 3})").status, 200);
+}
+
+// A batch larger than the engine's queue: while some of its prompts run, a full queue only holds
+// the rest back (they go in as the others progress); the request succeeds with every choice.
+TEST_F(HttpServerTest, ABatchLargerThanTheQueueWaitsForRoom) {
+  FakeEngine::Options o;
+  o.max_queue = 2;
+  o.max_running = 2;
+  o.token_delay = std::chrono::milliseconds(2);
+  start({}, o);
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 9; ++i) prompts.push_back("p" + std::to_string(i));
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "not streamed");
+    const int before = engine_->submitted();
+    HttpResponse r = post("/v1/completions", json{{"prompt", prompts}, {"max_tokens", 4}, {"n", 2}, {"stream", stream}}.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(engine_->submitted(), before + 18);
+    if (stream) {
+      auto events = sse_payloads(r.body);
+      ASSERT_FALSE(events.empty());
+      EXPECT_EQ(events.back(), "[DONE]");
+      std::set<int> finished;
+      for (size_t e = 0; e + 1 < events.size(); ++e) {
+        const json chunk = parse(events[e]);
+        ASSERT_TRUE(chunk.contains("choices")) << events[e];
+        if (!chunk["choices"][0]["finish_reason"].is_null()) finished.insert(chunk["choices"][0]["index"].get<int>());
+      }
+      EXPECT_EQ(finished.size(), 18u);
+    } else {
+      json j = parse(r.body);
+      ASSERT_EQ(j["choices"].size(), 18u) << r.body;
+      for (int i = 0; i < 18; ++i) EXPECT_EQ(j["choices"][i]["text"], "p" + std::to_string(i / 2) + "p" + std::to_string(i / 2)) << i;
+    }
+  }
 }
 
 // `model` must name the served model (or, without --served-model-name, the model's path or file
