@@ -290,7 +290,7 @@ void matmul_group_pairs(int64_t n, const uint8_t* packed, uint64_t group_bytes, 
       const int64_t nr = row_end - r0 < 2 * kGroup ? row_end - r0 : 2 * kGroup;
       const uint8_t* g0 = packed + (r0 / kGroup) * group_bytes;
       const uint8_t* g1 = g0 + group_bytes;
-      if (nt >= kPairQuadMinTokens && nt <= kPairQuadMaxTokens && row_end - r0 > 6 * kGroup) {
+      if (nt >= kPairQuadMinTokens && nt <= kPairQuadMaxTokens && row_end - r0 > 3 * kGroup) {
         // Four groups, the last possibly partial (padded to 8 rows like every group).
         quad_in_registers<K>(nb, g0, group_bytes, x, t0, nt, acc, acc1);
         store_pair_rows(acc, nt, 2 * kGroup, y, y_stride, t0, r0);
