@@ -133,7 +133,7 @@ Result<SpecBenchReport> run_spec_bench(const SpecBenchOptions& o, const SpecProg
   } else if (o.drafter == "ngram") {
     so.spec = SpecMode::kNgram;
   } else {
-    so.spec = SpecMode::kOff;  // the control: both engines plain
+    so.spec = SpecMode::kOff;  // the control: no drafter, both sides plain
   }
   // Both sides run on this one engine (the plain runs with drafting off): two engines would hold
   // two copies of the weights, and the second copy decoded 3-4% slower than the first in an A/A

@@ -44,9 +44,9 @@ struct LocalEngine::Request {
   int32_t pause_steps = 0;
   int32_t misses = 0;
   // Prompt logprobs (GenerationRequest::prompt_logprobs): gathered as the prompt's chunks run, one
-  // entry per prompt token scored so far (the first has none), sent once the prompt has run.
+  // entry per prompt token scored so far (the first has none), sent once the prompt has run (then
+  // prompt_logprobs turns off: a recompute after preemption scores nothing again).
   bool prompt_logprobs = false;
-  bool prompt_sent = false;
   std::vector<TokenLogprob> prompt_chosen;
   std::vector<std::vector<TokenLogprob>> prompt_top;
   // Timings for the request histograms (queue, prefill, decode).
@@ -721,12 +721,12 @@ void LocalEngine::score_prompts(const std::vector<ScheduledSlice>& slices, const
     const ScheduledSlice& sl = slices[i];
     const Sequence& seq = *sl.seq;
     auto it = requests_.find(seq.id);
-    if (it == requests_.end() || !it->second->prompt_logprobs || it->second->prompt_sent) continue;
+    if (it == requests_.end() || !it->second->prompt_logprobs) continue;
     Request& r = *it->second;
     const int64_t start = seq.num_computed;
     if (b.slices[i].all_logits) {
       // Row j follows position start + j: it scores the prompt token after it. Positions scored
-      // before (a sequence recomputed after preemption) are skipped.
+      // before (a prompt recomputed after preemption before it was sent) are skipped.
       for (int32_t j = 0; j < sl.num_tokens - sl.num_draft && start + j + 1 < seq.num_prompt_tokens; ++j) {
         const int64_t next = start + j + 1;
         if (next != static_cast<int64_t>(r.prompt_chosen.size())) continue;
@@ -747,7 +747,7 @@ void LocalEngine::score_prompts(const std::vector<ScheduledSlice>& slices, const
       ev.kind = GenerationEvent::Kind::kTokens;
       ev.prompt_chosen = std::move(r.prompt_chosen);
       ev.prompt_top = std::move(r.prompt_top);
-      r.prompt_sent = true;
+      r.prompt_logprobs = false;
       r.sink->on_event(std::move(ev));
     }
   }

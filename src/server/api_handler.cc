@@ -384,6 +384,13 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   if (!serves_model(r.model)) return error_reply(model_not_found(r.model));
   const ModelInfo& info = engine_.model_info();
   const char* prompt_field = kind == ApiKind::kChat ? "messages" : "prompt";
+  // How errors name prompt p: `prompt` (or `messages`) alone, `prompt[p]` in a batch; and in a message.
+  const auto field_of = [&](size_t p) {
+    return r.prompts.size() > 1 ? fmt::format("prompt[{}]", p) : std::string(prompt_field);
+  };
+  const auto subject = [](const std::string& field) {
+    return field == "messages" ? std::string("the prompt") : "'" + field + "'";
+  };
   // A text that cannot fit even at the longest token's bytes per token is refused before it is
   // tokenized (megabytes of prompt cost about a second of tokenizer time).
   auto too_long = [&](std::string_view text, const std::string& field) -> std::optional<HttpReply> {
@@ -392,8 +399,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
       return std::nullopt;
     ApiError e = bad_request(fmt::format("this model's maximum context length is {} tokens, but {} has {} "
                                          "bytes, more than {} tokens can hold",
-                                         info.max_model_len, field == "messages" ? "the prompt" : "'" + field + "'",
-                                         text.size(), info.max_model_len),
+                                         info.max_model_len, subject(field), text.size(), info.max_model_len),
                              field);
     e.code = "context_length_exceeded";
     return error_reply(e);
@@ -427,7 +433,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   } else {
     for (size_t p = 0; p < r.prompts.size(); ++p) {
       const CompletionPrompt& in = r.prompts[p];
-      const std::string field = r.prompts.size() == 1 ? std::string("prompt") : fmt::format("prompt[{}]", p);
+      const std::string field = field_of(p);
       if (in.is_tokens) {
         for (size_t i = 0; i < in.tokens.size(); ++i) {
           if (info.vocab_size > 0 && in.tokens[i] >= info.vocab_size) {
@@ -449,13 +455,13 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   // Only output is ever cut: each prompt must leave room for at least one token.
   const int64_t max_len = info.max_model_len;
   for (size_t p = 0; p < plan.prompts.size(); ++p) {
-    const std::string field = plan.prompts.size() == 1 ? std::string(prompt_field) : fmt::format("prompt[{}]", p);
+    const std::string field = field_of(p);
     const auto num_prompt = static_cast<int64_t>(plan.prompts[p].size());
     if (num_prompt == 0) return error_reply(bad_request(fmt::format("'{}' is empty", field), field));
     if (max_len > 0 && num_prompt >= max_len) {
       ApiError e = bad_request(fmt::format("this model's maximum context length is {} tokens, but {} has {} "
                                            "tokens (no room left for output)",
-                                           max_len, field == "messages" ? "the prompt" : "'" + field + "'", num_prompt),
+                                           max_len, subject(field), num_prompt),
                                field);
       e.code = "context_length_exceeded";
       return error_reply(e);

@@ -41,12 +41,6 @@ json chat_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<st
 }
 
 // Completions: {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}
-// An echoed prompt's logprobs: as completion_logprobs from offset 0, where the pieces may spell
-// more than the echoed text before it (SentencePiece's leading space, a BOS piece): offsets are
-// then shifted back by that much, so each points into `echo_text`.
-json prompt_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top,
-                     const std::string& echo_text);
-
 json completion_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top,
                          int64_t* offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
@@ -69,6 +63,9 @@ json completion_logprobs(const std::vector<TokenLogprob>& chosen, const std::vec
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+// An echoed prompt's logprobs: as completion_logprobs from offset 0, where the pieces may spell
+// more than the echoed text before it (SentencePiece's leading space, a BOS piece): offsets are
+// then shifted back by that much, so each points into `echo_text`.
 json prompt_logprobs(const std::vector<TokenLogprob>& chosen, const std::vector<std::vector<TokenLogprob>>& top,
                      const std::string& echo_text) {
   int64_t offset = 0;
@@ -159,20 +156,25 @@ std::string CompletionAssembler::delta_chunk(const json& delta) const {
 }
 
 std::string CompletionAssembler::chunk(const std::string& text, const GenerationEvent* src, const char* finish) const {
-  json choice = {{"index", ctx_.choice_index}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json logprobs = nullptr;
+  if (src != nullptr && ctx_.logprobs) {
+    int64_t offset = text_offset_;
+    logprobs = ctx_.kind == ApiKind::kChat ? chat_logprobs(src->chosen, src->top)
+                                           : completion_logprobs(src->chosen, src->top, &offset);
+  }
+  return chunk_with(text, std::move(logprobs), finish);
+}
+
+std::string CompletionAssembler::chunk_with(const std::string& text, json logprobs, const char* finish) const {
+  json choice = {{"index", ctx_.choice_index}, {"logprobs", std::move(logprobs)}, {"finish_reason", nullptr}};
   if (finish != nullptr) choice["finish_reason"] = finish;
   json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
   if (ctx_.kind == ApiKind::kChat) {
     j["object"] = "chat.completion.chunk";
     choice["delta"] = finish != nullptr ? json::object() : json{{"content", text}};
-    if (src != nullptr && ctx_.logprobs) choice["logprobs"] = chat_logprobs(src->chosen, src->top);
   } else {
     j["object"] = "text_completion";
     choice["text"] = text;
-    if (src != nullptr && ctx_.logprobs) {
-      int64_t offset = text_offset_;
-      choice["logprobs"] = completion_logprobs(src->chosen, src->top, &offset);
-    }
   }
   j["choices"] = json::array({choice});
   if (ctx_.include_usage) j["usage"] = nullptr;  // OpenAI: null on every chunk but the usage one
@@ -212,14 +214,7 @@ std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
   }
   std::string out;
   if (ctx_.echo_prompt && ctx_.logprobs && !e.prompt_chosen.empty()) {
-    json choice = {{"index", ctx_.choice_index},
-                   {"logprobs", prompt_logprobs(e.prompt_chosen, e.prompt_top, ctx_.echo_text)},
-                   {"finish_reason", nullptr},
-                   {"text", ctx_.echo_text}};
-    json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}, {"object", "text_completion"},
-              {"choices", json::array({choice})}};
-    if (ctx_.include_usage) j["usage"] = nullptr;
-    out += sse_data(dump_json(j));
+    out += chunk_with(ctx_.echo_text, prompt_logprobs(e.prompt_chosen, e.prompt_top, ctx_.echo_text), nullptr);
   }
   if (e.text.empty() && !(ctx_.logprobs && !e.chosen.empty())) return out;
   out += chunk(e.text, &e, nullptr);

@@ -86,6 +86,8 @@ class CompletionAssembler {
 
  private:
   std::string chunk(const std::string& text, const GenerationEvent* logprob_src, const char* finish) const;
+  // The chunk around one choice with this text and `logprobs` (null: none).
+  std::string chunk_with(const std::string& text, nlohmann::ordered_json logprobs, const char* finish) const;
   std::string usage_json(const GenerationEvent& finished) const;
   nlohmann::ordered_json choice_json(const GenerationEvent& finished) const;  // non-streamed
   std::string delta_chunk(const nlohmann::ordered_json& delta) const;  // chat: one choice with this delta

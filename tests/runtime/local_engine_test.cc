@@ -16,7 +16,7 @@ namespace {
 
 using test::CollectSink;
 
-std::unique_ptr<LocalEngine> make_engine(int max_seqs = 8, int max_queue = 64) {
+std::unique_ptr<LocalEngine> make_engine(int max_seqs = 8, int max_queue = 64, bool prefix_caching = false) {
   EngineOptions o;
   o.model_path = test::model_path("stories260K.gguf");
   o.threads = 2;
@@ -24,6 +24,7 @@ std::unique_ptr<LocalEngine> make_engine(int max_seqs = 8, int max_queue = 64) {
   o.max_queue = max_queue;
   o.max_num_batched_tokens = 64;
   o.prefill_chunk = 7;  // odd chunks: prompts are split and interleaved with decodes
+  o.enable_prefix_caching = prefix_caching;
   auto e = LocalEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -74,15 +75,8 @@ TEST(LocalEngineTest, ConcurrentGreedyRequestsMatchGoldenAndShareSteps) {
 // event comes before any generated token; max_tokens 0 only scores; cached blocks are never
 // reused for it (every position is computed), so a second scoring gives the same values.
 TEST(LocalEngineTest, PromptLogprobsEqualTheLogprobsOfTheTokensGenerated) {
-  EngineOptions o;
-  o.model_path = test::model_path("stories260K.gguf");
-  o.threads = 2;
-  o.max_num_batched_tokens = 64;
-  o.prefill_chunk = 7;
-  o.enable_prefix_caching = true;
-  auto made = LocalEngine::create(o);
-  ASSERT_TRUE(made.ok()) << made.status().message();
-  auto e = std::move(made).value();
+  auto e = make_engine(/*max_seqs=*/8, /*max_queue=*/64, /*prefix_caching=*/true);
+  ASSERT_NE(e, nullptr);
   const std::vector<int32_t> prompt = test::load_golden("stories260K.json").cases.at(0).prompt_ids;
   constexpr int kGen = 20;
   auto gen = std::make_shared<CollectSink>();

@@ -80,6 +80,17 @@ void expect_error_object(const HttpResponse& r, int status, const std::string& p
   }
 }
 
+// A request that failed after its first choices went in: a stream (200 by then) ends with an error
+// event naming `why` before [DONE]; otherwise the answer is the error object with `status`.
+void expect_failed_request(const HttpResponse& r, bool stream, int status, const std::string& why) {
+  if (!stream) return expect_error_object(r, status);
+  EXPECT_EQ(r.status, 200);
+  auto events = sse_payloads(r.body);
+  ASSERT_GE(events.size(), 2u) << r.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_NE(events[events.size() - 2].find(why), std::string::npos) << r.body;
+}
+
 TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
   start();
   EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
@@ -230,15 +241,7 @@ TEST_F(HttpServerTest, AChoiceThatCannotBeQueuedFailsTheRequestAndCancelsTheOthe
     engine_->fail_next_submit(Status(StatusCode::kCancelled, "the server is shutting down"));
     engine_->set_paused(false);
     client.join();
-    if (stream) {
-      EXPECT_EQ(r.status, 200);
-      auto events = sse_payloads(r.body);
-      ASSERT_GE(events.size(), 2u) << r.body;
-      EXPECT_EQ(events.back(), "[DONE]");
-      EXPECT_NE(events[events.size() - 2].find("shutting down"), std::string::npos) << r.body;
-    } else {
-      expect_error_object(r, 503);  // the shutdown answer of a single request
-    }
+    expect_failed_request(r, stream, 503, "shutting down");  // non-streamed: the shutdown answer of a single request
     EXPECT_EQ(engine_->submitted(), before + 1);
     EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
   }
@@ -385,15 +388,7 @@ TEST_F(HttpServerTest, ABatchedPromptThatCannotBeQueuedFailsTheRequest) {
     const int before = engine_->submitted();
     engine_->fail_submit_after(1, Status(StatusCode::kCancelled, "the server is shutting down"));
     HttpResponse r = post("/v1/completions", json{{"prompt", {"abc", "def", "ghi"}}, {"max_tokens", 3}, {"stream", stream}}.dump());
-    if (stream) {
-      EXPECT_EQ(r.status, 200);
-      auto events = sse_payloads(r.body);
-      ASSERT_GE(events.size(), 2u) << r.body;
-      EXPECT_EQ(events.back(), "[DONE]");
-      EXPECT_NE(events[events.size() - 2].find("shutting down"), std::string::npos) << r.body;
-    } else {
-      expect_error_object(r, 503);
-    }
+    expect_failed_request(r, stream, 503, "shutting down");
     EXPECT_EQ(engine_->submitted(), before + 1);
     EXPECT_TRUE(eventually([&] { return engine_->num_requests() == 0; }));
   }

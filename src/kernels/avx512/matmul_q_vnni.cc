@@ -166,22 +166,28 @@ struct Q8_0Pair {
   static __m512i init(int32_t xsum8) { return _mm512_set1_epi32(-16 * xsum8); }
 };
 
-// Block b of groups g0 and g1, decoded; the lines kPairPrefetchAhead past it requested. g1 = g0 +
-// gb (the packed layout), and the next pair's groups follow at g0 + 2gb and g0 + 3gb. Near a
-// group's end, g1's look-ahead runs on into the next pair's first group by itself; g0's would land
-// in g1, which is being read already, so it goes to the next pair's second group instead. Without
-// that, each pair's second group started cold: decode on llama-1b Q4_0 (Zen 5, 2 threads) gained
-// 8-10% (groups of 2048 columns are 9 KiB, so the cold start was a large part of each).
+// Block b of the pair at groups g and g + gb, decoded; the lines kPairPrefetchAhead past it
+// requested. Past the groups' end the look-ahead goes on in the same two groups of the next unit
+// (`unit` groups on: 2 for a pair, 4 for two pairs at once), the groups read next. Requesting
+// instead the lines right after the pair's own groups (the other pair's, or the second group's
+// own) left every unit's second half starting cold: decode on llama-1b Q4_0 (Zen 5, 2 threads)
+// gained 8-10% from this (groups of 2048 columns are 9 KiB, so the cold start was a large part).
+template <class K>
+__attribute__((always_inline)) inline void decode_unit_pair(const uint8_t* g, uint64_t gb, uint64_t unit, int64_t b,
+                                                            W2* wd) {
+  const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
+  const uint64_t ahead = off + kPairPrefetchAhead;
+  const uint8_t* p = ahead < gb ? g + ahead : g + unit * gb + (ahead - gb);
+  for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + gb + l), _MM_HINT_T0);
+  }
+  K::decode(g + off, g + gb + off, wd);
+}
+// Block b of groups g0 and g1 = g0 + a group's bytes (the packed layout), a pair on its own.
 template <class K>
 __attribute__((always_inline)) inline void decode_pair(const uint8_t* g0, const uint8_t* g1, int64_t b, W2* wd) {
-  const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
-  const uint64_t gb = static_cast<uint64_t>(g1 - g0);
-  const uint8_t* p0 = off + kPairPrefetchAhead < gb ? g0 : g0 + 2 * gb;
-  for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p0 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(g1 + off + kPairPrefetchAhead + l), _MM_HINT_T0);
-  }
-  K::decode(g0 + off, g1 + off, wd);
+  decode_unit_pair<K>(g0, static_cast<uint64_t>(g1 - g0), 2, b, wd);
 }
 // One token's block folded into acc: acc = fma(d_w * d_x, isum, acc), per lane as the 256-bit kernel.
 template <class K, int Chains, class Cursor>
@@ -223,20 +229,6 @@ inline void pair_in_registers(int64_t nb, const uint8_t* g0, const uint8_t* g1, 
 constexpr int kPairQuadMinTokens = 1;
 constexpr int kPairQuadMaxTokens = kRegisterTokens;
 
-// Block b of groups g and g + gb (one pair of a 4-group unit), decoded; the lines
-// kPairPrefetchAhead past it requested, in the next unit's same two groups past the groups' end.
-template <class K>
-__attribute__((always_inline)) inline void decode_quad_half(const uint8_t* g, uint64_t gb, int64_t b, W2* wd) {
-  const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
-  const uint64_t ahead = off + kPairPrefetchAhead;
-  const uint8_t* p = ahead < gb ? g + ahead : g + 4 * gb + (ahead - gb);
-  for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p + gb + l), _MM_HINT_T0);
-  }
-  K::decode(g + off, g + gb + off, wd);
-}
-
 // NT tokens from t0 over the 4 groups at g0 (pairs g0, g0 + gb and g0 + 2gb, g0 + 3gb).
 template <class K, int NT>
 inline void quad_tokens(int64_t nb, const uint8_t* g0, uint64_t gb, const XChunks& x, int64_t t0,
@@ -245,8 +237,8 @@ inline void quad_tokens(int64_t nb, const uint8_t* g0, uint64_t gb, const XChunk
   for (int t = 0; t < NT; ++t) a[t] = c[t] = _mm512_setzero_ps();
   W2 w0, w1;
   for (int64_t b = 0; b < nb; ++b) {
-    decode_quad_half<K>(g0, gb, b, &w0);
-    decode_quad_half<K>(g0 + 2 * gb, gb, b, &w1);
+    decode_unit_pair<K>(g0, gb, 4, b, &w0);
+    decode_unit_pair<K>(g0 + 2 * gb, gb, 4, b, &w1);
     auto cur = x.at(t0, b);
     for (int t = 0; t < NT; ++t, cur.next()) {
       const uint8_t* xq = cur.qs();
