@@ -176,6 +176,7 @@ struct XChunks {
     float d() const { return load_f32(p); }
     int32_t sum8() const { return -load_i32(p + 4); }  // stored negated (kernels.h)
     void next() { p += kPackedActivationEntryBytes; }
+    Cursor plus(int64_t t) const { return {p + t * kPackedActivationEntryBytes}; }  // t tokens on, same chunk
   };
   Cursor at(int64_t t, int64_t b) const { return {entry(t, b)}; }
 };
