@@ -202,8 +202,8 @@ void matmul_vnni_split(DType wtype, int64_t n, const void* w, uint64_t w_row_byt
     return avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   // K-quant decode keeps the 256-bit kernel measured on Zen 4 (the 512-bit one was tuned on Zen 5).
-  if ((wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) && num_tokens < avx2::kGroupMinTokens) {
-    return vnni::matmul_kquant_ymm(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  if (wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) {
+    return vnni::matmul_kquant_split(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
   matmul_vnni_kind<true>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }

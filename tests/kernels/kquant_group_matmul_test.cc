@@ -91,6 +91,7 @@ std::vector<std::pair<MatmulFn, const char*>> kernels_under_test() {
   if (vnni_supported()) {
     k.emplace_back(&vnni::matmul_kquant, "vnni");
     k.emplace_back(&vnni::matmul_kquant_ymm, "vnni-ymm");
+    k.emplace_back(&vnni::matmul_kquant_split, "vnni-split");
     k.emplace_back(&vnni::matmul_kquant_few, "vnni-few");  // the 512-bit decode kernel at every token count
   }
   return k;
@@ -108,7 +109,7 @@ TEST_P(KQuantGroupMatmulTest, RandomBlocksMatchReferenceBitForBit) {
     const auto x = test::make_activations(type, 70, n, 12);
     const std::pair<int64_t, int64_t> ranges[] = {{0, rows}, {0, 8}, {3, 10}, {5, 6}, {8, 21}, {13, 21}};
     for (auto [fn, name] : kernels) {
-      for (int64_t tokens : {1, 2, 7, 31, 32, 33, 70}) {
+      for (int64_t tokens : {1, 2, 4, 5, 6, 7, 12, 13, 31, 32, 33, 70}) {
         for (auto [rb, re] : ranges) expect_matches_ref(fn, type, n, w, rows, x, tokens, rb, re, name);
       }
     }

@@ -339,28 +339,33 @@ void for_each_quad(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_b
                    uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(x);
-  for (int64_t t0 = 0; t0 < num_tokens; t0 += kQuadMaxTokens) {
-    const int nt = static_cast<int>(num_tokens - t0 < kQuadMaxTokens ? num_tokens - t0 : kQuadMaxTokens);
-    const uint8_t* x_rows[kQuadMaxTokens];
-    for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kQuadRows) {
-      const int nr = static_cast<int>(row_end - r0 < kQuadRows ? row_end - r0 : kQuadRows);
-      const uint8_t* w_rows[kQuadRows];
-      for (int r = 0; r < kQuadRows; ++r) w_rows[r] = wb + (r0 + (r < nr ? r : nr - 1)) * w_row_bytes;
-      const int64_t next_rows = row_end - (r0 + nr) < kQuadRows ? row_end - (r0 + nr) : kQuadRows;
-      const uint8_t* ahead = wb + (r0 + nr) * w_row_bytes;
-      const uint64_t ahead_bytes = next_rows > 0 ? static_cast<uint64_t>(next_rows) * w_row_bytes : 0;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kQuadRows) {
+    const int nr = static_cast<int>(row_end - r0 < kQuadRows ? row_end - r0 : kQuadRows);
+    const uint8_t* w_rows[kQuadRows];
+    for (int r = 0; r < kQuadRows; ++r) w_rows[r] = wb + (r0 + (r < nr ? r : nr - 1)) * w_row_bytes;
+    const int64_t next_rows = row_end - (r0 + nr) < kQuadRows ? row_end - (r0 + nr) : kQuadRows;
+    const uint8_t* ahead = wb + (r0 + nr) * w_row_bytes;
+    const uint64_t ahead_bytes = next_rows > 0 ? static_cast<uint64_t>(next_rows) * w_row_bytes : 0;
+    // Every chunk of tokens over this quad before the next quad: the quad's rows come from memory
+    // once and from the cache for the later chunks.
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kQuadMaxTokens) {
+      const int nt = static_cast<int>(num_tokens - t0 < kQuadMaxTokens ? num_tokens - t0 : kQuadMaxTokens);
+      const uint8_t* x_rows[kQuadMaxTokens];
       float* out[kQuadMaxTokens];
-      for (int t = 0; t < nt; ++t) out[t] = y + (t0 + t) * y_stride + r0;
+      for (int t = 0; t < nt; ++t) {
+        x_rows[t] = xb + (t0 + t) * x_row_bytes;
+        out[t] = y + (t0 + t) * y_stride + r0;
+      }
+      const uint64_t chunk_ahead = t0 == 0 ? ahead_bytes : 0;
       switch (nt) {
         case 1:
-          Tile::template run<1>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          Tile::template run<1>(n, w_rows, nr, x_rows, out, ahead, chunk_ahead);
           break;
         case 2:
-          Tile::template run<2>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          Tile::template run<2>(n, w_rows, nr, x_rows, out, ahead, chunk_ahead);
           break;
         default:
-          Tile::template run<3>(n, w_rows, nr, x_rows, out, ahead, ahead_bytes);
+          Tile::template run<3>(n, w_rows, nr, x_rows, out, ahead, chunk_ahead);
           break;
       }
     }

@@ -1,4 +1,4 @@
-// K-quant decode (1-3 tokens) on 512-bit registers with VNNI: Q4_K / Q5_K / Q6_K weights against
+// K-quant decode and few-token steps (1-3 tokens at a time) on 512-bit registers with VNNI: Q4_K / Q5_K / Q6_K weights against
 // Q8_K activations, 4 rows at a time, bit-identical to avx2::matmul_quads (kquant_quads.h).
 //
 // The AVX2 kernel takes a super-block's integer dot 32 elements at a time: maddubs to int16 pairs,

@@ -669,12 +669,12 @@ namespace hz::kernels::vnni {
 namespace {
 
 // kWide: pairs of 8-row groups on 512-bit registers, an odd group left over on the 256-bit kernel;
-// otherwise every group on the 256-bit kernel.
-template <bool kWide>
+// otherwise every group on the 256-bit kernel. Up to kFewMax tokens the few-token kernel instead.
+template <bool kWide, int64_t kFewMax>
 void kquant_impl(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK_K == 0);
-  if (num_tokens < avx2::kGroupMinTokens) {
+  if (num_tokens <= kFewMax) {
     // Decode: 512-bit VNNI dots (kquant_decode.cc), or on 256-bit registers the AVX2 few-token
     // kernel, here with 32 vector registers (no spills).
     if constexpr (kWide) return matmul_kquant_few(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
@@ -731,12 +731,24 @@ void kquant_impl(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
 
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  kquant_impl<true>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  kquant_impl<true, kKquantFewTokens>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                      y_stride);
 }
 
 void matmul_kquant_ymm(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                        const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
-  kquant_impl<false>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  kquant_impl<false, kKquantFewTokensYmm>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                          y_stride);
+}
+
+void matmul_kquant_split(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
+                         int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y,
+                         int64_t y_stride) {
+  if (num_tokens <= kKquantFewTokensYmm) {
+    return matmul_kquant_ymm(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+  }
+  kquant_impl<true, avx2::kGroupMinTokens - 1>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens,
+                                               y, y_stride);
 }
 
 void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,

@@ -14,13 +14,22 @@ void matmul_q4_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_beg
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_q8_0(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end, const void* x,
                  uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
-// Q4_K / Q5_K / Q6_K weights against Q8_K activations (up to 3 tokens: matmul_kquant_few; more:
-// 8-row groups; avx2::matmul_kquant's results).
+// Q4_K / Q5_K / Q6_K weights against Q8_K activations (up to kKquantFewTokens tokens:
+// matmul_kquant_few; more: 8-row groups; avx2::matmul_kquant's results).
 void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                    const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
-// The k-quant matmul of 1-3 tokens on 512-bit registers (avx512/kquant_decode.cc): VNNI dots of 64
-// quants at a time, 4 rows at a time; avx2::matmul_kquant's results. matmul_kquant calls it for
-// those token counts.
+// The few-token k-quant kernels (4 rows at a time, nothing decoded beyond the dots) against the
+// 8-row groups (each super-block decoded once for many tokens): llama-1b Q4_K_M, 2 threads, Zen 5,
+// tokens/s of one step, groups -> few: 512-bit 4 tokens 65 -> 124, 5: 72 -> 135, 8: 89 -> 144,
+// 12: 118 -> 144, 16: 141-151 either way, 24: 188 -> 149; on 256-bit registers 4 tokens 68 -> 82,
+// 5: 79 -> 92, 8: 94 -> 93, 12: 109 -> 96. (Speculative verification of 4 drafted tokens is a
+// 5-token step.) Same bits either way.
+constexpr int64_t kKquantFewTokens = 12;
+constexpr int64_t kKquantFewTokensYmm = 5;
+// The k-quant matmul of a few tokens on 512-bit registers (avx512/kquant_decode.cc): VNNI dots of
+// 64 quants at a time, 4 rows at a time, up to 3 tokens at once (more in chunks of 3 over each 4
+// rows while they are in the cache); avx2::matmul_kquant's results. matmul_kquant calls it up to
+// kKquantFewTokens tokens.
 void matmul_kquant_few(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                        const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
 void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
@@ -30,6 +39,12 @@ void matmul_packed(DType wtype, int64_t n, const void* packed, int64_t row_begin
 // 256-bit ones, and for A/B runs (HORIZON_VNNI=256).
 void matmul_kquant_ymm(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                        const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride);
+// Zen 4 (512-bit operations as two 256-bit halves): up to kKquantFewTokensYmm tokens
+// matmul_kquant_ymm, more matmul_kquant with the 512-bit few-token kernel only up to 3 tokens (as
+// measured on Zen 4 when it was tuned). The same results.
+void matmul_kquant_split(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
+                         int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y,
+                         int64_t y_stride);
 void matmul_packed_ymm(DType wtype, int64_t n, const void* packed, int64_t row_begin, int64_t row_end, const void* x,
                        int64_t num_tokens, float* y, int64_t y_stride);
 // matmul_packed (Q4_0 / Q8_0 only) with the block dots of each pair of groups on AMX tiles (Intel
