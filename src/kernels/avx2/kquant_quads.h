@@ -331,7 +331,18 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
   }
 }
 
-// The few-token driver: rows 4 at a time, tokens up to kQuadMaxTokens at a time, each quad through
+// Tile::template run<nt> for nt in [1, Tile::kMaxTokens].
+template <class Tile, int T = 1>
+[[gnu::always_inline]] inline void run_tile(int nt, int64_t n, const uint8_t* const* w_rows, int num_rows,
+                                            const uint8_t* const* x_rows, float* const* out, const uint8_t* ahead,
+                                            uint64_t ahead_bytes) {
+  if constexpr (T < Tile::kMaxTokens) {
+    if (nt != T) return run_tile<Tile, T + 1>(nt, n, w_rows, num_rows, x_rows, out, ahead, ahead_bytes);
+  }
+  Tile::template run<T>(n, w_rows, num_rows, x_rows, out, ahead, ahead_bytes);
+}
+
+// The few-token driver: rows 4 at a time, tokens up to Tile::kMaxTokens at a time, each quad through
 // Tile::template run<T>(n, w_rows, num_rows, x_rows, out, ahead, ahead_bytes) with the next quad's
 // bytes as `ahead`.
 template <class Tile>
@@ -339,6 +350,7 @@ void for_each_quad(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_b
                    uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(x);
+  constexpr int kMaxTokens = Tile::kMaxTokens;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kQuadRows) {
     const int nr = static_cast<int>(row_end - r0 < kQuadRows ? row_end - r0 : kQuadRows);
     const uint8_t* w_rows[kQuadRows];
@@ -348,32 +360,23 @@ void for_each_quad(int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_b
     const uint64_t ahead_bytes = next_rows > 0 ? static_cast<uint64_t>(next_rows) * w_row_bytes : 0;
     // Every chunk of tokens over this quad before the next quad: the quad's rows come from memory
     // once and from the cache for the later chunks.
-    for (int64_t t0 = 0; t0 < num_tokens; t0 += kQuadMaxTokens) {
-      const int nt = static_cast<int>(num_tokens - t0 < kQuadMaxTokens ? num_tokens - t0 : kQuadMaxTokens);
-      const uint8_t* x_rows[kQuadMaxTokens];
-      float* out[kQuadMaxTokens];
+    for (int64_t t0 = 0; t0 < num_tokens; t0 += kMaxTokens) {
+      const int nt = static_cast<int>(num_tokens - t0 < kMaxTokens ? num_tokens - t0 : kMaxTokens);
+      const uint8_t* x_rows[kMaxTokens];
+      float* out[kMaxTokens];
       for (int t = 0; t < nt; ++t) {
         x_rows[t] = xb + (t0 + t) * x_row_bytes;
         out[t] = y + (t0 + t) * y_stride + r0;
       }
       const uint64_t chunk_ahead = t0 == 0 ? ahead_bytes : 0;
-      switch (nt) {
-        case 1:
-          Tile::template run<1>(n, w_rows, nr, x_rows, out, ahead, chunk_ahead);
-          break;
-        case 2:
-          Tile::template run<2>(n, w_rows, nr, x_rows, out, ahead, chunk_ahead);
-          break;
-        default:
-          Tile::template run<3>(n, w_rows, nr, x_rows, out, ahead, chunk_ahead);
-          break;
-      }
+      run_tile<Tile>(nt, n, w_rows, nr, x_rows, out, ahead, chunk_ahead);
     }
   }
 }
 
 template <class K>
 struct QuadTile {
+  static constexpr int kMaxTokens = kQuadMaxTokens;
   template <int T>
   static void run(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint8_t* const* x_rows,
                   float* const* out, const uint8_t* ahead, uint64_t ahead_bytes) {

@@ -35,10 +35,15 @@ inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 // Lanes of one row's super-block dot for T tokens.
 template <int T>
 struct RowSums {
-  __m512i isum[T];   // dword lanes summing to the exact integer dot (scales applied)
-  __m128i mins[T];   // Q4_K / Q5_K: dword lanes summing to sum_g min_g * gsum_g
+  __m512i isum[T];  // dword lanes summing to the exact integer dot (scales applied)
+  __m128i mins16 = _mm_setzero_si128();  // Q4_K / Q5_K: the 8 group mins as int16, for sum_g min_g * gsum_g (row_mins)
   float d = 0, dmin = 0;
 };
+
+// Q4_K / Q5_K: dword lanes summing to sum_g min_g * gsum_g of one row and token.
+[[gnu::always_inline]] inline __m128i row_mins(__m128i mins16, __m128i group_sums) {
+  return _mm_madd_epi16(mins16, group_sums);
+}
 
 // The dword index vectors that spread per-group scales over the lanes of one 64-element step.
 // Q4_K / Q5_K step j: lanes 0-7 group 2j, lanes 8-15 group 2j + 1.
@@ -54,11 +59,10 @@ inline __m512i scale_index_16(int g0) {
 
 // Q4_K (kFifthBit false) / Q5_K: one row's super-block against T tokens.
 template <class Block, bool kFifthBit, int T>
-[[gnu::always_inline]] inline void row_scale_min(const uint8_t* b, const uint8_t* const* xq, const __m128i* group_sums,
-                                                 RowSums<T>* out) {
+[[gnu::always_inline]] inline void row_scale_min(const uint8_t* b, const uint8_t* const* xq, RowSums<T>* out) {
   const __m128i sm = avx2::unpack_scale_min(b + offsetof(Block, scales));  // bytes 0-7 scales, 8-15 mins
   const __m512i sc = _mm512_cvtepu8_epi32(sm);                              // (scale, 0) int16 pairs in lanes 0-7
-  const __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+  out->mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
   out->d = avx2::load_f16_scalar(b + offsetof(Block, d));
   out->dmin = avx2::load_f16_scalar(b + offsetof(Block, dmin));
   const uint8_t* qs = b + offsetof(Block, qs);
@@ -80,7 +84,6 @@ template <class Block, bool kFifthBit, int T>
       out->isum[t] = _mm512_dpwssd_epi32(out->isum[t], p, s);
     }
   }
-  for (int t = 0; t < T; ++t) out->mins[t] = _mm_madd_epi16(mins16, group_sums[t]);
 }
 
 // Q6_K: quants are u6 - 32; the products are taken on u6 and 32 * sum_g scale_g * bsum_g is
@@ -120,10 +123,13 @@ template <int T>
   }
 }
 
-// Lane r = the exact sum of v_r's 16 lanes.
-[[gnu::always_inline]] inline __m128i sum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
-  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+// The lane sums of 4 rows in two halves, so that only one row pair's lanes are live at a time:
+// join2(a, b) keeps a's and b's lane sums in alternate dwords (8 lanes each), finish4 of two
+// such joins gives lane r = the exact sum of row r's 16 lanes (integer adds: any order).
+[[gnu::always_inline]] inline __m512i join2(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+[[gnu::always_inline]] inline __m128i finish4(__m512i ab, __m512i cd) {
   const __m512i abcd = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
   const __m256i y = _mm256_add_epi32(_mm512_castsi512_si256(abcd), _mm512_extracti64x4_epi64(abcd, 1));
   return _mm_add_epi32(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
@@ -159,23 +165,37 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
       dx[t] = _mm256_castps256_ps128(x.d);
       if constexpr (kMins) group_sums[t] = avx2::x_group_sums(x);
     }
-    RowSums<T> rs[kQuadRows];
-    for (int r = 0; r < kQuadRows; ++r) {
-      const uint8_t* b = w_rows[r] + s * block_bytes<K>();
-      if constexpr (K == Kind::kQ4_K) {
-        row_scale_min<BlockQ4_K, false, T>(b, xq, group_sums, &rs[r]);
-      } else if constexpr (K == Kind::kQ5_K) {
-        row_scale_min<BlockQ5_K, true, T>(b, xq, group_sums, &rs[r]);
-      } else {
-        row_q6_k<T>(b, xq, xbsums, &rs[r]);
+    // Rows 0-1, then 2-3, each pair's lanes joined at once (at most 3 x T lane vectors live).
+    __m512i half[2][T];
+    float d[kQuadRows], dmin[kQuadRows];
+    __m128i mins16[kQuadRows];
+    for (int h = 0; h < 2; ++h) {
+      RowSums<T> rs[2];
+      for (int i = 0; i < 2; ++i) {
+        const int r = 2 * h + i;
+        const uint8_t* b = w_rows[r] + s * block_bytes<K>();
+        if constexpr (K == Kind::kQ4_K) {
+          row_scale_min<BlockQ4_K, false, T>(b, xq, &rs[i]);
+        } else if constexpr (K == Kind::kQ5_K) {
+          row_scale_min<BlockQ5_K, true, T>(b, xq, &rs[i]);
+        } else {
+          row_q6_k<T>(b, xq, xbsums, &rs[i]);
+        }
+        d[r] = rs[i].d;
+        dmin[r] = rs[i].dmin;
+        mins16[r] = rs[i].mins16;
       }
+      for (int t = 0; t < T; ++t) half[h][t] = join2(rs[0].isum[t], rs[1].isum[t]);
     }
-    const __m128 dw = _mm_setr_ps(rs[0].d, rs[1].d, rs[2].d, rs[3].d);
-    const __m128 dminw = _mm_setr_ps(rs[0].dmin, rs[1].dmin, rs[2].dmin, rs[3].dmin);
+    const __m128 dw = _mm_setr_ps(d[0], d[1], d[2], d[3]);
+    const __m128 dminw = _mm_setr_ps(dmin[0], dmin[1], dmin[2], dmin[3]);
     for (int t = 0; t < T; ++t) {
-      const __m128i isum = sum4_epi32(rs[0].isum[t], rs[1].isum[t], rs[2].isum[t], rs[3].isum[t]);
+      const __m128i isum = finish4(half[0][t], half[1][t]);
       __m128i msum = _mm_setzero_si128();
-      if constexpr (kMins) msum = avx2::sum4_epi32(rs[0].mins[t], rs[1].mins[t], rs[2].mins[t], rs[3].mins[t]);
+      if constexpr (kMins) {
+        msum = avx2::sum4_epi32(row_mins(mins16[0], group_sums[t]), row_mins(mins16[1], group_sums[t]),
+                                row_mins(mins16[2], group_sums[t]), row_mins(mins16[3], group_sums[t]));
+      }
       acc[t] = avx2::fold_quad<kMins>(acc[t], dw, dminw, dx[t], isum, msum);
     }
   }
@@ -188,6 +208,9 @@ void quad_tile(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint
 
 template <Kind K>
 struct Tile {
+  // Tokens at once: the 4 rows' lane vectors of 5 tokens still fit in the 32 registers (rows are
+  // joined two by two); llama-1b Q4_K_M, 2 threads, Zen 5: see vnni_kernels.h.
+  static constexpr int kMaxTokens = 5;
   template <int T>
   static void run(int64_t n, const uint8_t* const* w_rows, int num_rows, const uint8_t* const* x_rows,
                   float* const* out, const uint8_t* ahead, uint64_t ahead_bytes) {
