@@ -226,12 +226,13 @@ constexpr KernelTable avx2_vnni_split_table() {
 }
 constexpr KernelTable kAvx2VnniSplitTable = avx2_vnni_split_table();
 
-// Zen 5 (float_decode_on_avx2): float matmuls of 1-2 tokens on the AVX2 kernel, from 4 tokens on the
+// Zen 5 (float_decode_on_avx2): float matmuls of 1-2 tokens on the AVX2 kernel, from 3 tokens on the
 // token-pair kernel (F16 2048x2048 and 8192x2048, 2 threads, best GOP/s of the row-pair kernel ->
 // token pairs: 4 tokens 100-128 -> 122-151, 8 tokens 166-187 -> 198-224, 64 tokens 240-253 ->
-// 284-315, 512 tokens 241-272 -> 300-345).
+// 284-315, 512 tokens 241-272 -> 300-345; a 3-token step on llama-1b F16, tok/s: 46-49 -> 57-60,
+// when it cost more than a 4-token one on the row pairs).
 constexpr int64_t kAvx2FloatMaxTokens = 2;
-constexpr int64_t kTokenPairMinTokens = 4;
+constexpr int64_t kTokenPairMinTokens = 3;
 
 void matmul_vnni_zen5(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                       const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
