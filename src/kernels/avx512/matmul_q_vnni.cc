@@ -186,8 +186,9 @@ struct Q8_0Pair {
 };
 
 // Block b of the pair at groups g and g + gb decoded into wd (unless null: the step-major fold
-// decodes as it goes); the lines kPairPrefetchAhead past it requested. Past the groups' end the look-ahead goes on in the same two groups of the next unit
-// (`unit` groups on: 2 for a pair, 4 for two pairs at once), the groups read next. Requesting
+// decodes as it goes); the lines kPairPrefetchAhead past it requested. Past the groups' end the
+// look-ahead goes on in the same two groups of the next unit (`unit` groups on: 2 for a pair, 4
+// for two pairs at once), the groups read next. Requesting
 // instead the lines right after the pair's own groups (the other pair's, or the second group's
 // own) left every unit's second half starting cold: decode on llama-1b Q4_0 (Zen 5, 2 threads)
 // gained 8-10% from this (groups of 2048 columns are 9 KiB, so the cold start was a large part).
@@ -216,15 +217,15 @@ inline __m512 fold_pair(const W2& w, const Cursor& c, __m512 acc) {
 }
 
 // Block b of NP pairs (pair i at groups g[i] and g[i] + gb) folded into acc[i][t] for NT tokens
-// from the cursor x, step-major: each 64-byte step of the weights is decoded and used
-// by every token before the next one (K::decode_two), so the NT x NP dot-product chains sit next to
-// each other in program order and overlap, and only the step's weight registers are live (the 16
-// of a whole decoded block, next to the int and float accumulators, would spill past 2 tokens).
-// Token by token the chains ran one after the other, latency-bound: in L2, 5 tokens of a
-// 256 x 2048 Q4_0 matrix took 0.92x the time step-major (Zen 5); decode of 5 tokens on llama-1b
-// 1.10-1.14x faster. The same integer dot per lane (exact, any order) and the same fma per block.
-// Past kStepMajorMaxTokens tokens the float accumulators no longer fit in registers and the
-// token-by-token order is as fast.
+// from the cursor x, step-major: each 64-byte step of the weights is decoded and used by every
+// token before the next one (K::decode_two), so the NT x NP dot-product chains sit next to each
+// other in program order and overlap, and only the step's weight registers are live (decoding the
+// whole block first keeps 16, which beside the accumulators spill: faster in L2, slower from DRAM).
+// Token by token the chains ran one after another, latency-bound: step-major, 5 tokens of a
+// 256 x 2048 Q4_0 matrix take 0.84-0.92x the time in L2 and 0.90x from DRAM (Zen 5, 1 thread), a
+// 5-token step on llama-1b 1.10-1.14x faster. The same integer dot per lane (exact, any order) and
+// the same fma per block. Past kStepMajorMaxTokens tokens the float accumulators no longer fit in
+// registers and the token-by-token order is as fast (two step-major halves: slower from DRAM).
 constexpr int kStepMajorMaxTokens = 5;
 template <class K, int NT, int NP>
 __attribute__((always_inline)) inline void fold_block_steps(const uint8_t* const* g, uint64_t gb, int64_t b,
@@ -675,8 +676,8 @@ void kquant_impl(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, in
                  const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   HZ_CHECK(n % kQK_K == 0);
   if (num_tokens <= kFewMax) {
-    // Decode: 512-bit VNNI dots (kquant_decode.cc), or on 256-bit registers the AVX2 few-token
-    // kernel, here with 32 vector registers (no spills).
+    // Decode and few-token steps: 512-bit VNNI dots (kquant_decode.cc), or on 256-bit registers the
+    // AVX2 few-token kernel, here with 32 vector registers (no spills).
     if constexpr (kWide) return matmul_kquant_few(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
     switch (wtype) {
       case DType::kQ4_K:
