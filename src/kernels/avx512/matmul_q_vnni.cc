@@ -225,27 +225,11 @@ inline __m512 fold_pair(const W2& w, const Cursor& c, __m512 acc) {
 // 256 x 2048 Q4_0 matrix take 0.84-0.92x the time in L2 and 0.90x from DRAM (Zen 5, 1 thread), a
 // 5-token step on llama-1b 1.10-1.14x faster. The same integer dot per lane (exact, any order) and
 // the same fma per block. Past kStepMajorMaxTokens tokens the float accumulators no longer fit in
-// registers: with 6 tokens they stay in memory (MemAcc; the four-group path, a 6-token step on
-// llama-1b 1.08-1.13x faster); from 7 the int accumulators spill too (7 tokens 1.5-1.6x slower)
-// and the token-by-token order is kept (two step-major halves of 8: slower from DRAM).
+// registers and the token-by-token order is as fast (two step-major halves: slower from DRAM).
 constexpr int kStepMajorMaxTokens = 5;
-constexpr int kStepMajorInMemoryMaxTokens = 6;
-// The float accumulators of fold_block_steps: in registers (RegAcc) or in memory (MemAcc: the 16
-// rows of pair i, token t at p[i][t]).
-template <int NT>
-struct RegAcc {
-  __m512 (*a)[NT];
-  __m512 get(int i, int t) const { return a[i][t]; }
-  void set(int i, int t, __m512 v) const { a[i][t] = v; }
-};
-struct MemAcc {
-  float (*const* p)[2 * kGroup];
-  __m512 get(int i, int t) const { return _mm512_load_ps(p[i][t]); }
-  void set(int i, int t, __m512 v) const { _mm512_store_ps(p[i][t], v); }
-};
-template <class K, int NT, int NP, class Acc>
+template <class K, int NT, int NP>
 __attribute__((always_inline)) inline void fold_block_steps(const uint8_t* const* g, uint64_t gb, int64_t b,
-                                                            XChunks::Cursor x, const Acc& acc) {
+                                                            XChunks::Cursor x, __m512 (*acc)[NT]) {
   const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
   // One token a block has too few chains to hide the vpdpbusd latency: two per pair, as dot_steps.
   constexpr int C = NT <= 2 ? 2 : 1;
@@ -275,7 +259,7 @@ __attribute__((always_inline)) inline void fold_block_steps(const uint8_t* const
       __m512i isum = s[0][i][t];
       if constexpr (C == 2) isum = _mm512_add_epi32(isum, s[1][i][t]);
       const __m512 xd = _mm512_set1_ps(x.plus(t).d());
-      acc.set(i, t, _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum), acc.get(i, t)));
+      acc[i][t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum), acc[i][t]);
     }
   }
 }
@@ -290,7 +274,7 @@ inline void pair_tokens(int64_t nb, const uint8_t* g0, const uint8_t* g1, const 
     if constexpr (NT <= kStepMajorMaxTokens) {
       const uint8_t* g[1] = {g0};
       decode_pair<K>(g0, g1, b, nullptr);
-      fold_block_steps<K, NT, 1>(g, static_cast<uint64_t>(g1 - g0), b, x.at(t0, b), RegAcc<NT>{a});
+      fold_block_steps<K, NT, 1>(g, static_cast<uint64_t>(g1 - g0), b, x.at(t0, b), a);
     } else {
       decode_pair<K>(g0, g1, b, wd);
       auto c = x.at(t0, b);
@@ -330,20 +314,8 @@ inline void quad_tokens(int64_t nb, const uint8_t* g0, uint64_t gb, const XChunk
     for (int64_t b = 0; b < nb; ++b) {
       decode_unit_pair<K>(g[0], gb, 4, b, nullptr);
       decode_unit_pair<K>(g[1], gb, 4, b, nullptr);
-      fold_block_steps<K, NT, 2>(g, gb, b, x.at(t0, b), RegAcc<NT>{a});
+      fold_block_steps<K, NT, 2>(g, gb, b, x.at(t0, b), a);
     }
-  } else if constexpr (NT <= kStepMajorInMemoryMaxTokens) {
-    for (int t = 0; t < NT; ++t) {
-      _mm512_store_ps(acc0[t], _mm512_setzero_ps());
-      _mm512_store_ps(acc1[t], _mm512_setzero_ps());
-    }
-    float(*const p[2])[2 * kGroup] = {acc0, acc1};
-    for (int64_t b = 0; b < nb; ++b) {
-      decode_unit_pair<K>(g[0], gb, 4, b, nullptr);
-      decode_unit_pair<K>(g[1], gb, 4, b, nullptr);
-      fold_block_steps<K, NT, 2>(g, gb, b, x.at(t0, b), MemAcc{p});
-    }
-    return;
   } else {
     W2 w[2];
     for (int64_t b = 0; b < nb; ++b) {
