@@ -201,9 +201,11 @@ void matmul_vnni_split(DType wtype, int64_t n, const void* w, uint64_t w_row_byt
   if ((wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16) && num_tokens >= kSplitFloatTokens) {
     return avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }
-  // K-quant decode keeps the 256-bit kernel measured on Zen 4 (the 512-bit one was tuned on Zen 5).
+  // K-quant decode and few-token steps keep the 256-bit kernel measured on Zen 4 (the 512-bit one
+  // was tuned on Zen 5).
   if (wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) {
-    return vnni::matmul_kquant_split(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
+    return vnni::matmul_kquant_split(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                     y_stride);
   }
   matmul_vnni_kind<true>(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
 }

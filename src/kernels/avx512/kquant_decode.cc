@@ -1,5 +1,6 @@
-// K-quant decode and few-token steps (1-3 tokens at a time) on 512-bit registers with VNNI: Q4_K / Q5_K / Q6_K weights against
-// Q8_K activations, 4 rows at a time, bit-identical to avx2::matmul_quads (kquant_quads.h).
+// K-quant decode and few-token steps (up to 5 tokens at a time) on 512-bit registers with VNNI:
+// Q4_K / Q5_K / Q6_K weights against Q8_K activations, 4 rows at a time, bit-identical to
+// avx2::matmul_quads (kquant_quads.h).
 //
 // The AVX2 kernel takes a super-block's integer dot 32 elements at a time: maddubs to int16 pairs,
 // a shuffle for each group's scale and madd to int32 (11 operations per 64 elements, on 256-bit
@@ -36,7 +37,7 @@ inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 template <int T>
 struct RowSums {
   __m512i isum[T];  // dword lanes summing to the exact integer dot (scales applied)
-  __m128i mins16 = _mm_setzero_si128();  // Q4_K / Q5_K: the 8 group mins as int16, for sum_g min_g * gsum_g (row_mins)
+  __m128i mins16 = _mm_setzero_si128();  // Q4_K / Q5_K: the 8 group mins as int16 (row_mins)
   float d = 0, dmin = 0;
 };
 

@@ -185,24 +185,28 @@ struct Q8_0Pair {
   static __m512i init(int32_t xsum8) { return _mm512_set1_epi32(-16 * xsum8); }
 };
 
-// Block b of the pair at groups g and g + gb decoded into wd (unless null: the step-major fold
-// decodes as it goes); the lines kPairPrefetchAhead past it requested. Past the groups' end the
-// look-ahead goes on in the same two groups of the next unit (`unit` groups on: 2 for a pair, 4
-// for two pairs at once), the groups read next. Requesting
-// instead the lines right after the pair's own groups (the other pair's, or the second group's
-// own) left every unit's second half starting cold: decode on llama-1b Q4_0 (Zen 5, 2 threads)
-// gained 8-10% from this (groups of 2048 columns are 9 KiB, so the cold start was a large part).
+// The lines kPairPrefetchAhead past block b of the pair at groups g and g + gb requested. Past the
+// groups' end the look-ahead goes on in the same two groups of the next unit (`unit` groups on: 2
+// for a pair, 4 for two pairs at once), the groups read next. Requesting instead the lines right
+// after the pair's own groups (the other pair's, or the second group's own) left every unit's
+// second half starting cold: decode on llama-1b Q4_0 (Zen 5, 2 threads) gained 8-10% from this
+// (groups of 2048 columns are 9 KiB, so the cold start was a large part).
 template <class K>
-__attribute__((always_inline)) inline void decode_unit_pair(const uint8_t* g, uint64_t gb, uint64_t unit, int64_t b,
-                                                            W2* wd) {
-  const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
-  const uint64_t ahead = off + kPairPrefetchAhead;
+__attribute__((always_inline)) inline void prefetch_unit_pair(const uint8_t* g, uint64_t gb, uint64_t unit, int64_t b) {
+  const uint64_t ahead = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes + kPairPrefetchAhead;
   const uint8_t* p = ahead < gb ? g + ahead : g + unit * gb + (ahead - gb);
   for (uint64_t l = 0; l < kGroup * K::kBlockBytes; l += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(p + gb + l), _MM_HINT_T0);
   }
-  if (wd != nullptr) K::decode(g + off, g + gb + off, wd);
+}
+// Block b of that pair decoded into wd, its look-ahead requested.
+template <class K>
+__attribute__((always_inline)) inline void decode_unit_pair(const uint8_t* g, uint64_t gb, uint64_t unit, int64_t b,
+                                                            W2* wd) {
+  prefetch_unit_pair<K>(g, gb, unit, b);
+  const uint64_t off = static_cast<uint64_t>(b) * kGroup * K::kBlockBytes;
+  K::decode(g + off, g + gb + off, wd);
 }
 // Block b of groups g0 and g1 = g0 + a group's bytes (the packed layout), a pair on its own.
 template <class K>
@@ -270,11 +274,12 @@ inline void pair_tokens(int64_t nb, const uint8_t* g0, const uint8_t* g1, const 
                         float (*acc)[2 * kGroup]) {
   __m512 a[1][NT];
   for (int t = 0; t < NT; ++t) a[0][t] = _mm512_setzero_ps();
+  const uint8_t* g[1] = {g0};
+  const auto gb = static_cast<uint64_t>(g1 - g0);
   for (int64_t b = 0; b < nb; ++b) {
     if constexpr (NT <= kStepMajorMaxTokens) {
-      const uint8_t* g[1] = {g0};
-      decode_pair<K>(g0, g1, b, nullptr);
-      fold_block_steps<K, NT, 1>(g, static_cast<uint64_t>(g1 - g0), b, x.at(t0, b), a);
+      prefetch_unit_pair<K>(g0, gb, 2, b);
+      fold_block_steps<K, NT, 1>(g, gb, b, x.at(t0, b), a);
     } else {
       decode_pair<K>(g0, g1, b, wd);
       auto c = x.at(t0, b);
@@ -312,8 +317,8 @@ inline void quad_tokens(int64_t nb, const uint8_t* g0, uint64_t gb, const XChunk
   const uint8_t* g[2] = {g0, g0 + 2 * gb};
   if constexpr (NT <= kStepMajorMaxTokens) {
     for (int64_t b = 0; b < nb; ++b) {
-      decode_unit_pair<K>(g[0], gb, 4, b, nullptr);
-      decode_unit_pair<K>(g[1], gb, 4, b, nullptr);
+      prefetch_unit_pair<K>(g[0], gb, 4, b);
+      prefetch_unit_pair<K>(g[1], gb, 4, b);
       fold_block_steps<K, NT, 2>(g, gb, b, x.at(t0, b), a);
     }
   } else {

@@ -27,7 +27,7 @@ void matmul_kquant(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, 
 constexpr int64_t kKquantFewTokens = 12;
 constexpr int64_t kKquantFewTokensYmm = 5;
 // The k-quant matmul of a few tokens on 512-bit registers (avx512/kquant_decode.cc): VNNI dots of
-// 64 quants at a time, 4 rows at a time, up to 3 tokens at once (more in chunks of 3 over each 4
+// 64 quants at a time, 4 rows at a time, up to 5 tokens at once (more in chunks of 5 over each 4
 // rows while they are in the cache); avx2::matmul_kquant's results. matmul_kquant calls it up to
 // kKquantFewTokens tokens.
 void matmul_kquant_few(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
