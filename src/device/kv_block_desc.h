@@ -7,7 +7,8 @@ namespace hz::device {
 
 // Byte offsets into the device arena for layer 0 (layer l adds the launch's layer_offset).
 // Within a plane: elements [num_kv_heads][block_tokens][head_dim] in `codec`; int8/int4 scales
-// [num_kv_heads][block_tokens][groups] f16; fp8 scales [num_kv_heads] f32.
+// [num_kv_heads][block_tokens][groups] f16; fp8 scales [num_kv_heads][block_tokens] f32 (one per
+// row: the device encodes each row as it is written).
 struct DeviceKvBlock {
   uint64_t k_elems = 0;
   uint64_t v_elems = 0;

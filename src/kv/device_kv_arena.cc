@@ -15,6 +15,12 @@ device::ArenaGeometry geometry_of(const DeviceKvArenaConfig& cfg) {
 
 }  // namespace
 
+bool DeviceKvArena::device_codec(kernels::KvCodec c) {
+  using kernels::KvCodec;
+  return c == KvCodec::kF32 || c == KvCodec::kF16 || c == KvCodec::kBF16 || c == KvCodec::kFp8 || c == KvCodec::kInt8 ||
+         c == KvCodec::kInt4;
+}
+
 uint64_t DeviceKvArena::block_bytes_for(const DeviceKvArenaConfig& cfg) {
   return static_cast<uint64_t>(geometry_of(cfg).block_bytes());
 }
@@ -24,8 +30,9 @@ DeviceKvArena::DeviceKvArena(const DeviceKvArenaConfig& cfg, cuda::Backend& back
 
 Result<std::unique_ptr<DeviceKvArena>> DeviceKvArena::create(const DeviceKvArenaConfig& cfg, cuda::Backend& backend) {
   using kernels::KvCodec;
-  if (cfg.codec != KvCodec::kF32 && cfg.codec != KvCodec::kF16 && cfg.codec != KvCodec::kBF16 && cfg.codec != KvCodec::kInt8)
-    return unimplemented("--kv-cache-dtype: the GPU KV cache holds f16, bf16, f32 or int8 (fp8 and the 4-bit types run on the CPU)");
+  if (!device_codec(cfg.codec))
+    return unimplemented("--kv-cache-dtype: the GPU KV cache holds f16, bf16, f32, fp8, int8 or int4 (the per-channel types "
+                         "int8c, int4c, int3 and int2 run on the CPU)");
   if (cfg.num_blocks <= 0) return invalid_argument("device KV arena: num_blocks must be > 0, got {}", cfg.num_blocks);
   const device::ArenaGeometry g = geometry_of(cfg);
   HZ_RETURN_IF_ERROR(g.validate());

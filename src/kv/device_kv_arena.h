@@ -2,9 +2,10 @@
 // the host emulation), as KvStorage for the KV manager. The block pool, block tables and prefix
 // cache stay on the host; device attention reads blocks through descriptors (device/kv_block_desc.h)
 // in the layout of kv/kv_layout.h: block b holds every layer's K then V plane. Rows are written in
-// the arena type at once (f32, f16, bf16, int8: each row on its own, int8 with its group scales),
-// so a full block is final and no staging is needed. (The CPU cache keeps the block a query is in
-// exact and encodes it when complete; the device's int8 quantizes every row as it is written.)
+// the arena type at once (f32, f16, bf16, fp8, int8, int4: each row on its own, int8/int4 with
+// their group scales, fp8 with one f32 scale per row where the CPU has one per block and head), so
+// a full block is final and no staging is needed. (The CPU cache keeps the block a query is in
+// exact and encodes it when complete; the device quantizes every row as it is written.)
 // Engine thread only.
 #pragma once
 
@@ -26,7 +27,7 @@ struct DeviceKvArenaConfig {
   int32_t head_dim = 0;
   int32_t block_tokens = 16;
   int32_t num_blocks = 0;
-  kernels::KvCodec codec = kernels::KvCodec::kF16;  // f32, f16, bf16 or int8
+  kernels::KvCodec codec = kernels::KvCodec::kF16;  // f32, f16, bf16, fp8, int8 or int4
 };
 
 class DeviceKvArena : public KvStorage {
@@ -37,7 +38,10 @@ class DeviceKvArena : public KvStorage {
   DeviceKvArena(const DeviceKvArena&) = delete;
   DeviceKvArena& operator=(const DeviceKvArena&) = delete;
 
-  // Bytes of one block (every layer's K and V planes) for `cfg`, as the planner counts them.
+  // The codecs the device writes: f32, f16, bf16, fp8, int8, int4.
+  static bool device_codec(kernels::KvCodec c);
+  // Bytes of one block (every layer's K and V planes) for `cfg`, as the planner counts them
+  // (kv/kv_layout.h with KvGeometry::fp8_row_scales).
   static uint64_t block_bytes_for(const DeviceKvArenaConfig& cfg);
 
   const DeviceKvArenaConfig& config() const { return cfg_; }

@@ -16,7 +16,7 @@ uint64_t kv_plane_bytes(const KvGeometry& g, KvType t, uint64_t block_tokens) {
   switch (t) {
     case KvType::kF32: return rows * g.head_dim * 4;
     case KvType::kF16: case KvType::kBF16: return rows * g.head_dim * 2;
-    case KvType::kFp8: return rows * g.head_dim + g.num_heads * 4;
+    case KvType::kFp8: return rows * g.head_dim + (g.fp8_row_scales ? rows : g.num_heads) * 4;
     case KvType::kInt8: case KvType::kInt4: {
       uint64_t group = kv_scale_group(g.head_dim);
       uint64_t groups = group == 0 ? 0 : (g.head_dim + group - 1) / group;

@@ -8,7 +8,8 @@
 //     elements: [num_heads][block_tokens][head_dim], codec = the stream's KV type
 //     then scales (quantized types only), right after the elements of that plane:
 //   f32 / f16 / bf16: 4 / 2 / 2 bytes per element, no scales.
-//   fp8 (E4M3): 1 byte per element + one f32 scale per (plane, head): [num_heads] f32.
+//   fp8 (E4M3): 1 byte per element + one f32 scale per (plane, head): [num_heads] f32 (the device
+//         arena: one per head row, [num_heads][block_tokens] f32; KvGeometry::fp8_row_scales).
 //   int8: 1 byte per element + one f16 scale per group of G = min(32, head_dim) elements of a head
 //         row (a row's last group may be shorter when head_dim % 32 != 0): [num_heads][block_tokens][groups] f16.
 //   int4: 4 bits per element (two per byte, a row padded to whole bytes) + the same f16 group scales
@@ -41,6 +42,10 @@ struct KvGeometry {
   uint64_t num_streams = 2;   // 2 (K and V) for GQA/MHA, 1 for MLA
   uint64_t num_heads = 0;     // KV heads per stream (1 for MLA)
   uint64_t head_dim = 0;      // elements per head row (kv_lora_rank + qk_rope_head_dim for MLA)
+  // The device arena's layout (kv/device_kv_arena.h): fp8 takes one f32 scale per head row
+  // ([num_heads][block_tokens] f32) instead of one per head, since the device encodes each row
+  // as it is written. Every other type is laid out as on the CPU.
+  bool fp8_row_scales = false;
 };
 
 // Group length of the int8/int4 scales for a head row of `head_dim` elements.

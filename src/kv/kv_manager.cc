@@ -28,15 +28,16 @@ Status KvManager::check_device_options(const KvOptions& o, const KvPlan& plan) {
   const KvTypePair t = plan.precision.arena_types();
   for (int32_t st = 0; st < 2; ++st) {
     const KvType k = t[st];
-    if (k != KvType::kF16 && k != KvType::kF32 && k != KvType::kBF16 && k != KvType::kInt8) {
+    if (!DeviceKvArena::device_codec(k)) {
       const char* flag = o.hot_type_v ? (st == 0 ? "--kv-cache-dtype-k" : "--kv-cache-dtype-v") : "--kv-cache-dtype";
-      return unimplemented("{} {}: the GPU KV cache holds f16, bf16, f32 or int8 for now (the others run on the CPU)", flag,
-                           kv_type_name(k));
+      return unimplemented("{} {}: the GPU KV cache holds f16, bf16, f32, fp8, int8 or int4 (the per-channel types run "
+                           "on the CPU)",
+                           flag, kv_type_name(k));
     }
   }
   if (!t.same()) return unimplemented("--kv-cache-dtype-k / -v: the GPU KV cache keeps keys and values in one type");
   if (plan.precision.any_rotated())
-    return unimplemented("--kv-rotation on: the GPU KV cache stores rows unrotated (int8 there without rotation)");
+    return unimplemented("--kv-rotation on: the GPU KV cache stores rows unrotated (int8 and int4 there without rotation)");
   return Status();
 }
 
@@ -49,11 +50,7 @@ Result<std::unique_ptr<KvManager>> KvManager::open_device(const KvOptions& o, co
   dc.head_dim = m.head_dim;
   dc.block_tokens = plan.block_tokens;
   dc.num_blocks = plan.num_blocks;
-  const KvType t = plan.precision.arena_types().k;
-  dc.codec = t == KvType::kF32    ? kernels::KvCodec::kF32
-             : t == KvType::kBF16 ? kernels::KvCodec::kBF16
-             : t == KvType::kInt8 ? kernels::KvCodec::kInt8
-                                  : kernels::KvCodec::kF16;
+  dc.codec = plan.precision.arena_types().k;  // KvCodec is KvType
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceKvArena> arena, DeviceKvArena::create(dc, backend));
   HZ_CHECK(arena->block_bytes() == plan.block_bytes);
   std::unique_ptr<KvManager> k(new KvManager(std::move(arena), plan.block_tokens));

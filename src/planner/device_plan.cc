@@ -59,7 +59,8 @@ Result<DevicePlan> make_device_plan(const PlanReport& host, const std::string& d
                   t * 16;
   const uint64_t used = p.reserve_bytes + p.weights_bytes + p.activation_bytes + p.attention_scratch_bytes + p.table_bytes;
   p.kv_budget_bytes = device_bytes > used ? device_bytes - used : 0;
-  const KvGeometry g = s.kv_geometry();
+  KvGeometry g = s.kv_geometry();
+  g.fp8_row_scales = true;  // the device arena's layout
   p.requested_kv_bytes = kv_bytes_for_tokens(g, o.kv, o.block_tokens, host.requested_context) * o.max_num_seqs;
   p.fits = p.kv_budget_bytes > 0 && p.requested_kv_bytes <= p.kv_budget_bytes;
   const uint64_t limit = host.context_limit > 0 ? host.context_limit : UINT64_MAX;

@@ -72,7 +72,7 @@ Status DeviceSequence::fill_synthetic(int64_t n, uint64_t seed) {
   const int64_t end = num_tokens_ + n;
   ensure_blocks(end);
   const int64_t reb = kernels::kv_row_elem_bytes(c.codec, c.head_dim);
-  const int64_t rsb = kernels::kv_row_scale_bytes(c.codec, c.head_dim);
+  const int64_t rsb = device::arena_row_scale_bytes(c.codec, c.head_dim);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> row(static_cast<size_t>(c.head_dim));

@@ -88,6 +88,7 @@ KvDemand kv_demand(const EngineOptions& opts, const ModelConfig& c) {
   d.geometry.num_layers = static_cast<uint64_t>(c.num_layers);
   d.geometry.num_heads = static_cast<uint64_t>(c.num_kv_heads);
   d.geometry.head_dim = static_cast<uint64_t>(c.head_dim);
+  d.geometry.fp8_row_scales = opts.device != EngineDevice::kCpu;  // the device arena's layout
   d.max_num_seqs = opts.max_num_seqs;
   d.max_model_len = opts.max_model_len;
   d.prefill_chunk = opts.prefill_chunk;
@@ -200,6 +201,7 @@ Status LocalEngine::open_device(KvOptions ko) {
     g.num_layers = static_cast<uint64_t>(c.num_layers);
     g.num_heads = static_cast<uint64_t>(c.num_kv_heads);
     g.head_dim = static_cast<uint64_t>(c.head_dim);
+    g.fp8_row_scales = true;
     const uint64_t block = hz::kv_block_bytes(g, ko.hot_type, static_cast<uint64_t>(ko.block_tokens));
     const uint64_t wanted = (static_cast<uint64_t>(opts_.max_model_len) + ko.block_tokens - 1) / ko.block_tokens *
                             static_cast<uint64_t>(opts_.max_num_seqs) * block;

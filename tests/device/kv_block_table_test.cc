@@ -34,6 +34,7 @@ TEST(KvBlockTableTest, PlaneBytesMatchThePlanner) {
       kg.num_layers = 32;
       kg.num_heads = 8;
       kg.head_dim = static_cast<uint64_t>(hd);
+      kg.fp8_row_scales = true;  // the device layout: fp8 scales per row
       EXPECT_EQ(static_cast<uint64_t>(g.plane_bytes()), kv_plane_bytes(kg, type, 16)) << kv_type_name(type) << " hd " << hd;
       EXPECT_EQ(static_cast<uint64_t>(g.block_bytes()), kv_block_bytes(kg, type, 16)) << kv_type_name(type) << " hd " << hd;
     }

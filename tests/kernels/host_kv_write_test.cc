@@ -9,7 +9,8 @@ namespace {
 
 TEST(HostKvWriteTest, RowsLandEncodedWhereTheTablesSay) {
   auto be = cuda::make_host_backend();
-  for (auto codec : {kernels::KvCodec::kF32, kernels::KvCodec::kF16, kernels::KvCodec::kBF16, kernels::KvCodec::kInt8}) {
+  for (auto codec : {kernels::KvCodec::kF32, kernels::KvCodec::kF16, kernels::KvCodec::kBF16, kernels::KvCodec::kFp8,
+                     kernels::KvCodec::kInt8, kernels::KvCodec::kInt4}) {
     for (int32_t hd : {8, 64, 20}) {
       SCOPED_TRACE(testing::Message() << "codec " << static_cast<int>(codec) << " head dim " << hd);
       test::check_kv_write(*be, codec, hd);

@@ -28,14 +28,20 @@ DeviceKvArenaConfig config(kernels::KvCodec codec = kernels::KvCodec::kF16) {
 TEST(DeviceKvArenaTest, BlockBytesAreThePlannersAndDescriptorsTileTheBlock) {
   auto be = cuda::make_host_backend();
   for (auto [codec, type] : {std::pair{kernels::KvCodec::kF16, KvType::kF16}, std::pair{kernels::KvCodec::kF32, KvType::kF32},
-                             std::pair{kernels::KvCodec::kBF16, KvType::kBF16}}) {
+                             std::pair{kernels::KvCodec::kBF16, KvType::kBF16}, std::pair{kernels::KvCodec::kFp8, KvType::kFp8},
+                             std::pair{kernels::KvCodec::kInt8, KvType::kInt8}, std::pair{kernels::KvCodec::kInt4, KvType::kInt4}}) {
     auto a = DeviceKvArena::create(config(codec), *be);
     ASSERT_TRUE(a.ok()) << a.status().message();
     KvGeometry g;
     g.num_layers = 3;
     g.num_heads = 2;
     g.head_dim = 64;
+    g.fp8_row_scales = true;
     EXPECT_EQ((*a)->block_bytes(), kv_block_bytes(g, type, 16));
+    if (codec == kernels::KvCodec::kFp8) {  // one f32 per row: 2 heads x 16 rows more than one per head
+      g.fp8_row_scales = false;
+      EXPECT_EQ((*a)->block_bytes(), kv_block_bytes(g, type, 16) + 3 * 2 * 2 * 15 * 4);
+    }
     EXPECT_EQ((*a)->total_bytes(), 5 * (*a)->block_bytes());
     const device::DeviceKvBlock d = (*a)->descriptor(2);
     EXPECT_EQ(d.k_elems, 2 * (*a)->block_bytes());
@@ -67,7 +73,7 @@ TEST(DeviceKvArenaTest, CopyBlockCopiesEveryLayerAndNothingElse) {
 
 TEST(DeviceKvArenaTest, RefusesTypesItCannotWrite) {
   auto be = cuda::make_host_backend();
-  for (auto codec : {kernels::KvCodec::kInt4, kernels::KvCodec::kFp8, kernels::KvCodec::kInt8c}) {
+  for (auto codec : {kernels::KvCodec::kInt8c, kernels::KvCodec::kInt4c, kernels::KvCodec::kInt3, kernels::KvCodec::kInt2}) {
     auto a = DeviceKvArena::create(config(codec), *be);
     ASSERT_FALSE(a.ok());
     EXPECT_NE(a.status().message().find("--kv-cache-dtype"), std::string::npos) << a.status().message();
@@ -90,13 +96,18 @@ TEST(DeviceKvArenaTest, ManagerRefusesTheFlagsTheDeviceCacheLacks) {
     const char* flag;
   };
   const Case cases[] = {
-      {[](KvOptions& o) { o.hot_type = KvType::kFp8; }, "--kv-cache-dtype fp8"},
+      {[](KvOptions& o) { o.hot_type = KvType::kInt8c; }, "--kv-cache-dtype int8c"},
       {[](KvOptions& o) {
          o.hot_type = KvType::kInt8;
          o.rotation = KvRotationMode::kAuto;  // auto rotates int8 on the CPU; the engine turns it off first
        },
        "--kv-rotation"},
-      {[](KvOptions& o) { o.hot_type_v = KvType::kInt4; }, "--kv-cache-dtype-v int4"},
+      {[](KvOptions& o) { o.hot_type_v = KvType::kInt4c; }, "--kv-cache-dtype-v int4c"},
+      {[](KvOptions& o) {
+         o.hot_type = KvType::kInt4;
+         o.rotation = KvRotationMode::kAuto;  // as for int8
+       },
+       "--kv-rotation"},
       {[](KvOptions& o) { o.hot_window = 32; }, "--kv-hot-window"},
       {[](KvOptions& o) { o.disk_dir = "/tmp/x"; }, "--kv-disk-dir"},
       {[](KvOptions& o) {

@@ -9,6 +9,7 @@
 #include "runtime/drafter.h"
 #include "runtime/local_engine.h"
 #include "support/collect_sink.h"
+#include "support/device_model_checks.h"
 #include "support/golden.h"
 #include "support/test_support.h"
 
@@ -93,13 +94,51 @@ TEST(DeviceEngineTest, SpeculationKeepsTheGreedyOutput) {
   expect_golden_stories(**e, 1);
 }
 
+// fp8 and int4 KV on the device engine (the plan's block size is the device arena's, one fp8 scale
+// per row): concurrent, chunked greedy requests give what one DeviceSequence alone gives.
+TEST(DeviceEngineTest, QuantizedKvRequestsMatchASequenceAlone) {
+  test::GoldenFile g = test::load_golden("stories260K.json");
+  auto be = cuda::make_host_backend();
+  test::DeviceFixture f = test::load_on_device("stories260K.gguf", *be);
+  ASSERT_NE(f.device, nullptr);
+  for (KvType t : {KvType::kFp8, KvType::kInt4}) {
+    SCOPED_TRACE(kv_type_name(t));
+    std::vector<std::vector<int32_t>> want;
+    for (const auto& c : g.cases) {
+      auto seq = test::device_sequence(*f.device, *be, {.max_tokens = 512, .kv_codec = t});
+      ASSERT_NE(seq, nullptr);
+      std::vector<float> logits = test::append(*seq, c.prompt_ids);
+      std::vector<int32_t> ids;
+      for (size_t i = 0; i < c.output_ids.size(); ++i) {
+        ids.push_back(test::argmax(logits.data(), static_cast<int>(logits.size())));
+        logits = test::append(*seq, {ids.back()});
+      }
+      want.push_back(ids);
+    }
+    EngineOptions o = device_options();
+    o.kv_dtype = t;
+    auto e = LocalEngine::create(o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    std::vector<std::shared_ptr<CollectSink>> sinks;
+    for (const auto& c : g.cases) {
+      auto sink = std::make_shared<CollectSink>();
+      ASSERT_TRUE((*e)->submit(greedy(c.prompt_ids, static_cast<int>(c.output_ids.size()), sink)).ok());
+      sinks.push_back(sink);
+    }
+    for (size_t i = 0; i < sinks.size(); ++i) {
+      ASSERT_TRUE(sinks[i]->wait());
+      EXPECT_EQ(sinks[i]->ids, want[i]) << g.cases[i].prompt;
+    }
+  }
+}
+
 TEST(DeviceEngineTest, RefusesWhatTheDeviceCacheLacks) {
   struct Case {
     void (*set)(EngineOptions&);
     const char* flag;
   };
   const Case cases[] = {
-      {[](EngineOptions& o) { o.kv_dtype = KvType::kInt4; }, "--kv-cache-dtype int4"},
+      {[](EngineOptions& o) { o.kv_dtype = KvType::kInt8c; }, "--kv-cache-dtype int8c"},
       {[](EngineOptions& o) { o.kv_rotation = KvRotationMode::kOn; }, "--kv-rotation"},
       {[](EngineOptions& o) { o.kv_hot_window = 32; }, "--kv-hot-window"},
       {[](EngineOptions& o) { o.kv_disk_dir = "/tmp/never-made"; }, "--kv-disk-dir"},

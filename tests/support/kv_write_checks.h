@@ -1,6 +1,7 @@
 // The paged KV write (cuda::kv_write) on any backend of kernels/cuda/backend.h, against rows encoded
-// by the scalar codec (int8 with its group scales) at the positions the block tables give: used by tests/cuda (the GPU kernel)
-// and tests/kernels (its host form). Bytes outside the written rows must stay untouched.
+// by the scalar codec one row at a time (int8/int4 with their group scales, fp8 with one scale per
+// row) at the positions the block tables give: used by tests/cuda (the GPU kernel) and tests/kernels
+// (its host form). Bytes outside the written rows must stay untouched.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -55,6 +56,8 @@ inline void check_kv_write(cuda::Backend& be, kernels::KvCodec codec, int32_t he
   k[5] = std::numeric_limits<float>::infinity();  // edge values go through the codec as in the reference
   v[7] = std::numeric_limits<float>::quiet_NaN();
   k[9] = 1e-30f;
+  std::fill(v.begin() + head_dim, v.begin() + 2 * head_dim, 0.0f);  // a zero row: scale 0
+  v[2 * head_dim + 1] = -40.0f;                                      // a row whose largest value is negative
 
   auto put = [&](const void* src, uint64_t bytes) {
     auto m = be.allocate(std::max<uint64_t>(bytes, 1), "test array");
@@ -86,7 +89,7 @@ inline void check_kv_write(cuda::Backend& be, kernels::KvCodec codec, int32_t he
   ASSERT_TRUE(be.download(got.data(), darena.data(), got.size()).ok());
 
   std::vector<uint8_t> want = arena;
-  const int64_t reb = kernels::kv_row_elem_bytes(codec, head_dim), rsb = kernels::kv_row_scale_bytes(codec, head_dim);
+  const int64_t reb = kernels::kv_row_elem_bytes(codec, head_dim), rsb = device::arena_row_scale_bytes(codec, head_dim);
   for (int64_t t = 0; t < n; ++t) {
     const device::DeviceKvBlock& d = tables[qseq[t]][qpos[t] / kBlockTokens];
     for (int32_t h = 0; h < kKvHeads; ++h) {

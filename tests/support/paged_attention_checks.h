@@ -54,7 +54,8 @@ class PagedAttentionFixture {
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng_);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const int64_t reb = kernels::kv_row_elem_bytes(codec, hd_), rsb = kernels::kv_row_scale_bytes(codec, hd_);
+    // Rows encoded one at a time as the device writes them (fp8: one scale per row).
+    const int64_t reb = kernels::kv_row_elem_bytes(codec, hd_), rsb = device::arena_row_scale_bytes(codec, hd_);
     std::vector<float> rows(kBlockTokens * hd_);
     size_t next = 0;
     for (size_t s = 0; s < lengths.size(); ++s) {
@@ -67,10 +68,12 @@ class PagedAttentionFixture {
           for (int stream = 0; stream < 2; ++stream) {
             for (int32_t h = 0; h < kKvHeads; ++h) {
               for (auto& v : rows) v = nd(rng_) * 2.0f;
-              uint8_t* elems = arena_.data() + (stream ? d.v_elems : d.k_elems) + lo + h * kBlockTokens * reb;
-              uint8_t* scales = arena_.data() + (stream ? d.v_scales : d.k_scales) + lo +
-                                (codec == KvCodec::kFp8 ? h * 4 : h * kBlockTokens * rsb);
-              kernels::ref::encode_kv_rows(codec, rows.data(), kBlockTokens, hd_, elems, scales);
+              for (int32_t slot = 0; slot < kBlockTokens; ++slot) {
+                const int64_t r = static_cast<int64_t>(h) * kBlockTokens + slot;
+                uint8_t* elems = arena_.data() + (stream ? d.v_elems : d.k_elems) + lo + r * reb;
+                uint8_t* scales = arena_.data() + (stream ? d.v_scales : d.k_scales) + lo + r * rsb;
+                kernels::ref::encode_kv_rows(codec, rows.data() + slot * hd_, 1, hd_, elems, scales);
+              }
             }
           }
         }
@@ -84,11 +87,10 @@ class PagedAttentionFixture {
     const device::DeviceKvBlock& d = tables_[s][key / kBlockTokens];
     const int64_t slot = key % kBlockTokens;
     const KvCodec c = geo_.codec;
-    const int64_t reb = kernels::kv_row_elem_bytes(c, hd_), rsb = kernels::kv_row_scale_bytes(c, hd_);
+    const int64_t reb = kernels::kv_row_elem_bytes(c, hd_), rsb = device::arena_row_scale_bytes(c, hd_);
     const uint64_t lo = geo_.layer_offset(kLayer);
     const uint8_t* elems = arena_.data() + (v ? d.v_elems : d.k_elems) + lo + (h * kBlockTokens + slot) * reb;
-    const uint8_t* scales = arena_.data() + (v ? d.v_scales : d.k_scales) + lo +
-                            (c == KvCodec::kFp8 ? h * 4 : (h * kBlockTokens + slot) * rsb);
+    const uint8_t* scales = arena_.data() + (v ? d.v_scales : d.k_scales) + lo + (h * kBlockTokens + slot) * rsb;
     std::vector<float> out(hd_);
     kernels::ref::decode_kv_rows(c, elems, scales, 1, hd_, out.data());
     return out;

@@ -131,9 +131,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttnArgs
           const int64_t so = (row * ngroups + d) * 2;
           ks = detail::f16_to_f32(detail::load_u16(a.arena + blk.k_scales + a.layer_offset + so));
           vs = detail::f16_to_f32(detail::load_u16(a.arena + blk.v_scales + a.layer_offset + so));
-        } else if (c == KvCodec::kFp8) {
-          ks = detail::load_f32(a.arena + blk.k_scales + a.layer_offset + static_cast<int64_t>(kvh) * 4);
-          vs = detail::load_f32(a.arena + blk.v_scales + a.layer_offset + static_cast<int64_t>(kvh) * 4);
+        } else if (c == KvCodec::kFp8) {  // one f32 per row (device/kv_block_desc.h)
+          ks = detail::load_f32(a.arena + blk.k_scales + a.layer_offset + row * 4);
+          vs = detail::load_f32(a.arena + blk.v_scales + a.layer_offset + row * 4);
         }
         kscale[j * ngroups + d] = ks;
         vscale[j * ngroups + d] = vs;

@@ -60,7 +60,7 @@ Status encode_kv_rows(kernels::KvCodec c, const float* x, int64_t rows, int64_t 
 Status decode_kv_rows(kernels::KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim,
                       float* y, const Stream& s);
 
-// A step's K/V rows into the arena (launch.h's KvWriteArgs): f32, f16, bf16 and int8 blocks.
+// A step's K/V rows into the arena (launch.h's KvWriteArgs): f32, f16, bf16, fp8, int8 and int4 blocks.
 Status kv_write(const KvWriteArgs& a, const Stream& s);
 
 // Paged causal attention (launch.h's PagedAttnArgs): the upload's sizes and the shape are checked

@@ -28,6 +28,11 @@ struct ArenaGeometry {
   Status validate() const;            // errors name the field
 };
 DeviceKvBlock arena_block_descriptor(const ArenaGeometry& g, int64_t block_id);
+// Bytes of one head row's scales in the arena: int8/int4 their f16 group scales (as on the CPU),
+// fp8 one f32 (the device encodes each row on its own as it is written: kernels::ref::encode_kv_rows
+// of one row), the float types none. Row r = head * block_tokens + slot of a plane has its scales at
+// r * arena_row_scale_bytes past the plane's elements.
+int64_t arena_row_scale_bytes(kernels::KvCodec c, int64_t head_dim);
 
 // One engine step's attention tables, laid out for a single host-to-device copy. Arrays are
 // aligned to kUploadAlign bytes inside the buffer; `*_offset` are byte offsets into it.

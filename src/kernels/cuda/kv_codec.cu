@@ -1,5 +1,5 @@
-// KV encoders and decoders (and the step's row writes into the paged arena), copied operation for operation from kernels/ref/kv_codec.cc so the
-// bytes and the decoded values are identical. Encoding is sequential per group (int8/int4: one
+// KV encoders and decoders (and the step's row writes into the paged arena), copied operation for
+// operation from kernels/ref/kv_codec.cc so the bytes and the decoded values are identical. Encoding is sequential per group (int8/int4: one
 // thread per row group, the reference's loop); fp8's one scale per call is a max over all rows,
 // reduced in a tree (max with the reference's NaN rule is order-independent).
 #include "kernels/cuda/cuda_common.cuh"
@@ -45,16 +45,11 @@ __global__ void __launch_bounds__(kThreads) encode_fp8_kernel(const float* x, in
   if (threadIdx.x == 0) detail::store_f32(scales, scale);
 }
 
-// int8/int4: one thread per (row, group), the reference's loop.
-__global__ void encode_grouped_kernel(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t* elems, uint8_t* scales) {
-  const int64_t g = hd < 32 ? hd : 32, ng = (hd + g - 1) / g;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= rows * ng) return;
-  const int64_t r = idx / ng, gi = idx % ng;
-  const int64_t reb = c == KvCodec::kInt8 ? hd : (hd + 1) / 2;
-  const float* xr = x + r * hd;
-  uint8_t* er = elems + r * reb;
-  const int64_t b = gi * g, n = hd - b < g ? hd - b : g;
+// One int8/int4 row group of n elements starting at element b of row xr (the reference's loop):
+// codes into er, the f16 scale to `scale`. A group owns whole bytes of an int4 row when it starts
+// on an even element (the group length is even or the row is one group), so threads of different
+// groups never write the same byte; the reference zeroes the row then ORs.
+__device__ void encode_group(KvCodec c, const float* xr, uint8_t* er, int64_t b, int64_t n, uint8_t* scale) {
   float d;
   if (c == KvCodec::kInt8) {
     float amax = 0;
@@ -74,8 +69,6 @@ __global__ void encode_grouped_kernel(KvCodec c, const float* x, int64_t rows, i
     }
     d = __fdiv_rn(vmax, -8.0f);
     const float id = d != 0 ? __fdiv_rn(1.0f, d) : 0.0f;
-    // A group owns whole bytes when it starts on an even element (g is even or the row is one group),
-    // so threads of different groups never write the same byte; the reference zeroes then ORs.
     for (int64_t i = 0; i < n; i += 2) {
       const int q0 = min(15, static_cast<int>(static_cast<int8_t>(static_cast<int>(__fadd_rn(__fmul_rn(xr[b + i], id), 8.5f)))));
       int q1 = 0;
@@ -83,7 +76,18 @@ __global__ void encode_grouped_kernel(KvCodec c, const float* x, int64_t rows, i
       er[(b + i) / 2] = static_cast<uint8_t>(q0 | (q1 << 4));
     }
   }
-  detail::store_u16(scales + (r * ng + gi) * 2, detail::f32_to_f16(d));
+  detail::store_u16(scale, detail::f32_to_f16(d));
+}
+
+// int8/int4: one thread per (row, group).
+__global__ void encode_grouped_kernel(KvCodec c, const float* x, int64_t rows, int64_t hd, uint8_t* elems, uint8_t* scales) {
+  const int64_t g = hd < 32 ? hd : 32, ng = (hd + g - 1) / g;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * ng) return;
+  const int64_t r = idx / ng, gi = idx % ng;
+  const int64_t reb = c == KvCodec::kInt8 ? hd : (hd + 1) / 2;
+  const int64_t b = gi * g, n = hd - b < g ? hd - b : g;
+  encode_group(c, x + r * hd, elems + r * reb, b, n, scales + (r * ng + gi) * 2);
 }
 
 __global__ void decode_kernel(KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t hd, float* y) {
@@ -135,11 +139,12 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
   }
 }
 
-// int8: one thread per (token, KV head, stream, scale group), encode_grouped_kernel's loop for the
-// group, the scale at the row's group slot of the block's scale area.
-__global__ void kv_write_int8_kernel(KvWriteArgs a) {
+// int8/int4: one thread per (token, KV head, stream, scale group), encode_group for the group, the
+// scale at the row's group slot of the block's scale area.
+__global__ void kv_write_grouped_kernel(KvWriteArgs a) {
   const int64_t hd = a.head_dim;
   const int64_t g = hd < 32 ? hd : 32, ng = (hd + g - 1) / g;
+  const int64_t reb = a.codec == KvCodec::kInt8 ? hd : (hd + 1) / 2;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= a.num_tokens * a.num_kv_heads * 2 * ng) return;
   const int64_t gi = idx % ng;
@@ -150,17 +155,37 @@ __global__ void kv_write_int8_kernel(KvWriteArgs a) {
   const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
   const int64_t row = h * a.block_tokens + pos % a.block_tokens;
   const float* xr = (st == 0 ? a.k : a.v) + th * hd;
-  uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * hd;
+  uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * reb;
   uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + (row * ng + gi) * 2;
   const int64_t b = gi * g, n = hd - b < g ? hd - b : g;
+  encode_group(a.codec, xr, er, b, n, sc);
+}
+
+// fp8: one warp per (token, KV head, stream) row, encode_fp8_kernel's recipe over the row alone:
+// max |x| (each lane folds its elements into 0 as the reference does, so no NaN enters the
+// shuffles and the maximum is the reference's whatever the order), scale = amax / 448 at the
+// row's scale slot (one f32 per row), elements E4M3(x / scale).
+constexpr int kWarp = 32;
+__global__ void kv_write_fp8_kernel(KvWriteArgs a) {
+  const int64_t hd = a.head_dim;
+  const int64_t idx = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  if (idx >= a.num_tokens * a.num_kv_heads * 2) return;  // uniform across the warp
+  const int64_t st = idx % 2;
+  const int64_t th = idx / 2;  // token * num_kv_heads + head
+  const int64_t t = th / a.num_kv_heads, h = th % a.num_kv_heads;
+  const int64_t pos = a.query_pos[t];
+  const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
+  const int64_t row = h * a.block_tokens + pos % a.block_tokens;
+  const float* xr = (st == 0 ? a.k : a.v) + th * hd;
+  uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * hd;
   float amax = 0;
-  for (int64_t i = 0; i < n; ++i) amax = ref_max(amax, fabsf(xr[b + i]));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0 ? __fdiv_rn(1.0f, d) : 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    er[b + i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(roundf(__fmul_rn(xr[b + i], id)))));
-  }
-  detail::store_u16(sc, detail::f32_to_f16(d));
+  for (int64_t i = lane; i < hd; i += kWarp) amax = ref_max(amax, fabsf(xr[i]));
+  for (int w = kWarp / 2; w > 0; w /= 2) amax = ref_max(amax, __shfl_xor_sync(0xffffffffu, amax, w));
+  const float scale = __fdiv_rn(amax, 448.0f);
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  for (int64_t i = lane; i < hd; i += kWarp) er[i] = detail::f32_to_e4m3(__fmul_rn(xr[i], inv));
+  if (lane == 0) detail::store_f32(a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + row * 4, scale);
 }
 
 }  // namespace
@@ -169,9 +194,12 @@ namespace raw {
 
 int kv_write(const KvWriteArgs& a, void* stream) {
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (a.codec == KvCodec::kInt8) {
+  if (a.codec == KvCodec::kInt8 || a.codec == KvCodec::kInt4) {
     const int64_t n = a.num_tokens * a.num_kv_heads * 2 * kernels::kv_groups(a.head_dim);
-    kv_write_int8_kernel<<<blocks_for(n, kThreads), kThreads, 0, st>>>(a);
+    kv_write_grouped_kernel<<<blocks_for(n, kThreads), kThreads, 0, st>>>(a);
+  } else if (a.codec == KvCodec::kFp8) {
+    const int64_t n = a.num_tokens * a.num_kv_heads * 2 * kWarp;
+    kv_write_fp8_kernel<<<blocks_for(n, kThreads), kThreads, 0, st>>>(a);
   } else {
     const int64_t n = a.num_tokens * a.num_kv_heads * a.head_dim;
     kv_write_kernel<<<blocks_for(n, kThreads), kThreads, 0, st>>>(a);

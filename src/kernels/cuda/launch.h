@@ -66,9 +66,9 @@ struct PagedAttnArgs {
 // The K and V rows of a step's tokens written into the arena (one layer): token i (of sequence
 // query_seq[i] at query_pos[i], the attention upload's arrays) lands in block
 // blocks[seq_block_begin[seq] + pos / block_tokens] at slot pos % block_tokens, every KV head's row
-// encoded in `codec` (f32, f16, bf16, int8: one row at a time, so a row's bytes depend on the row
-// alone; int8's group scales go to the block's scale area). Bit-exact with
-// kernels::ref::encode_kv_rows of the row.
+// encoded in `codec` (f32, f16, bf16, fp8, int8, int4: one row at a time, so a row's bytes depend on
+// the row alone; int8/int4 group scales and fp8's one scale per row go to the block's scale area,
+// device::arena_row_scale_bytes per row). Bit-exact with kernels::ref::encode_kv_rows of the row.
 struct KvWriteArgs {
   kernels::KvCodec codec = kernels::KvCodec::kF16;  // every block's (the arena's) codec
   uint8_t* arena = nullptr;

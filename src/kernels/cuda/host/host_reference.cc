@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cuda/kv_block_table.h"
 #include "kernels/ref/ref_kernels.h"
 #include "tensor/dtype.h"
 
@@ -124,9 +125,9 @@ struct AttnCta {
             const int64_t so = (row * ngroups + d) * 2;
             ks = f16_to_f32(load_u16(a.arena + blk.k_scales + a.layer_offset + so));
             vs = f16_to_f32(load_u16(a.arena + blk.v_scales + a.layer_offset + so));
-          } else if (c == KvCodec::kFp8) {
-            ks = load_f32(a.arena + blk.k_scales + a.layer_offset + static_cast<int64_t>(kvh) * 4);
-            vs = load_f32(a.arena + blk.v_scales + a.layer_offset + static_cast<int64_t>(kvh) * 4);
+          } else if (c == KvCodec::kFp8) {  // one f32 per row
+            ks = load_f32(a.arena + blk.k_scales + a.layer_offset + row * 4);
+            vs = load_f32(a.arena + blk.v_scales + a.layer_offset + row * 4);
           }
           kscale[j * ngroups + d] = ks;
           vscale[j * ngroups + d] = vs;
@@ -228,14 +229,15 @@ void kv_write(const KvWriteArgs& a) {
     const int64_t pos = a.query_pos[t];
     const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
     const KvCodec c = a.codec;
-    if (c == KvCodec::kInt8) {
-      const int64_t ng = kernels::kv_groups(hd);
+    if (c == KvCodec::kInt8 || c == KvCodec::kInt4 || c == KvCodec::kFp8) {
+      // Each row on its own: int8/int4 with its group scales, fp8 with one scale for the row.
+      const int64_t reb = row_elem_bytes(c, hd), rsb = device::arena_row_scale_bytes(c, hd);
       for (int64_t h = 0; h < a.num_kv_heads; ++h) {
         const int64_t row = h * a.block_tokens + pos % a.block_tokens;
         for (int st = 0; st < 2; ++st) {
           const float* x = (st == 0 ? a.k : a.v) + (t * a.num_kv_heads + h) * hd;
-          uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * hd;
-          uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + row * ng * 2;
+          uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * reb;
+          uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + row * rsb;
           kernels::ref::encode_kv_rows(c, x, 1, hd, er, sc);
         }
       }

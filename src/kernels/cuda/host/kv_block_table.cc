@@ -21,12 +21,12 @@ int64_t ArenaGeometry::plane_elem_bytes() const {
   return num_kv_heads * block_tokens * kernels::kv_row_elem_bytes(codec, head_dim);
 }
 
+int64_t arena_row_scale_bytes(kernels::KvCodec c, int64_t head_dim) {
+  return c == kernels::KvCodec::kFp8 ? 4 : kernels::kv_row_scale_bytes(c, head_dim);
+}
+
 int64_t ArenaGeometry::plane_bytes() const {
-  int64_t scales = 0;
-  if (codec == kernels::KvCodec::kFp8) scales = 4 * num_kv_heads;
-  if (codec == kernels::KvCodec::kInt8 || codec == kernels::KvCodec::kInt4)
-    scales = num_kv_heads * block_tokens * kernels::kv_row_scale_bytes(codec, head_dim);
-  return plane_elem_bytes() + scales;
+  return plane_elem_bytes() + num_kv_heads * block_tokens * arena_row_scale_bytes(codec, head_dim);
 }
 
 Status ArenaGeometry::validate() const {

@@ -47,8 +47,8 @@ Status check_kv_codec_args(kernels::KvCodec c, int64_t rows, int64_t head_dim) {
 
 Status check_kv_write_args(const KvWriteArgs& a) {
   using kernels::KvCodec;
-  if (a.codec != KvCodec::kF32 && a.codec != KvCodec::kF16 && a.codec != KvCodec::kBF16 && a.codec != KvCodec::kInt8)
-    return unimplemented("CUDA kv_write: KV codec {} is not one of f32, f16, bf16, int8", static_cast<int>(a.codec));
+  if (!kv_codec_supported(a.codec))
+    return unimplemented("CUDA kv_write: KV codec {} is not one of f32, f16, bf16, fp8, int8, int4", static_cast<int>(a.codec));
   if (a.num_tokens <= 0 || a.num_tokens > INT32_MAX)
     return invalid_argument("CUDA kv_write: num_tokens = {} must be within 1..2^31-1", a.num_tokens);
   if (a.num_kv_heads <= 0) return invalid_argument("CUDA kv_write: num_kv_heads = {} must be > 0", a.num_kv_heads);
