@@ -24,9 +24,4 @@ Result<EngineDevice> resolve_device_flag(const std::string& device) {
   return EngineDevice::kCuda;
 }
 
-Status require_cpu(EngineDevice device, const char* command) {
-  if (device == EngineDevice::kCpu) return Status();
-  return unimplemented("--device cuda: {} runs on the CPU only for now (run and serve run on the GPU)", command);
-}
-
 }  // namespace hz::cli

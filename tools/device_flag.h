@@ -16,7 +16,5 @@ void add_device_flag(CLI::App& app, std::string& device);
 // (no CUDA in this build, no driver or GPU, an unsupported GPU). With HORIZON_CUDA_EMULATE=1,
 // cuda is the host emulation of the CUDA backend (tests of the GPU path without a GPU).
 Result<EngineDevice> resolve_device_flag(const std::string& device);
-// For the commands that have no GPU path yet: an error naming the command when `device` is not the CPU.
-Status require_cpu(EngineDevice device, const char* command);
 
 }  // namespace hz::cli

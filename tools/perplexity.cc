@@ -10,8 +10,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "tokenizer/tokenizer.h"
+#include "kv/kv_manager.h"
+#include "model/device_model.h"
 #include "runtime/perplexity.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/device_flag.h"
@@ -212,7 +214,8 @@ int run_perplexity(const PplOptions& o) {
   auto opts = o.engine.resolve();
   if (!opts.ok()) return fail(opts.status().message());
   const EngineOptions& eo = *opts;
-  if (Status s = require_cpu(eo.device, "perplexity"); !s.ok()) return fail(s.message());
+  const bool on_device = eo.device != EngineDevice::kCpu;
+  if (on_device && o.kv_sweep) return fail("--kv-sweep runs on the CPU (drop --device cuda)");
   if (eo.block_size < 16 || eo.block_size > 256 || eo.block_size % 16 != 0)
     return fail(fmt::format("--block-size {} must be a multiple of 16 between 16 and 256", eo.block_size));
   if (eo.prefill_chunk < 1) return fail("--prefill-chunk must be at least 1");
@@ -221,7 +224,7 @@ int run_perplexity(const PplOptions& o) {
   if (o.kl && o.kl_base.empty()) return fail("--kl-divergence needs --kl-divergence-base FILE (a saved base run)");
   auto model = [&] {
     LibraryProgress progress(o.engine.quiet);
-    return Model::load(eo.model_path, eo.model_overrides);
+    return Model::load(eo.model_path, eo.model_overrides, /*pack=*/!on_device);  // the device model reads it unpacked
   }();
   if (!model.ok()) return fail(model.status().message());
   Model& m = **model;
@@ -264,7 +267,37 @@ int run_perplexity(const PplOptions& o) {
     if (!bar) bar = std::make_unique<ProgressBar>("perplexity windows", total, ProgressBar::Unit::kCount, o.engine.quiet);
     bar->update(done, fmt::format("ppl {:.4f} ± {:.4f}", std::exp(nll / n), perplexity_error(nll, nll2, n)));
   };
-  auto r = compute_perplexity(m, pool, tokens, po);
+  Result<PerplexityResult> r = invalid_argument("unreachable");
+  if (on_device) {
+    // The device stores one KV type, unrotated: the engine's checks of the KV flags, then its backend.
+    KvOptions ko = kv_options(eo);
+    if (ko.rotation == KvRotationMode::kAuto) ko.rotation = KvRotationMode::kOff;
+    KvDemand d;
+    d.geometry.num_layers = static_cast<uint64_t>(m.config().num_layers);
+    d.geometry.num_heads = static_cast<uint64_t>(m.config().num_kv_heads);
+    d.geometry.head_dim = static_cast<uint64_t>(m.config().head_dim);
+    d.geometry.fp8_row_scales = true;
+    d.max_num_seqs = 1;
+    d.max_model_len = po.ctx;
+    d.prefill_chunk = eo.prefill_chunk;
+    ko.budget_bytes = uint64_t{1} << 40;  // only the flags are checked here
+    auto plan = ko.validate(d);
+    if (!plan.ok()) return fail(plan.status().message());
+    if (Status s = KvManager::check_device_options(ko, *plan); !s.ok()) return fail(s.message());
+    if (Status s = DeviceModel::check_supported(m.config()); !s.ok()) return fail(s.message());
+    std::unique_ptr<cuda::Backend> backend;
+    if (eo.device == EngineDevice::kCuda) {
+      auto b = cuda::make_cuda_backend("--device cuda");
+      if (!b.ok()) return fail(b.status().message());
+      backend = std::move(*b);
+    } else {
+      backend = cuda::make_host_backend();
+    }
+    po.kv = plan->precision;
+    r = compute_perplexity_on_device(m, *backend, tokens, po, plan->precision.hot);
+  } else {
+    r = compute_perplexity(m, pool, tokens, po);
+  }
   if (bar) bar->finish();
   if (!r.ok()) return fail(r.status().message());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,37 +6,30 @@
 #include <cstring>
 #include <memory>
 
+#include "model/device_model.h"
+#include "runtime/device_sequence.h"
 #include "runtime/single_sequence.h"
 
 namespace hz {
 
-Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, const std::vector<int32_t>& tokens,
-                                            const PerplexityOptions& opts) {
-  const int32_t vocab = model.config().vocab;
-  if (opts.ctx < 4) return invalid_argument("--ctx must be at least 4, got {}", opts.ctx);
-  const int64_t num_windows = static_cast<int64_t>(tokens.size()) / opts.ctx;
-  if (num_windows < 1)
-    return invalid_argument("the text has {} tokens, fewer than one --ctx window of {}", tokens.size(), opts.ctx);
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= vocab) return invalid_argument("token id {} is outside the vocabulary [0, {})", t, vocab);
-  }
-  SingleSequenceOptions so;
-  so.max_tokens = opts.ctx;
-  so.block_tokens = opts.block_tokens;
-  so.kv_precision = opts.kv;
-  so.prefill_chunk = opts.prefill_chunk;
-  SingleSequence seq(model, pool, so);
+namespace {
+
+// One window's logits, [window][vocab], from an empty cache.
+using WindowEval = std::function<Result<const std::vector<float>*>(const std::vector<int32_t>& window)>;
+
+Result<PerplexityResult> score_windows(const WindowEval& eval, int32_t vocab, const std::vector<int32_t>& tokens,
+                                       const PerplexityOptions& opts) {
   PerplexityResult r;
   r.vocab = vocab;
+  const int64_t num_windows = static_cast<int64_t>(tokens.size()) / opts.ctx;
   r.num_windows = static_cast<int32_t>(num_windows);
   const int32_t first = opts.ctx / 2;
   double nll = 0, nll2 = 0;
-  std::vector<double> lse_row(vocab);
   for (int64_t w = 0; w < num_windows; ++w) {
     std::vector<int32_t> win(tokens.begin() + w * opts.ctx, tokens.begin() + (w + 1) * opts.ctx);
     if (opts.bos_id >= 0) win[0] = opts.bos_id;
-    seq.reset();
-    const std::vector<float>& logits = seq.append(win, /*all_logits=*/true);
+    HZ_ASSIGN_OR_RETURN(const std::vector<float>* all, eval(win));
+    const std::vector<float>& logits = *all;
     for (int32_t j = first; j < opts.ctx - 1; ++j) {
       const float* l = &logits[static_cast<size_t>(j) * vocab];
       double m = *std::max_element(l, l + vocab), sum = 0;
@@ -57,6 +50,56 @@ Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, cons
   r.ppl = std::exp(r.nll_mean);
   r.ppl_error = perplexity_error(nll, nll2, r.num_scored);
   return r;
+}
+
+Status check_input(int32_t vocab, const std::vector<int32_t>& tokens, const PerplexityOptions& opts) {
+  if (opts.ctx < 4) return invalid_argument("--ctx must be at least 4, got {}", opts.ctx);
+  if (static_cast<int64_t>(tokens.size()) / opts.ctx < 1)
+    return invalid_argument("the text has {} tokens, fewer than one --ctx window of {}", tokens.size(), opts.ctx);
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab) return invalid_argument("token id {} is outside the vocabulary [0, {})", t, vocab);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, const std::vector<int32_t>& tokens,
+                                            const PerplexityOptions& opts) {
+  const int32_t vocab = model.config().vocab;
+  HZ_RETURN_IF_ERROR(check_input(vocab, tokens, opts));
+  SingleSequenceOptions so;
+  so.max_tokens = opts.ctx;
+  so.block_tokens = opts.block_tokens;
+  so.kv_precision = opts.kv;
+  so.prefill_chunk = opts.prefill_chunk;
+  SingleSequence seq(model, pool, so);
+  return score_windows(
+      [&](const std::vector<int32_t>& win) -> Result<const std::vector<float>*> {
+        seq.reset();
+        return &seq.append(win, /*all_logits=*/true);
+      },
+      vocab, tokens, opts);
+}
+
+Result<PerplexityResult> compute_perplexity_on_device(const Model& model, cuda::Backend& backend,
+                                                      const std::vector<int32_t>& tokens, const PerplexityOptions& opts,
+                                                      kernels::KvCodec kv_codec) {
+  const int32_t vocab = model.config().vocab;
+  HZ_RETURN_IF_ERROR(check_input(vocab, tokens, opts));
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModel> dm, DeviceModel::create(model, backend));
+  DeviceSequenceOptions so;
+  so.max_tokens = opts.ctx;
+  so.block_tokens = opts.block_tokens;
+  so.kv_codec = kv_codec;
+  so.prefill_chunk = opts.prefill_chunk;
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSequence> seq, DeviceSequence::create(*dm, backend, so));
+  return score_windows(
+      [&](const std::vector<int32_t>& win) -> Result<const std::vector<float>*> {
+        seq->truncate(0);
+        return seq->append(win, /*all_logits=*/true);
+      },
+      vocab, tokens, opts);
 }
 
 double perplexity_error(double nll_sum, double nll2_sum, int64_t n) {

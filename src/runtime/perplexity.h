@@ -12,8 +12,10 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
-#include "model/model.h"
+#include "kernels/cuda/backend.h"
+#include "kernels/kv_codec.h"
 #include "kv/kv_layout.h"
+#include "model/model.h"
 
 namespace hz {
 
@@ -44,6 +46,12 @@ double perplexity_error(double nll_sum, double nll2_sum, int64_t n);
 
 Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, const std::vector<int32_t>& tokens,
                                             const PerplexityOptions& opts);
+// The same on the GPU path: the model's weights on `backend` (a CUDA backend, or its host
+// emulation), one sequence's KV cache in `kv_codec` on the device (the device stores one type,
+// unrotated: opts.kv is not read). `model` must be loaded unpacked.
+Result<PerplexityResult> compute_perplexity_on_device(const Model& model, cuda::Backend& backend,
+                                                      const std::vector<int32_t>& tokens, const PerplexityOptions& opts,
+                                                      kernels::KvCodec kv_codec);
 
 struct KlStats {
   int64_t n = 0;

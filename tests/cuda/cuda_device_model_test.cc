@@ -51,6 +51,7 @@ TEST_F(CudaDeviceModelTest, QuantizedKvLogitsDoNotDependOnBatchOrChunking) {
     test::check_device_invariance(*backend_, "stories260K.gguf", c);
   }
 }
+TEST_F(CudaDeviceModelTest, PerplexityIsTheCpus) { test::check_device_perplexity(*backend_); }
 TEST_F(CudaDeviceModelTest, LogitsDoNotDependOnBatchOrChunking) { test::check_device_invariance(*backend_, "stories260K.gguf"); }
 TEST_F(CudaDeviceModelTest, QuantizedLogitsDoNotDependOnBatchOrChunking) {
   test::check_device_invariance(*backend_, "stories260K-q4_0.gguf");

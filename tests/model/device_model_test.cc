@@ -5,11 +5,15 @@
 
 #include "kv/kv_layout.h"
 #include "model/rope.h"
+#include "runtime/perplexity.h"
+#include "tokenizer/tokenizer.h"
 #include "runtime/single_sequence.h"
 #include "base/thread_pool.h"
 
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include "support/device_model_checks.h"
 
 namespace hz {
@@ -59,6 +63,8 @@ TEST_F(DeviceModelTest, LogitsDoNotDependOnBatchOrChunking) { test::check_device
 TEST_F(DeviceModelTest, QuantizedLogitsDoNotDependOnBatchOrChunking) {
   test::check_device_invariance(*backend_, "stories260K-q4_0.gguf");
 }
+
+TEST_F(DeviceModelTest, PerplexityOnTheDeviceIsTheCpus) { test::check_device_perplexity(*backend_); }
 
 // K-quant tensors (the GPU kernels read none) are converted to q8_0 at load, each named, and the
 // model still meets a looser golden tolerance (the conversion re-quantizes).
