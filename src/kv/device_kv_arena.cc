@@ -37,10 +37,11 @@ Result<std::unique_ptr<DeviceKvArena>> DeviceKvArena::create(const DeviceKvArena
   const device::ArenaGeometry g = geometry_of(cfg);
   HZ_RETURN_IF_ERROR(g.validate());
   std::unique_ptr<DeviceKvArena> a(new DeviceKvArena(cfg, backend));
-  HZ_ASSIGN_OR_RETURN(a->mem_, backend.allocate(a->total_bytes(), "the KV cache"));
+  const uint64_t bytes = a->total_bytes() + a->block_bytes();  // and the pad block
+  HZ_ASSIGN_OR_RETURN(a->mem_, backend.allocate(bytes, "the KV cache"));
   // Zeroed once: a block's unwritten rows (past a sequence's end) are never read, but a zero arena
   // keeps a stray read finite.
-  HZ_RETURN_IF_ERROR(backend.fill_zero(a->mem_.data(), a->total_bytes()));
+  HZ_RETURN_IF_ERROR(backend.fill_zero(a->mem_.data(), bytes));
   return a;
 }
 

@@ -51,6 +51,9 @@ class DeviceKvArena : public KvStorage {
   uint8_t* data() const { return mem_.as<uint8_t>(); }
   uint64_t block_bytes() const { return static_cast<uint64_t>(geo_.block_bytes()); }
   uint64_t total_bytes() const { return block_bytes() * static_cast<uint64_t>(cfg_.num_blocks); }
+  // One block past the pool's, owned by no sequence: the padding rows of a decode step padded to
+  // its graph's batch size write and read there (model/device_model.h).
+  int32_t pad_block() const { return cfg_.num_blocks; }
   device::DeviceKvBlock descriptor(int32_t block) const { return device::arena_block_descriptor(geo_, block); }
   int32_t blocks_for(int64_t num_tokens) const {
     return static_cast<int32_t>((num_tokens + cfg_.block_tokens - 1) / cfg_.block_tokens);

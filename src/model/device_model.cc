@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "base/log.h"
 #include "kernels/cuda/kv_block_table.h"
@@ -83,6 +85,8 @@ uint64_t DeviceModel::scratch_bytes_for(const ModelConfig& c, int64_t max_tokens
 Result<std::unique_ptr<DeviceModel>> DeviceModel::create(const Model& model, cuda::Backend& backend) {
   HZ_RETURN_IF_ERROR(check_supported(model.config()));
   std::unique_ptr<DeviceModel> m(new DeviceModel(model.config(), backend));
+  const char* graphs = std::getenv("HORIZON_CUDA_GRAPHS");
+  m->decode_graphs_ = graphs == nullptr || std::string(graphs) != "0";
   HZ_RETURN_IF_ERROR(m->upload_weights(model));
   if (!m->conversions_.empty()) {
     std::string names;
@@ -180,6 +184,7 @@ Status DeviceModel::reserve(int64_t tokens, int64_t logit_rows, int64_t upload_b
   const ModelConfig& c = cfg_;
   auto grow = [this](cuda::DeviceMemory& m, uint64_t bytes, const char* what) -> Status {
     if (m.bytes() >= bytes) return Status();
+    ++s_.generation;
     m = cuda::DeviceMemory();  // free first: the old buffer's memory may be needed for the new one
     HZ_ASSIGN_OR_RETURN(m, backend_.allocate(bytes, what));
     return Status();
@@ -229,8 +234,22 @@ Status DeviceModel::matmul(const DeviceMatrix& w, const float* x, int64_t tokens
   return backend_.matmul(w.dtype, w.data, w.rows, w.cols, s_.xq.data(), tokens, y);
 }
 
+namespace {
+
+// A decode step: every slice one token, logits of that token only.
+bool decode_step(const std::vector<SeqSlice>& batch) {
+  for (const auto& s : batch) {
+    if (s.num_tokens != 1 || s.all_logits) return false;
+  }
+  return !batch.empty();
+}
+
+}  // namespace
+
 Status DeviceModel::forward(const std::vector<SeqSlice>& batch, DeviceKvArena& kv, std::vector<float>* logits) {
   HZ_RETURN_IF_ERROR(kv.error());
+  if (decode_graphs_ && decode_step(batch) && cuda::graph_bucket(static_cast<int32_t>(batch.size())).has_value())
+    return forward_decode(batch, kv, logits);
   const ModelConfig& c = cfg_;
   const int32_t bt = kv.config().block_tokens;
   int64_t total = 0, rows = 0;
@@ -251,28 +270,124 @@ Status DeviceModel::forward(const std::vector<SeqSlice>& batch, DeviceKvArena& k
   std::vector<std::vector<device::DeviceKvBlock>> tables(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     const SeqSlice& s = batch[i];
-    const int32_t nb = kv.blocks_for(s.start_pos + s.num_tokens);
-    tables[i].reserve(nb);
-    for (int32_t b = 0; b < nb; ++b) {
-      const BlockRef r = s.block_table[b];
-      if (!r.is_pool()) return Status(StatusCode::kInternal, fmt::format("--device cuda: block {} of a sequence is not in device memory", b));
-      tables[i].push_back(kv.descriptor(r.idx));
-    }
+    HZ_RETURN_IF_ERROR(block_descriptors(s, kv, kv.blocks_for(s.start_pos + s.num_tokens), &tables[i]));
     for (int32_t j = 0; j < s.num_tokens; ++j) {
       h_tokens_.push_back(s.tokens[j]);
       h_pos_.push_back(s.start_pos + j);
       h_seq_.push_back(static_cast<int32_t>(i));
     }
   }
-  const int32_t group = c.num_heads / c.num_kv_heads;
-  const int32_t qblock = cuda::attention_query_block(group, prefill);
+  const int32_t qblock = cuda::attention_query_block(c.num_heads / c.num_kv_heads, prefill);
   HZ_ASSIGN_OR_RETURN(upload_, device::build_attention_upload(tables, h_seq_, h_pos_, bt, c.sliding_window, qblock));
   const int64_t partial_floats = cuda::attention_partial_floats(total, c.num_heads, upload_.max_segments, c.head_dim);
   HZ_RETURN_IF_ERROR(reserve(total, rows, static_cast<int64_t>(upload_.bytes.size()), partial_floats));
   HZ_RETURN_IF_ERROR(backend_.upload(s_.tokens.data(), h_tokens_.data(), 4 * h_tokens_.size()));
   HZ_RETURN_IF_ERROR(backend_.upload(s_.upload.data(), upload_.bytes.data(), upload_.bytes.size()));
-  xq_source_ = nullptr;
+  // Final norm of the rows that need logits, gathered contiguously, then the output head.
+  norm_rows_.clear();
+  int64_t t = 0;
+  for (const auto& s : batch) {
+    if (s.num_tokens > 0) norm_rows_.push_back({s.all_logits ? t : t + s.num_tokens - 1, s.all_logits ? s.num_tokens : 1});
+    t += s.num_tokens;
+  }
+  HZ_RETURN_IF_ERROR(launch_step(kv, total, rows, qblock));
+  logits->resize(static_cast<size_t>(rows) * c.vocab);
+  return backend_.download(logits->data(), s_.logits.data(), 4 * logits->size());
+}
 
+Status DeviceModel::block_descriptors(const SeqSlice& s, const DeviceKvArena& kv, int32_t num_blocks,
+                                      std::vector<device::DeviceKvBlock>* out) const {
+  out->clear();
+  out->reserve(num_blocks);
+  for (int32_t b = 0; b < num_blocks; ++b) {
+    const BlockRef r = s.block_table[b];
+    if (!r.is_pool())
+      return Status(StatusCode::kInternal, fmt::format("--device cuda: block {} of a sequence is not in device memory", b));
+    out->push_back(kv.descriptor(r.idx));
+  }
+  return Status();
+}
+
+// A decode step of B sequences in the fixed frame of its graph: B padded to the batch bucket P
+// (rows past B: token 0 at position 0 of the arena's pad block), every sequence's block table
+// padded to the blocks of S segments (S the power of two that covers the deepest query), so the
+// attention tables keep one layout and the launches one shape for every step of the same (P, S):
+// a CUDA graph captured once replays with new contents. Per row the operations are the unpadded
+// step's (one reduction order for every batch size; segments past a query's are not read), so
+// the logits are the same bits.
+Status DeviceModel::forward_decode(const std::vector<SeqSlice>& batch, DeviceKvArena& kv, std::vector<float>* logits) {
+  const ModelConfig& c = cfg_;
+  const int32_t bt = kv.config().block_tokens;
+  const int64_t b = static_cast<int64_t>(batch.size());
+  const int32_t p = *cuda::graph_bucket(static_cast<int32_t>(b));
+  int64_t deepest = 0;
+  for (const auto& s : batch) deepest = std::max(deepest, s.start_pos);
+  const int32_t segments =
+      static_cast<int32_t>(round_up_pow2(deepest / cuda::kAttnSegmentTokens + 1, 1));
+  const int32_t frame_blocks = static_cast<int32_t>((int64_t{segments} * cuda::kAttnSegmentTokens + bt - 1) / bt);
+  const device::DeviceKvBlock pad = kv.descriptor(kv.pad_block());
+  h_tokens_.assign(p, 0);
+  h_pos_.assign(p, 0);
+  h_seq_.resize(p);
+  std::vector<std::vector<device::DeviceKvBlock>> tables(p);
+  for (int64_t i = 0; i < p; ++i) {
+    h_seq_[i] = static_cast<int32_t>(i);
+    if (i < b) {
+      const SeqSlice& s = batch[i];
+      HZ_RETURN_IF_ERROR(block_descriptors(s, kv, kv.blocks_for(s.start_pos + 1), &tables[i]));
+      h_tokens_[i] = s.tokens[0];
+      h_pos_[i] = s.start_pos;
+    }
+    tables[i].resize(frame_blocks, pad);
+  }
+  HZ_ASSIGN_OR_RETURN(upload_, device::build_attention_upload(tables, h_seq_, h_pos_, bt, c.sliding_window, 1));
+  HZ_CHECK(upload_.max_segments <= segments);
+  upload_.max_segments = segments;
+  const int64_t partial_floats = cuda::attention_partial_floats(p, c.num_heads, segments, c.head_dim);
+  HZ_RETURN_IF_ERROR(reserve(p, p, static_cast<int64_t>(upload_.bytes.size()), partial_floats));
+  HZ_RETURN_IF_ERROR(backend_.upload(s_.tokens.data(), h_tokens_.data(), 4 * h_tokens_.size()));
+  HZ_RETURN_IF_ERROR(backend_.upload(s_.upload.data(), upload_.bytes.data(), upload_.bytes.size()));
+  norm_rows_.assign(1, {0, p});
+  ++graph_stats_.frames;
+  if (!backend_.graphs_supported()) {
+    HZ_RETURN_IF_ERROR(launch_step(kv, p, p, 1));
+  } else {
+    // Graphs hold pointers: a new arena or a grown scratch buffer makes them stale.
+    if (graphs_arena_ != kv.data() || graphs_generation_ != s_.generation) {
+      graphs_.clear();
+      graphs_arena_ = kv.data();
+      graphs_generation_ = s_.generation;
+    }
+    const uint64_t key = (static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(segments);
+    auto it = graphs_.find(key);
+    if (it != graphs_.end() && !it->second.empty()) {
+      HZ_RETURN_IF_ERROR(backend_.launch_graph(it->second));
+      ++graph_stats_.replays;
+    } else if (it == graphs_.end()) {
+      // First step of this shape: run as it comes (any lazy setup happens outside a capture).
+      HZ_RETURN_IF_ERROR(launch_step(kv, p, p, 1));
+      graphs_.emplace(key, device::Graph());
+    } else {
+      HZ_RETURN_IF_ERROR(backend_.begin_capture());
+      const Status launched = launch_step(kv, p, p, 1);
+      Result<device::Graph> g = backend_.end_capture();  // ends the capture whatever happened inside it
+      HZ_RETURN_IF_ERROR(launched);
+      HZ_RETURN_IF_ERROR(g.status());
+      it->second = std::move(g).value();
+      HZ_RETURN_IF_ERROR(backend_.launch_graph(it->second));
+      ++graph_stats_.captures;
+    }
+  }
+  logits->resize(static_cast<size_t>(b) * c.vocab);
+  return backend_.download(logits->data(), s_.logits.data(), 4 * logits->size());
+}
+
+// The launches of one step over the uploaded inputs (s_.tokens, s_.upload laid out as upload_):
+// `total` tokens, logits of `rows` rows gathered by norm_rows_ into s_.logits.
+Status DeviceModel::launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, int32_t qblock) {
+  const ModelConfig& c = cfg_;
+  const int32_t bt = kv.config().block_tokens;
+  xq_source_ = nullptr;
   const uint8_t* ub = s_.upload.as<uint8_t>();
   const auto* blocks = reinterpret_cast<const device::DeviceKvBlock*>(ub + upload_.blocks_offset);
   const auto* seq_begin = reinterpret_cast<const int64_t*>(ub + upload_.seq_block_begin_offset);
@@ -350,21 +465,13 @@ Status DeviceModel::forward(const std::vector<SeqSlice>& batch, DeviceKvArena& k
     HZ_RETURN_IF_ERROR(matmul(L.w_down, gate, total, xn));
     HZ_RETURN_IF_ERROR(backend_.add(x, xn, total * c.hidden));
   }
-  // Final norm of the rows that need logits, gathered contiguously, then the output head.
-  int64_t row = 0, t = 0;
-  for (const auto& s : batch) {
-    if (s.num_tokens > 0) {
-      const int64_t first = s.all_logits ? t : t + s.num_tokens - 1;
-      const int64_t n = s.all_logits ? s.num_tokens : 1;
-      HZ_RETURN_IF_ERROR(backend_.rms_norm(x + first * c.hidden, output_norm_, xn + row * c.hidden, n, c.hidden, c.rms_eps));
-      row += n;
-    }
-    t += s.num_tokens;
+  int64_t row = 0;
+  for (const auto& [first, n] : norm_rows_) {
+    HZ_RETURN_IF_ERROR(backend_.rms_norm(x + first * c.hidden, output_norm_, xn + row * c.hidden, n, c.hidden, c.rms_eps));
+    row += n;
   }
-  float* dl = s_.logits.as<float>();
-  HZ_RETURN_IF_ERROR(matmul(output_, xn, rows, dl));
-  logits->resize(static_cast<size_t>(rows) * c.vocab);
-  return backend_.download(logits->data(), dl, 4 * logits->size());
+  HZ_CHECK(row == rows);
+  return matmul(output_, xn, rows, s_.logits.as<float>());
 }
 
 }  // namespace hz

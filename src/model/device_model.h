@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -54,6 +56,18 @@ class DeviceModel {
   // the step's KV writes undefined (the caller fails those sequences).
   Status forward(const std::vector<SeqSlice>& batch, DeviceKvArena& kv, std::vector<float>* logits);
 
+  // Decode steps (every slice one token) of up to 256 sequences run in a fixed frame per batch
+  // bucket (cuda::graph_bucket) and depth bucket, which the CUDA backend captures as a CUDA graph
+  // the second time it sees it and replays after (the host emulation runs the frame's launches).
+  // Same logits, bit for bit, as without. On unless HORIZON_CUDA_GRAPHS=0; off: every step as it comes.
+  void set_decode_graphs(bool on) { decode_graphs_ = on; }
+  struct GraphStats {
+    int64_t frames = 0;    // decode steps run in a frame
+    int64_t captures = 0;  // graphs captured
+    int64_t replays = 0;   // steps that replayed a captured graph
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
+
  private:
   struct Layer {
     DeviceMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
@@ -75,6 +89,12 @@ class DeviceModel {
   // y = x W^T for `tokens` rows; quantized weights take x as Q8_0 blocks, made once per input
   // (`same_input`: x is the previous call's input, its blocks serve again).
   Status matmul(const DeviceMatrix& w, const float* x, int64_t tokens, float* y, bool same_input = false);
+  Status forward_decode(const std::vector<SeqSlice>& batch, DeviceKvArena& kv, std::vector<float>* logits);
+  // The launches of a step whose inputs are uploaded (s_.tokens, s_.upload as upload_).
+  Status launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, int32_t qblock);
+  // Descriptors of the first `num_blocks` blocks of `s`'s table.
+  Status block_descriptors(const SeqSlice& s, const DeviceKvArena& kv, int32_t num_blocks,
+                           std::vector<device::DeviceKvBlock>* out) const;
 
   ModelConfig cfg_;
   cuda::Backend& backend_;
@@ -91,6 +111,7 @@ class DeviceModel {
   struct Scratch {
     cuda::DeviceMemory x, xn, q, k, v, attn, gate, up, xq, logits, tokens, pos, upload, partials;
     int64_t tokens_cap = 0, logit_rows_cap = 0, upload_cap = 0, partials_cap = 0;
+    int64_t generation = 0;  // counts reallocations (captured graphs point into these buffers)
   };
   Scratch s_;
   const float* xq_source_ = nullptr;  // what s_.xq was quantized from (rows, cols)
@@ -99,6 +120,15 @@ class DeviceModel {
   std::vector<int32_t> h_tokens_, h_seq_;
   std::vector<int64_t> h_pos_;
   device::AttentionUpload upload_;
+  std::vector<std::pair<int64_t, int64_t>> norm_rows_;  // (first row, rows) that get logits, in order
+
+  bool decode_graphs_ = true;
+  GraphStats graph_stats_;
+  // Captured decode graphs by (batch bucket << 32 | segments); an empty graph: seen once, not yet
+  // captured. Valid for graphs_arena_ and scratch generation graphs_generation_.
+  std::unordered_map<uint64_t, device::Graph> graphs_;
+  const uint8_t* graphs_arena_ = nullptr;
+  int64_t graphs_generation_ = -1;
 };
 
 }  // namespace hz

@@ -64,6 +64,10 @@ TEST_F(DeviceModelTest, QuantizedLogitsDoNotDependOnBatchOrChunking) {
   test::check_device_invariance(*backend_, "stories260K-q4_0.gguf");
 }
 
+TEST_F(DeviceModelTest, DecodeFramesGiveTheSameLogits) {
+  test::check_decode_frames(*backend_, "stories260K.gguf");
+  test::check_decode_frames(*backend_, "stories260K-q4_0.gguf", KvCodec::kInt8);
+}
 TEST_F(DeviceModelTest, PerplexityOnTheDeviceIsTheCpus) { test::check_device_perplexity(*backend_); }
 
 // K-quant tensors (the GPU kernels read none) are converted to q8_0 at load, each named, and the

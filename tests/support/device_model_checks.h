@@ -298,4 +298,68 @@ inline void check_device_invariance(cuda::Backend& backend, const std::string& m
   }
 }
 
+// Decode steps in the fixed frames of the decode graphs (DeviceModel::set_decode_graphs) give the
+// logits of the same steps run as they come, bit for bit: batches of 1, 3, 5 and 9 sequences
+// (padded to 1, 4, 8 and 16 rows) at depths in one, two and three 512-position segments (frames of
+// 1, 2 and 4 segments), three steps of each composition (on a GPU: run, captured, replayed).
+inline void check_decode_frames(cuda::Backend& backend, const std::string& model_file,
+                                kernels::KvCodec codec = kernels::KvCodec::kF16) {
+  DeviceFixture plain = load_on_device(model_file, backend), framed = load_on_device(model_file, backend);
+  ASSERT_NE(plain.device, nullptr);
+  ASSERT_NE(framed.device, nullptr);
+  plain.device->set_decode_graphs(false);
+  const int vocab = plain.device->config().vocab;
+  const std::vector<int64_t> lengths = {5, 530, 17, 40, 1030, 600, 3, 77, 1100};
+  DeviceKvArenaConfig ac;
+  ac.num_layers = plain.device->config().num_layers;
+  ac.num_kv_heads = plain.device->config().num_kv_heads;
+  ac.head_dim = plain.device->config().head_dim;
+  ac.num_blocks = 400;
+  ac.codec = codec;
+  auto arena_a = DeviceKvArena::create(ac, backend), arena_b = DeviceKvArena::create(ac, backend);
+  ASSERT_TRUE(arena_a.ok() && arena_b.ok());
+  struct Seq {
+    std::vector<int32_t> tokens;
+    std::vector<BlockRef> ta, tb;
+    int64_t len = 0;
+  };
+  std::vector<Seq> seqs(lengths.size());
+  std::vector<float> la, lb;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    Seq& s = seqs[i];
+    s.tokens = random_tokens(static_cast<int>(lengths[i]) + 12, vocab, 100 + static_cast<uint32_t>(i));
+    for (int32_t b = 0; b < (*arena_a)->blocks_for(lengths[i] + 12); ++b) {
+      s.ta.push_back(BlockRef::pool(*(*arena_a)->pool().allocate()));
+      s.tb.push_back(BlockRef::pool(*(*arena_b)->pool().allocate()));
+    }
+    SeqSlice sa{s.tokens.data(), static_cast<int32_t>(lengths[i]), 0, s.ta.data()}, sb = sa;
+    sb.block_table = s.tb.data();
+    ASSERT_TRUE(plain.device->forward({sa}, **arena_a, &la).ok());
+    ASSERT_TRUE(framed.device->forward({sb}, **arena_b, &lb).ok());
+    s.len = lengths[i];
+  }
+  for (int32_t n : {1, 3, 5, 9}) {
+    for (int step = 0; step < 3; ++step) {
+      std::vector<SeqSlice> ba, bb;
+      for (int32_t i = 0; i < n; ++i) {
+        Seq& s = seqs[i];
+        ba.push_back(SeqSlice{s.tokens.data() + s.len, 1, s.len, s.ta.data()});
+        bb.push_back(SeqSlice{s.tokens.data() + s.len, 1, s.len, s.tb.data()});
+        ++s.len;
+      }
+      ASSERT_TRUE(plain.device->forward(ba, **arena_a, &la).ok());
+      const Status st = framed.device->forward(bb, **arena_b, &lb);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ASSERT_EQ(la.size(), static_cast<size_t>(n) * vocab);
+      EXPECT_TRUE(same_bits(la, lb)) << n << " sequences, step " << step;
+    }
+  }
+  EXPECT_EQ(plain.device->graph_stats().frames, 0);
+  EXPECT_EQ(framed.device->graph_stats().frames, 12);
+  if (backend.graphs_supported()) {
+    EXPECT_GT(framed.device->graph_stats().captures, 0);
+    EXPECT_GT(framed.device->graph_stats().replays, 0);
+  }
+}
+
 }  // namespace hz::test

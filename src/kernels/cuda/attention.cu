@@ -7,6 +7,7 @@
 // never by which thread computes it or how many queries share the CTA. So decode (query blocks of
 // one) and prefill (blocks of consecutive queries) agree bit for bit, as do any batch and chunking.
 // Correct first: K/V codes are staged in shared memory as f32 (exact) with their scales.
+#include <atomic>
 #include <cfloat>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -242,9 +243,17 @@ namespace raw {
 int paged_attention(const PagedAttnArgs& a, int64_t smem_bytes, void* stream) {
   const auto smem = static_cast<size_t>(smem_bytes);
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  if (cudaError_t e = cudaFuncSetAttribute(paged_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      e != cudaSuccess) {
-    return static_cast<int>(e);
+  // The kernel's dynamic shared memory limit, raised once to the most any launch asked for: a
+  // launch being captured into a CUDA graph then makes no call other than the launches.
+  static std::atomic<size_t> smem_limit{0};
+  if (smem > smem_limit.load()) {
+    if (cudaError_t e = cudaFuncSetAttribute(paged_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+        e != cudaSuccess) {
+      return static_cast<int>(e);
+    }
+    size_t seen = smem_limit.load();
+    while (seen < smem && !smem_limit.compare_exchange_weak(seen, smem)) {
+    }
   }
   const dim3 grid(static_cast<uint32_t>(a.num_qblocks), static_cast<uint32_t>(a.num_kv_heads), static_cast<uint32_t>(a.max_segments));
   paged_attention_kernel<<<grid, kThreads, smem, st>>>(a);

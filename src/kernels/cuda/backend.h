@@ -78,6 +78,15 @@ class Backend {
                            int64_t num_tokens, float* y) = 0;
   virtual Status kv_write(const KvWriteArgs& a) = 0;
   virtual Status paged_attention(const PagedAttnArgs& a) = 0;
+
+  // CUDA graphs: whether this backend captures them (the CUDA backend; the host emulation runs
+  // every launch as it comes). Between begin_capture and end_capture the kernel calls above are
+  // recorded on the backend's stream, not run; launch_graph runs a recorded graph there. Copies
+  // must not be issued while capturing.
+  virtual bool graphs_supported() const { return false; }
+  virtual Status begin_capture() { return unimplemented("CUDA graph capture: not on the {}", describe()); }
+  virtual Result<device::Graph> end_capture() { return unimplemented("CUDA graph capture: not on the {}", describe()); }
+  virtual Status launch_graph(const device::Graph&) { return unimplemented("CUDA graph launch: not on the {}", describe()); }
 };
 
 // The CUDA backend on GPU `ordinal`: errors (no CUDA in this build, no driver, no Hopper GPU) name `flag`.

@@ -67,6 +67,11 @@ class CudaBackend : public Backend {
   Status kv_write(const KvWriteArgs& a) override { return cuda::kv_write(a, stream_); }
   Status paged_attention(const PagedAttnArgs& a) override { return cuda::paged_attention(a, stream_); }
 
+  bool graphs_supported() const override { return true; }
+  Status begin_capture() override { return device::Graph::begin_capture(stream_); }
+  Result<device::Graph> end_capture() override { return device::Graph::end_capture(stream_); }
+  Status launch_graph(const device::Graph& g) override { return g.launch(stream_); }
+
  private:
   device::Stream stream_;
   device::DeviceInfo info_;
