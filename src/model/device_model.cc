@@ -349,7 +349,7 @@ Status DeviceModel::forward_decode(const std::vector<SeqSlice>& batch, DeviceKvA
   HZ_RETURN_IF_ERROR(backend_.upload(s_.upload.data(), upload_.bytes.data(), upload_.bytes.size()));
   norm_rows_.assign(1, {0, p});
   ++graph_stats_.frames;
-  if (!backend_.graphs_supported()) {
+  if (!backend_.graphs_supported() || !capture_ok_) {
     HZ_RETURN_IF_ERROR(launch_step(kv, p, p, 1));
   } else {
     // Graphs hold pointers: a new arena or a grown scratch buffer makes them stale.
@@ -360,22 +360,34 @@ Status DeviceModel::forward_decode(const std::vector<SeqSlice>& batch, DeviceKvA
     }
     const uint64_t key = (static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(segments);
     auto it = graphs_.find(key);
-    if (it != graphs_.end() && !it->second.empty()) {
-      HZ_RETURN_IF_ERROR(backend_.launch_graph(it->second));
+    if (it != graphs_.end() && it->second != nullptr) {
+      HZ_RETURN_IF_ERROR(backend_.launch_graph(*it->second));
       ++graph_stats_.replays;
     } else if (it == graphs_.end()) {
       // First step of this shape: run as it comes (any lazy setup happens outside a capture).
       HZ_RETURN_IF_ERROR(launch_step(kv, p, p, 1));
-      graphs_.emplace(key, device::Graph());
+      graphs_.emplace(key, nullptr);
     } else {
-      HZ_RETURN_IF_ERROR(backend_.begin_capture());
-      const Status launched = launch_step(kv, p, p, 1);
-      Result<device::Graph> g = backend_.end_capture();  // ends the capture whatever happened inside it
-      HZ_RETURN_IF_ERROR(launched);
-      HZ_RETURN_IF_ERROR(g.status());
-      it->second = std::move(g).value();
-      HZ_RETURN_IF_ERROR(backend_.launch_graph(it->second));
-      ++graph_stats_.captures;
+      // Nothing runs while capturing: a capture that fails leaves the step to run as it comes, and
+      // decode steps run without graphs from then on (said once).
+      std::unique_ptr<cuda::CapturedGraph> graph;
+      Status captured = backend_.begin_capture();
+      if (captured.ok()) {
+        captured = launch_step(kv, p, p, 1);
+        Result<std::unique_ptr<cuda::CapturedGraph>> g = backend_.end_capture();  // ends the capture whatever happened inside it
+        if (captured.ok()) captured = g.status();
+        if (captured.ok()) graph = std::move(g).value();
+      }
+      if (!captured.ok()) {
+        capture_ok_ = false;
+        graphs_.clear();
+        HZ_LOG_WARN("--device cuda: decode steps run without CUDA graphs: capturing one failed: {}", captured.message());
+        HZ_RETURN_IF_ERROR(launch_step(kv, p, p, 1));
+      } else {
+        it->second = std::move(graph);
+        HZ_RETURN_IF_ERROR(backend_.launch_graph(*it->second));
+        ++graph_stats_.captures;
+      }
     }
   }
   logits->resize(static_cast<size_t>(b) * c.vocab);

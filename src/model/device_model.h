@@ -57,9 +57,9 @@ class DeviceModel {
   Status forward(const std::vector<SeqSlice>& batch, DeviceKvArena& kv, std::vector<float>* logits);
 
   // Decode steps (every slice one token) of up to 256 sequences run in a fixed frame per batch
-  // bucket (cuda::graph_bucket) and depth bucket, which the CUDA backend captures as a CUDA graph
-  // the second time it sees it and replays after (the host emulation runs the frame's launches).
-  // Same logits, bit for bit, as without. On unless HORIZON_CUDA_GRAPHS=0; off: every step as it comes.
+  // bucket (cuda::graph_bucket) and depth bucket, which the backend captures as a graph the second
+  // time it sees it and replays after (a CUDA graph; the host emulation records its calls). Same
+  // logits, bit for bit, as without. On unless HORIZON_CUDA_GRAPHS=0; off: every step as it comes.
   void set_decode_graphs(bool on) { decode_graphs_ = on; }
   struct GraphStats {
     int64_t frames = 0;    // decode steps run in a frame
@@ -123,10 +123,10 @@ class DeviceModel {
   std::vector<std::pair<int64_t, int64_t>> norm_rows_;  // (first row, rows) that get logits, in order
 
   bool decode_graphs_ = true;
+  bool capture_ok_ = true;  // false after a capture failed: frames run without graphs
   GraphStats graph_stats_;
-  // Captured decode graphs by (batch bucket << 32 | segments); an empty graph: seen once, not yet
-  // captured. Valid for graphs_arena_ and scratch generation graphs_generation_.
-  std::unordered_map<uint64_t, device::Graph> graphs_;
+  // Captured decode graphs by (batch bucket << 32 | segments); null: seen once, not yet captured. Valid for graphs_arena_ and scratch generation graphs_generation_.
+  std::unordered_map<uint64_t, std::unique_ptr<cuda::CapturedGraph>> graphs_;
   const uint8_t* graphs_arena_ = nullptr;
   int64_t graphs_generation_ = -1;
 };

@@ -46,6 +46,14 @@ class DeviceMemory {
 
 enum class BackendKind { kCuda, kHost };
 
+// A graph of a backend's kernel calls, captured once and launched as a unit: a CUDA graph, or the
+// host emulation's recorded calls. Its calls keep the arguments they were captured with and read
+// memory when the graph runs.
+class CapturedGraph {
+ public:
+  virtual ~CapturedGraph() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -79,14 +87,14 @@ class Backend {
   virtual Status kv_write(const KvWriteArgs& a) = 0;
   virtual Status paged_attention(const PagedAttnArgs& a) = 0;
 
-  // CUDA graphs: whether this backend captures them (the CUDA backend; the host emulation runs
-  // every launch as it comes). Between begin_capture and end_capture the kernel calls above are
-  // recorded on the backend's stream, not run; launch_graph runs a recorded graph there. Copies
-  // must not be issued while capturing.
-  virtual bool graphs_supported() const { return false; }
-  virtual Status begin_capture() { return unimplemented("CUDA graph capture: not on the {}", describe()); }
-  virtual Result<device::Graph> end_capture() { return unimplemented("CUDA graph capture: not on the {}", describe()); }
-  virtual Status launch_graph(const device::Graph&) { return unimplemented("CUDA graph launch: not on the {}", describe()); }
+  // Graphs: between begin_capture and end_capture the kernel calls above are recorded, not run
+  // (on the CUDA backend's stream: a CUDA graph; on the host emulation: the calls themselves);
+  // launch_graph runs a captured graph of this backend. Copies and synchronize() are errors while
+  // capturing. Off for a backend made with graphs off (HORIZON_CUDA_GRAPHS=0).
+  virtual bool graphs_supported() const = 0;
+  virtual Status begin_capture() = 0;
+  virtual Result<std::unique_ptr<CapturedGraph>> end_capture() = 0;
+  virtual Status launch_graph(const CapturedGraph& g) = 0;
 };
 
 // The CUDA backend on GPU `ordinal`: errors (no CUDA in this build, no driver, no Hopper GPU) name `flag`.

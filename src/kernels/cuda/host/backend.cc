@@ -6,7 +6,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -69,10 +72,18 @@ class CudaBackend : public Backend {
 
   bool graphs_supported() const override { return true; }
   Status begin_capture() override { return device::Graph::begin_capture(stream_); }
-  Result<device::Graph> end_capture() override { return device::Graph::end_capture(stream_); }
-  Status launch_graph(const device::Graph& g) override { return g.launch(stream_); }
+  Result<std::unique_ptr<CapturedGraph>> end_capture() override {
+    HZ_ASSIGN_OR_RETURN(device::Graph g, device::Graph::end_capture(stream_));
+    auto out = std::make_unique<Graph>();
+    out->graph = std::move(g);
+    return std::unique_ptr<CapturedGraph>(std::move(out));
+  }
+  Status launch_graph(const CapturedGraph& g) override { return static_cast<const Graph&>(g).graph.launch(stream_); }
 
  private:
+  struct Graph : CapturedGraph {
+    device::Graph graph;
+  };
   device::Stream stream_;
   device::DeviceInfo info_;
 };
@@ -110,71 +121,134 @@ class HostBackend : public Backend {
   Status upload(void* dst, const void* src, uint64_t bytes) override { return copy(dst, src, bytes); }
   Status download(void* dst, const void* src, uint64_t bytes) override { return copy(dst, src, bytes); }
   Status copy(void* dst, const void* src, uint64_t bytes) override {
+    HZ_RETURN_IF_ERROR(not_capturing("a copy"));
     if (bytes > 0) std::memmove(dst, src, bytes);
     return Status();
   }
   Status fill_zero(void* dst, uint64_t bytes) override {
+    HZ_RETURN_IF_ERROR(not_capturing("a fill"));
     if (bytes > 0) std::memset(dst, 0, bytes);
     return Status();
   }
-  Status synchronize() override { return Status(); }
+  Status synchronize() override { return not_capturing("synchronize"); }
 
   Status quantize_q8_0(const float* x, BlockQ8_0* y, int64_t rows, int64_t n) override {
-    for (int64_t r = 0; r < rows; ++r) kernels::quantize_row_q8_0(x + r * n, y + r * (n / kQK8_0), n);
-    return Status();
+    return run([=, this] {
+      for (int64_t r = 0; r < rows; ++r) kernels::quantize_row_q8_0(x + r * n, y + r * (n / kQK8_0), n);
+      return Status();
+    });
   }
   Status matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y) override {
-    kernels::matmul(wtype, n, w, row_bytes(wtype, n), 0, m, x, kernels::activation_row_bytes(wtype, n), num_tokens, y, m);
-    return Status();
+    return run([=, this] {
+      kernels::matmul(wtype, n, w, row_bytes(wtype, n), 0, m, x, kernels::activation_row_bytes(wtype, n), num_tokens, y, m);
+      return Status();
+    });
   }
   Status rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps) override {
-    if (w == nullptr && static_cast<int64_t>(ones_.size()) < n) ones_.assign(n, 1.0f);
-    for (int64_t r = 0; r < rows; ++r) kernels::rms_norm(x + r * n, w != nullptr ? w : ones_.data(), y + r * n, n, eps);
-    return Status();
+    return run([=, this] {
+      if (w == nullptr && static_cast<int64_t>(ones_.size()) < n) ones_.assign(n, 1.0f);
+      for (int64_t r = 0; r < rows; ++r) kernels::rms_norm(x + r * n, w != nullptr ? w : ones_.data(), y + r * n, n, eps);
+      return Status();
+    });
   }
   Status rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const int64_t* pos, const float* theta,
               int32_t rot_dim, float mscale, bool neox) override {
-    host::rope(x, num_tokens, num_heads, head_dim, pos, theta, rot_dim, mscale, neox);
-    return Status();
+    return run([=, this] {
+      host::rope(x, num_tokens, num_heads, head_dim, pos, theta, rot_dim, mscale, neox);
+      return Status();
+    });
   }
   Status swiglu(float* gate, const float* up, int64_t n) override {
-    kernels::swiglu(gate, up, n);
-    return Status();
+    return run([=, this] {
+      kernels::swiglu(gate, up, n);
+      return Status();
+    });
   }
   Status add(float* y, const float* x, int64_t n) override {
-    kernels::add(y, x, n);
-    return Status();
+    return run([=, this] {
+      kernels::add(y, x, n);
+      return Status();
+    });
   }
   Status add_rows(float* y, const float* b, int64_t rows, int64_t n) override {
-    for (int64_t r = 0; r < rows; ++r) kernels::add(y + r * n, b, n);
-    return Status();
+    return run([=, this] {
+      for (int64_t r = 0; r < rows; ++r) kernels::add(y + r * n, b, n);
+      return Status();
+    });
   }
   Status embedding(DType type, const void* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t num_tokens,
                    float* y) override {
-    const uint64_t rb = row_bytes(type, dim);
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      float* yr = y + t * dim;
-      if (tokens[t] < 0 || tokens[t] >= vocab) {
-        for (int64_t i = 0; i < dim; ++i) yr[i] = std::numeric_limits<float>::quiet_NaN();
-        continue;
+    return run([=, this] {
+      const uint64_t rb = row_bytes(type, dim);
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        float* yr = y + t * dim;
+        if (tokens[t] < 0 || tokens[t] >= vocab) {
+          for (int64_t i = 0; i < dim; ++i) yr[i] = std::numeric_limits<float>::quiet_NaN();
+          continue;
+        }
+        kernels::dequantize_row(type, static_cast<const uint8_t*>(table) + static_cast<uint64_t>(tokens[t]) * rb, yr, dim);
       }
-      kernels::dequantize_row(type, static_cast<const uint8_t*>(table) + static_cast<uint64_t>(tokens[t]) * rb, yr, dim);
-    }
-    return Status();
+      return Status();
+    });
   }
   Status kv_write(const KvWriteArgs& a) override {
-    host::kv_write(a);
-    return Status();
+    return run([=, this] {
+      host::kv_write(a);
+      return Status();
+    });
   }
   Status paged_attention(const PagedAttnArgs& a) override {
-    host::paged_attention(a);
+    return run([=, this] {
+      host::paged_attention(a);
+      return Status();
+    });
+  }
+
+  bool graphs_supported() const override { return graphs_; }
+  Status begin_capture() override {
+    if (capture_ != nullptr) return invalid_argument("host emulation: a capture is already under way");
+    capture_ = std::make_unique<Graph>();
+    return Status();
+  }
+  Result<std::unique_ptr<CapturedGraph>> end_capture() override {
+    if (capture_ == nullptr) return invalid_argument("host emulation: no capture under way");
+    return std::unique_ptr<CapturedGraph>(std::move(capture_));
+  }
+  Status launch_graph(const CapturedGraph& g) override {
+    HZ_RETURN_IF_ERROR(not_capturing("launching a graph"));
+    for (const auto& call : static_cast<const Graph&>(g).calls) HZ_RETURN_IF_ERROR(call());
     return Status();
   }
 
+  explicit HostBackend(bool graphs) : graphs_(graphs) {}
+
  private:
+  // The recorded calls of a host graph, run in order by launch_graph.
+  struct Graph : CapturedGraph {
+    std::vector<std::function<Status()>> calls;
+  };
+  // A kernel call: run now, or recorded (with its arguments) while capturing.
+  template <typename F>
+  Status run(F&& f) {
+    if (capture_ != nullptr) {
+      capture_->calls.emplace_back(std::forward<F>(f));
+      return Status();
+    }
+    return f();
+  }
+  Status not_capturing(const char* what) const {
+    if (capture_ == nullptr) return Status();
+    return invalid_argument("host emulation: {} while capturing a graph", what);
+  }
+
+  bool graphs_;
+  std::unique_ptr<Graph> capture_;
   std::vector<float> ones_;
 };
 
-std::unique_ptr<Backend> make_host_backend() { return std::make_unique<HostBackend>(); }
+std::unique_ptr<Backend> make_host_backend() {
+  const char* graphs = std::getenv("HORIZON_CUDA_GRAPHS");
+  return std::make_unique<HostBackend>(graphs == nullptr || std::string(graphs) != "0");
+}
 
 }  // namespace hz::cuda
