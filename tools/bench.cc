@@ -136,8 +136,6 @@ int run_bench_engine(const EngineBenchFlags& f) {
   o.device = eo->device;
   o.threads = eo->threads;
   EngineOptions kv_eo = *eo;
-  // The device stores rows unrotated: --kv-rotation auto means off there (as the engine does).
-  if (eo->device != EngineDevice::kCpu && kv_eo.kv_rotation == KvRotationMode::kAuto) kv_eo.kv_rotation = KvRotationMode::kOff;
   o.kv = kv_precision(kv_eo);
   o.block_size = eo->block_size;
   o.prefill_chunk = eo->prefill_chunk;

@@ -269,9 +269,8 @@ int run_perplexity(const PplOptions& o) {
   };
   Result<PerplexityResult> r = invalid_argument("unreachable");
   if (on_device) {
-    // The device stores one KV type, unrotated: the engine's checks of the KV flags, then its backend.
+    // The device stores one KV type: the engine's checks of the KV flags, then its backend.
     KvOptions ko = kv_options(eo);
-    if (ko.rotation == KvRotationMode::kAuto) ko.rotation = KvRotationMode::kOff;
     KvDemand d;
     d.geometry.num_layers = static_cast<uint64_t>(m.config().num_layers);
     d.geometry.num_heads = static_cast<uint64_t>(m.config().num_kv_heads);
@@ -294,7 +293,7 @@ int run_perplexity(const PplOptions& o) {
       backend = cuda::make_host_backend();
     }
     po.kv = plan->precision;
-    r = compute_perplexity_on_device(m, *backend, tokens, po, plan->precision.hot);
+    r = compute_perplexity_on_device(m, *backend, tokens, po);
   } else {
     r = compute_perplexity(m, pool, tokens, po);
   }

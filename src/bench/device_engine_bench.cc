@@ -27,24 +27,9 @@ std::vector<int32_t> random_tokens(int64_t n, int32_t vocab, uint64_t& state) {
   return t;
 }
 
-Result<kernels::KvCodec> device_codec(const KvPrecision& p) {
-  if (p.hot_window > 0) return unimplemented("--kv-hot-window: the GPU KV cache keeps one type for every position");
-  if (p.any_rotated()) return unimplemented("--kv-rotation: the GPU KV cache stores rows unrotated");
-  const KvTypePair t = p.hot_types();
-  if (!t.same()) return unimplemented("--kv-cache-dtype-k / -v: the GPU KV cache keeps keys and values in one type");
-  switch (t.k) {
-    case KvType::kF16: return kernels::KvCodec::kF16;
-    case KvType::kF32: return kernels::KvCodec::kF32;
-    case KvType::kBF16: return kernels::KvCodec::kBF16;
-    case KvType::kInt8: return kernels::KvCodec::kInt8;
-    default:
-      return unimplemented("--kv-cache-dtype {}: the GPU KV cache holds f16, bf16, f32 or int8 for now", kv_type_name(t.k));
-  }
-}
-
 // o.batch sequences in one arena, each prefilled (or synthetically filled) to depth d, then every
 // timed step decodes one token of each in one forward call.
-Result<EngineBenchResult> device_batched_decode(DeviceModel& dm, cuda::Backend& be, kernels::KvCodec codec,
+Result<EngineBenchResult> device_batched_decode(DeviceModel& dm, cuda::Backend& be, const DeviceKvArenaConfig& kvc,
                                                 const EngineBenchOptions& o, int64_t d, uint64_t& rng,
                                                 const ProgressFn& say) {
   const ModelConfig& c = dm.config();
@@ -54,12 +39,11 @@ Result<EngineBenchResult> device_batched_decode(DeviceModel& dm, cuda::Backend& 
   r.depth = d;
   r.batch = o.batch;
   // One arena holds every sequence's blocks (one forward reads one arena); block tables kept here.
-  DeviceKvArenaConfig ac;
+  DeviceKvArenaConfig ac = kvc;  // codec and rotation
   ac.num_layers = c.num_layers;
   ac.num_kv_heads = c.num_kv_heads;
   ac.head_dim = c.head_dim;
   ac.block_tokens = o.block_size;
-  ac.codec = codec;
   const int64_t per_seq = (d + o.gen_tokens + 2 + o.block_size - 1) / o.block_size;
   ac.num_blocks = static_cast<int32_t>(per_seq * o.batch);
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceKvArena> kv, DeviceKvArena::create(ac, be));
@@ -116,7 +100,8 @@ Result<EngineBenchResult> device_batched_decode(DeviceModel& dm, cuda::Backend& 
 Result<EngineBenchReport> run_device_engine_bench(const EngineBenchOptions& o, const ProgressFn& progress) {
   if (o.kv_budget_bytes > 0 || !o.kv_disk_dir.empty())
     return unimplemented("--kv-budget / --kv-disk-dir: bench engine --device cuda keeps the whole context in device memory");
-  HZ_ASSIGN_OR_RETURN(const kernels::KvCodec codec, device_codec(o.kv));
+  DeviceKvArenaConfig kvc;
+  HZ_RETURN_IF_ERROR(DeviceKvArena::apply_precision(o.kv, &kvc));
   std::unique_ptr<cuda::Backend> be;
   if (o.device == EngineDevice::kCuda) {
     HZ_ASSIGN_OR_RETURN(be, cuda::make_cuda_backend("--device cuda"));
@@ -135,7 +120,9 @@ Result<EngineBenchReport> run_device_engine_bench(const EngineBenchOptions& o, c
   DeviceSequenceOptions so;
   so.max_tokens = static_cast<int32_t>(capacity);
   so.block_tokens = o.block_size;
-  so.kv_codec = codec;
+  so.kv_codec = kvc.codec;
+  so.kv_rotated_k = kvc.rotated_k;
+  so.kv_rotated_v = kvc.rotated_v;
   so.prefill_chunk = o.prefill_chunk;
   std::unique_ptr<DeviceSequence> seq;
   if (o.batch == 1 || !o.prompt_lengths.empty()) {
@@ -199,7 +186,7 @@ Result<EngineBenchReport> run_device_engine_bench(const EngineBenchOptions& o, c
   if (o.gen_tokens > 0 && o.batch > 1) {
     seq.reset();  // its arena's memory goes to the batch's
     for (int64_t d : o.depths) {
-      HZ_ASSIGN_OR_RETURN(EngineBenchResult r, device_batched_decode(*dm, *be, codec, o, d, rng, say));
+      HZ_ASSIGN_OR_RETURN(EngineBenchResult r, device_batched_decode(*dm, *be, kvc, o, d, rng, say));
       rep.results.push_back(std::move(r));
     }
   } else if (o.gen_tokens > 0) {

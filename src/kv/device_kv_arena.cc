@@ -21,6 +21,21 @@ bool DeviceKvArena::device_codec(kernels::KvCodec c) {
          c == KvCodec::kInt4;
 }
 
+Status DeviceKvArena::apply_precision(const KvPrecision& p, DeviceKvArenaConfig* cfg) {
+  if (p.hot_window > 0)
+    return unimplemented("--kv-hot-window: the GPU KV cache keeps one type for every position (run on the CPU for a hot window)");
+  const KvTypePair t = p.hot_types();
+  if (!t.same()) return unimplemented("--kv-cache-dtype-k / -v: the GPU KV cache keeps keys and values in one type");
+  if (!device_codec(t.k))
+    return unimplemented("--kv-cache-dtype {}: the GPU KV cache holds f16, bf16, f32, fp8, int8 or int4 (the per-channel "
+                         "types run on the CPU)",
+                         kv_type_name(t.k));
+  cfg->codec = t.k;
+  cfg->rotated_k = p.rotated_stream(0);
+  cfg->rotated_v = p.rotated_stream(1);
+  return Status();
+}
+
 uint64_t DeviceKvArena::block_bytes_for(const DeviceKvArenaConfig& cfg) {
   return static_cast<uint64_t>(geometry_of(cfg).block_bytes());
 }

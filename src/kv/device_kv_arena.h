@@ -17,6 +17,7 @@
 #include "kernels/cuda/backend.h"
 #include "kernels/cuda/kv_block_table.h"
 #include "kv/block_pool.h"
+#include "kv/kv_layout.h"
 #include "kv/kv_storage.h"
 
 namespace hz {
@@ -28,6 +29,9 @@ struct DeviceKvArenaConfig {
   int32_t block_tokens = 16;
   int32_t num_blocks = 0;
   kernels::KvCodec codec = kernels::KvCodec::kF16;  // f32, f16, bf16, fp8, int8 or int4
+  // K / V rows stored rotated by the KV rotation (kv/kv_rotation.h), as a rotated CPU cache stores them.
+  bool rotated_k = false;
+  bool rotated_v = false;
 };
 
 class DeviceKvArena : public KvStorage {
@@ -40,6 +44,9 @@ class DeviceKvArena : public KvStorage {
 
   // The codecs the device writes: f32, f16, bf16, fp8, int8, int4.
   static bool device_codec(kernels::KvCodec c);
+  // cfg's codec and rotation for KV precision `p`. Errors name the flag the device cache lacks: a
+  // hot window, separate key and value types, a type it does not write.
+  static Status apply_precision(const KvPrecision& p, DeviceKvArenaConfig* cfg);
   // Bytes of one block (every layer's K and V planes) for `cfg`, as the planner counts them
   // (kv/kv_layout.h with KvGeometry::fp8_row_scales).
   static uint64_t block_bytes_for(const DeviceKvArenaConfig& cfg);

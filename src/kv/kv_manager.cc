@@ -36,8 +36,6 @@ Status KvManager::check_device_options(const KvOptions& o, const KvPlan& plan) {
     }
   }
   if (!t.same()) return unimplemented("--kv-cache-dtype-k / -v: the GPU KV cache keeps keys and values in one type");
-  if (plan.precision.any_rotated())
-    return unimplemented("--kv-rotation on: the GPU KV cache stores rows unrotated (int8 and int4 there without rotation)");
   return Status();
 }
 
@@ -50,7 +48,7 @@ Result<std::unique_ptr<KvManager>> KvManager::open_device(const KvOptions& o, co
   dc.head_dim = m.head_dim;
   dc.block_tokens = plan.block_tokens;
   dc.num_blocks = plan.num_blocks;
-  dc.codec = plan.precision.arena_types().k;  // KvCodec is KvType
+  HZ_RETURN_IF_ERROR(DeviceKvArena::apply_precision(plan.precision, &dc));
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceKvArena> arena, DeviceKvArena::create(dc, backend));
   HZ_CHECK(arena->block_bytes() == plan.block_bytes);
   std::unique_ptr<KvManager> k(new KvManager(std::move(arena), plan.block_tokens));

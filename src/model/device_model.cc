@@ -10,6 +10,7 @@
 #include "kernels/cuda/kv_block_table.h"
 #include "kernels/cuda/launch_checks.h"
 #include "kernels/kernels.h"
+#include "kv/kv_rotation.h"
 #include "model/rope.h"
 
 namespace hz {
@@ -63,7 +64,8 @@ uint64_t DeviceModel::weight_bytes_for(const Model& model) {
     for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) total += matrix_bytes(*m);
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) total += 4 * v->size();
   }
-  return total + 4 * static_cast<uint64_t>(c.rope.dim / 2);
+  const uint64_t rotation_signs = 2 * static_cast<uint64_t>(c.num_layers) * c.num_kv_heads * c.head_dim;
+  return total + 4 * static_cast<uint64_t>(c.rope.dim / 2) + 4 * rotation_signs;
 }
 
 uint64_t DeviceModel::scratch_bytes_for(const ModelConfig& c, int64_t max_tokens, int64_t max_context) {
@@ -176,6 +178,18 @@ Status DeviceModel::upload_weights(const Model& model) {
   std::vector<float> theta(static_cast<size_t>(cfg_.rope.dim / 2));
   for (int32_t i = 0; i < cfg_.rope.dim / 2; ++i) theta[i] = rope.angle(1, i);
   HZ_ASSIGN_OR_RETURN(rope_theta_, upload_floats(theta, "RoPE frequencies"));
+  const KvRotation rot(cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim);
+  std::vector<float> signs;
+  signs.reserve(static_cast<size_t>(cfg_.num_layers) * 2 * cfg_.num_kv_heads * cfg_.head_dim);
+  for (int32_t l = 0; l < cfg_.num_layers; ++l) {
+    for (int32_t st = 0; st < 2; ++st) {
+      for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) {
+        const float* sg = rot.signs(l, st, h);
+        signs.insert(signs.end(), sg, sg + cfg_.head_dim);
+      }
+    }
+  }
+  HZ_ASSIGN_OR_RETURN(rotation_, upload_floats(signs, "KV rotation signs"));
   rope_mscale_ = rope.mscale();
   return backend_.synchronize();
 }
@@ -449,6 +463,7 @@ Status DeviceModel::launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, 
   pa.partials = s_.partials.as<float>();
   pa.out = attn;
   const bool neox = c.rope.layout == RopeLayout::kNeox;
+  const int32_t group = c.num_heads / c.num_kv_heads;
 
   HZ_RETURN_IF_ERROR(backend_.embedding(token_embd_.dtype, token_embd_.data, token_embd_.rows, c.hidden,
                                         s_.tokens.as<int32_t>(), total, x));
@@ -465,9 +480,19 @@ Status DeviceModel::launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, 
     if (L.k_norm != nullptr) HZ_RETURN_IF_ERROR(backend_.rms_norm(k, L.k_norm, k, total * c.num_kv_heads, c.head_dim, c.rms_eps));
     HZ_RETURN_IF_ERROR(backend_.rope(q, total, c.num_heads, c.head_dim, query_pos, rope_theta_, c.rope.dim, rope_mscale_, neox));
     HZ_RETURN_IF_ERROR(backend_.rope(k, total, c.num_kv_heads, c.head_dim, query_pos, rope_theta_, c.rope.dim, rope_mscale_, neox));
+    // A rotated cache holds R K and R V (as the CPU's): queries get the keys' R, outputs R^T.
+    const int64_t per_stream = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+    const float* k_signs = rotation_ + (2 * static_cast<int64_t>(l)) * per_stream;
+    const float* v_signs = k_signs + per_stream;
+    if (kv.config().rotated_k) {
+      HZ_RETURN_IF_ERROR(backend_.hadamard_heads(q, total, c.num_heads, c.head_dim, k_signs, group, 0));
+      HZ_RETURN_IF_ERROR(backend_.hadamard_heads(k, total, c.num_kv_heads, c.head_dim, k_signs, 1, 0));
+    }
+    if (kv.config().rotated_v) HZ_RETURN_IF_ERROR(backend_.hadamard_heads(v, total, c.num_kv_heads, c.head_dim, v_signs, 1, 0));
     kw.layer_offset = pa.layer_offset = static_cast<uint64_t>(kv.geometry().layer_offset(l));
     HZ_RETURN_IF_ERROR(backend_.kv_write(kw));
     HZ_RETURN_IF_ERROR(backend_.paged_attention(pa));
+    if (kv.config().rotated_v) HZ_RETURN_IF_ERROR(backend_.hadamard_heads(attn, total, c.num_heads, c.head_dim, v_signs, group, 1));
     HZ_RETURN_IF_ERROR(matmul(L.wo, attn, total, xn));
     HZ_RETURN_IF_ERROR(backend_.add(x, xn, total * c.hidden));
     HZ_RETURN_IF_ERROR(backend_.rms_norm(x, L.ffn_norm, xn, total, c.hidden, c.rms_eps));

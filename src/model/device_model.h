@@ -105,6 +105,7 @@ class DeviceModel {
   const float* output_norm_ = nullptr;
   std::vector<Layer> layers_;
   const float* rope_theta_ = nullptr;  // [rope dim / 2]: hz::Rope's per-pair frequencies
+  const float* rotation_ = nullptr;    // KvRotation's signs, [layers][K, V][kv heads][head dim]
   float rope_mscale_ = 1.0f;
 
   // Scratch (backend memory), grown on demand. [tokens][width] row-major.

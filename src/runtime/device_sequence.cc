@@ -21,6 +21,8 @@ Result<std::unique_ptr<DeviceSequence>> DeviceSequence::create(DeviceModel& mode
   ac.block_tokens = opts.block_tokens;
   ac.num_blocks = (opts.max_tokens + opts.block_tokens - 1) / opts.block_tokens;
   ac.codec = opts.kv_codec;
+  ac.rotated_k = opts.kv_rotated_k;
+  ac.rotated_v = opts.kv_rotated_v;
   std::unique_ptr<DeviceSequence> s(new DeviceSequence(model, backend));
   HZ_ASSIGN_OR_RETURN(s->arena_, DeviceKvArena::create(ac, backend));
   s->prefill_chunk_ = opts.prefill_chunk;

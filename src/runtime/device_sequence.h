@@ -16,7 +16,9 @@ namespace hz {
 struct DeviceSequenceOptions {
   int32_t max_tokens = 512;  // capacity in positions
   int32_t block_tokens = 16;
-  kernels::KvCodec kv_codec = kernels::KvCodec::kF16;  // f32, f16, bf16 or int8
+  kernels::KvCodec kv_codec = kernels::KvCodec::kF16;  // f32, f16, bf16, fp8, int8 or int4
+  bool kv_rotated_k = false;  // K / V rows stored rotated (DeviceKvArenaConfig)
+  bool kv_rotated_v = false;
   int32_t prefill_chunk = 0;  // tokens per forward call at most (0: no limit)
 };
 

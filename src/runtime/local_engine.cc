@@ -177,8 +177,6 @@ Status LocalEngine::open_device(KvOptions ko) {
     backend_ = cuda::make_host_backend();
   }
   ko.backend = "cuda";
-  // The device stores rows unrotated: --kv-rotation auto (on for int8 on the CPU) means off here.
-  if (ko.rotation == KvRotationMode::kAuto) ko.rotation = KvRotationMode::kOff;
   // The flags the device KV cache lacks fail before the weights are uploaded.
   {
     KvOptions probe = ko;

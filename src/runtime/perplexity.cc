@@ -83,15 +83,18 @@ Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, cons
 }
 
 Result<PerplexityResult> compute_perplexity_on_device(const Model& model, cuda::Backend& backend,
-                                                      const std::vector<int32_t>& tokens, const PerplexityOptions& opts,
-                                                      kernels::KvCodec kv_codec) {
+                                                      const std::vector<int32_t>& tokens, const PerplexityOptions& opts) {
   const int32_t vocab = model.config().vocab;
   HZ_RETURN_IF_ERROR(check_input(vocab, tokens, opts));
+  DeviceKvArenaConfig kvc;
+  HZ_RETURN_IF_ERROR(DeviceKvArena::apply_precision(opts.kv, &kvc));
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModel> dm, DeviceModel::create(model, backend));
   DeviceSequenceOptions so;
   so.max_tokens = opts.ctx;
   so.block_tokens = opts.block_tokens;
-  so.kv_codec = kv_codec;
+  so.kv_codec = kvc.codec;
+  so.kv_rotated_k = kvc.rotated_k;
+  so.kv_rotated_v = kvc.rotated_v;
   so.prefill_chunk = opts.prefill_chunk;
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceSequence> seq, DeviceSequence::create(*dm, backend, so));
   return score_windows(

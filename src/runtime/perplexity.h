@@ -47,11 +47,10 @@ double perplexity_error(double nll_sum, double nll2_sum, int64_t n);
 Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, const std::vector<int32_t>& tokens,
                                             const PerplexityOptions& opts);
 // The same on the GPU path: the model's weights on `backend` (a CUDA backend, or its host
-// emulation), one sequence's KV cache in `kv_codec` on the device (the device stores one type,
-// unrotated: opts.kv is not read). `model` must be loaded unpacked.
+// emulation), one sequence's KV cache on the device in opts.kv (one type for keys and values, no
+// hot window: other precisions are errors naming the flag). `model` must be loaded unpacked.
 Result<PerplexityResult> compute_perplexity_on_device(const Model& model, cuda::Backend& backend,
-                                                      const std::vector<int32_t>& tokens, const PerplexityOptions& opts,
-                                                      kernels::KvCodec kv_codec);
+                                                      const std::vector<int32_t>& tokens, const PerplexityOptions& opts);
 
 struct KlStats {
   int64_t n = 0;

@@ -13,6 +13,7 @@
 #include "model/rope.h"
 #include "model/rope_scaling.h"
 #include "support/gpu_test.h"
+#include "support/hadamard_checks.h"
 
 namespace hz {
 namespace {
@@ -173,6 +174,14 @@ TEST_F(CudaElementwiseTest, EmbeddingMatchesDequantizeBitForBit) {
       }
     }
   }
+}
+
+// The KV rotation of q/k/v heads, bit for bit with the scalar reference (tests/support/hadamard_checks.h).
+TEST(CudaHadamardHeadsTest, MatchesTheReferenceBitForBit) {
+  HZ_REQUIRE_GPU();
+  auto be = cuda::make_cuda_backend("GPU test");
+  ASSERT_TRUE(be.ok()) << be.status().message();
+  test::check_hadamard_heads(**be);
 }
 
 TEST(CudaElementwiseArgsTest, BadShapesAreErrorsNamingTheArgument) {

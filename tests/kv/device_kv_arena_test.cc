@@ -97,17 +97,8 @@ TEST(DeviceKvArenaTest, ManagerRefusesTheFlagsTheDeviceCacheLacks) {
   };
   const Case cases[] = {
       {[](KvOptions& o) { o.hot_type = KvType::kInt8c; }, "--kv-cache-dtype int8c"},
-      {[](KvOptions& o) {
-         o.hot_type = KvType::kInt8;
-         o.rotation = KvRotationMode::kAuto;  // auto rotates int8 on the CPU; the engine turns it off first
-       },
-       "--kv-rotation"},
       {[](KvOptions& o) { o.hot_type_v = KvType::kInt4c; }, "--kv-cache-dtype-v int4c"},
-      {[](KvOptions& o) {
-         o.hot_type = KvType::kInt4;
-         o.rotation = KvRotationMode::kAuto;  // as for int8
-       },
-       "--kv-rotation"},
+
       {[](KvOptions& o) { o.hot_window = 32; }, "--kv-hot-window"},
       {[](KvOptions& o) { o.disk_dir = "/tmp/x"; }, "--kv-disk-dir"},
       {[](KvOptions& o) {
@@ -115,7 +106,6 @@ TEST(DeviceKvArenaTest, ManagerRefusesTheFlagsTheDeviceCacheLacks) {
          o.remote_secret = "0123456789abcdef0123";
        },
        "--kv-remote"},
-      {[](KvOptions& o) { o.rotation = KvRotationMode::kOn; }, "--kv-rotation"},
   };
   for (const Case& c : cases) {
     KvOptions o;

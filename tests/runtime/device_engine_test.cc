@@ -95,7 +95,8 @@ TEST(DeviceEngineTest, SpeculationKeepsTheGreedyOutput) {
 }
 
 // fp8 and int4 KV on the device engine (the plan's block size is the device arena's, one fp8 scale
-// per row): concurrent, chunked greedy requests give what one DeviceSequence alone gives.
+// per row; int4 rows rotated by default): concurrent, chunked greedy requests give what one
+// DeviceSequence alone gives.
 TEST(DeviceEngineTest, QuantizedKvRequestsMatchASequenceAlone) {
   test::GoldenFile g = test::load_golden("stories260K.json");
   auto be = cuda::make_host_backend();
@@ -105,7 +106,9 @@ TEST(DeviceEngineTest, QuantizedKvRequestsMatchASequenceAlone) {
     SCOPED_TRACE(kv_type_name(t));
     std::vector<std::vector<int32_t>> want;
     for (const auto& c : g.cases) {
-      auto seq = test::device_sequence(*f.device, *be, {.max_tokens = 512, .kv_codec = t});
+      const bool rotated = t == KvType::kInt4;  // --kv-rotation auto: int8 and int4 rows rotated
+      auto seq = test::device_sequence(*f.device, *be,
+                                       {.max_tokens = 512, .kv_codec = t, .kv_rotated_k = rotated, .kv_rotated_v = rotated});
       ASSERT_NE(seq, nullptr);
       std::vector<float> logits = test::append(*seq, c.prompt_ids);
       std::vector<int32_t> ids;
@@ -139,7 +142,6 @@ TEST(DeviceEngineTest, RefusesWhatTheDeviceCacheLacks) {
   };
   const Case cases[] = {
       {[](EngineOptions& o) { o.kv_dtype = KvType::kInt8c; }, "--kv-cache-dtype int8c"},
-      {[](EngineOptions& o) { o.kv_rotation = KvRotationMode::kOn; }, "--kv-rotation"},
       {[](EngineOptions& o) { o.kv_hot_window = 32; }, "--kv-hot-window"},
       {[](EngineOptions& o) { o.kv_disk_dir = "/tmp/never-made"; }, "--kv-disk-dir"},
       {[](EngineOptions& o) { o.model_path = test::model_path("stories260K-moe4.gguf"); }, "mixture-of-experts"},

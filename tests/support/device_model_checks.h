@@ -126,11 +126,13 @@ inline void check_device_last_logits(cuda::Backend& backend, const std::string& 
 // carry the difference); fp8 0.145 against 0.132. int4 has no such bound on this model: 4-bit
 // rows of 8 values, unrotated, lose the story (device 0.99, CPU 0.43 reading its newest block
 // exact); its kernels are checked bit for bit (host_kv_write_test, host_paged_attention_test) and
-// here it must be in use and invariant.
+// here it must be in use and invariant. Rotated (kv/kv_rotation.h, the default for int8 and int4),
+// the error must drop, as it does on the CPU: int8 0.053 -> 0.043 (CPU 0.031 -> 0.022), int4
+// 0.99 -> 0.74 (CPU 0.43 -> 0.31).
 struct KvTypeErrors {
   float cpu = 0, device = 0;
 };
-inline KvTypeErrors kv_type_errors(cuda::Backend& backend, KvType type) {
+inline KvTypeErrors kv_type_errors(cuda::Backend& backend, KvType type, bool rotated = false) {
   auto worst = [](const std::function<std::vector<float>(const std::vector<int32_t>&, bool)>& step_fn) {
     GoldenFile g = load_golden("stories260K.json");
     float w = 0;
@@ -151,6 +153,7 @@ inline KvTypeErrors kv_type_errors(cuda::Backend& backend, KvType type) {
   ThreadPool pool(1);
   KvPrecision prec;
   prec.hot = type;
+  prec.rotated = rotated;
   std::unique_ptr<SingleSequence> cpu;
   e.cpu = worst([&](const std::vector<int32_t>& t, bool fresh) {
     if (fresh) cpu = std::make_unique<SingleSequence>(**model, pool, SingleSequenceOptions{.max_tokens = 512, .kv_precision = prec});
@@ -161,7 +164,10 @@ inline KvTypeErrors kv_type_errors(cuda::Backend& backend, KvType type) {
   if (f.device == nullptr) return e;
   std::unique_ptr<DeviceSequence> dev;
   e.device = worst([&](const std::vector<int32_t>& t, bool fresh) {
-    if (fresh) dev = device_sequence(*f.device, backend, {.max_tokens = 512, .kv_codec = type});
+    if (fresh) {
+      dev = device_sequence(*f.device, backend,
+                            {.max_tokens = 512, .kv_codec = type, .kv_rotated_k = rotated, .kv_rotated_v = rotated});
+    }
     return append(*dev, t);
   });
   return e;
@@ -169,16 +175,30 @@ inline KvTypeErrors kv_type_errors(cuda::Backend& backend, KvType type) {
 
 inline void check_device_kv_types_against_cpu(cuda::Backend& backend) {
   for (KvType t : {KvType::kInt8, KvType::kFp8, KvType::kInt4}) {
-    SCOPED_TRACE(kv_type_name(t));
-    const KvTypeErrors e = kv_type_errors(backend, t);
-    ::testing::Test::RecordProperty(std::string("cpu_") + kv_type_name(t) + "_worst", std::to_string(e.cpu));
-    ::testing::Test::RecordProperty(std::string("device_") + kv_type_name(t) + "_worst", std::to_string(e.device));
-    std::printf("%s KV, worst |p - golden|: CPU %.4f, device %.4f\n", kv_type_name(t), e.cpu, e.device);
-    EXPECT_GT(e.device, 1e-3f);  // the type really is in use
-    if (t != KvType::kInt4) {
-      EXPECT_LE(e.device, 1.5f * e.cpu + 0.01f) << "cpu " << e.cpu;
+    float unrotated = 0;
+    for (bool rotated : {false, true}) {
+      if (t == KvType::kFp8 && rotated) continue;
+      const std::string name = std::string(kv_type_name(t)) + (rotated ? " rotated" : "");
+      SCOPED_TRACE(name);
+      const KvTypeErrors e = kv_type_errors(backend, t, rotated);
+      ::testing::Test::RecordProperty("cpu_" + name + "_worst", std::to_string(e.cpu));
+      ::testing::Test::RecordProperty("device_" + name + "_worst", std::to_string(e.device));
+      std::printf("%s KV, worst |p - golden|: CPU %.4f, device %.4f\n", name.c_str(), e.cpu, e.device);
+      EXPECT_GT(e.device, 1e-3f);  // the type really is in use
+      if (!rotated) {
+        unrotated = e.device;
+        if (t != KvType::kInt4) EXPECT_LE(e.device, 1.5f * e.cpu + 0.01f) << "cpu " << e.cpu;
+      } else {
+        EXPECT_LT(e.device, unrotated);  // rotation helps here as on the CPU
+        EXPECT_LT(e.cpu, kv_type_errors(backend, t, false).cpu);
+      }
     }
   }
+  // The rotation is orthogonal: over f16 rows it gives the unrotated answer within rounding (the
+  // f16 golden's tolerance), so queries, keys, values and outputs are rotated consistently.
+  const KvTypeErrors f16 = kv_type_errors(backend, KvType::kF16, true);
+  std::printf("f16 rotated KV, worst |p - golden|: CPU %.4f, device %.4f\n", f16.cpu, f16.device);
+  EXPECT_LE(f16.device, 3e-3f);
 }
 
 // Perplexity on the GPU path (llama.cpp's method, --ctx 256 over the shared corpus): f16 KV gives
@@ -202,7 +222,8 @@ inline void check_device_perplexity(cuda::Backend& backend) {
   ASSERT_TRUE(cpu.ok()) << cpu.status().message();
   double f16 = 0;
   for (KvType c : {KvType::kF16, KvType::kFp8}) {
-    auto dev = compute_perplexity_on_device(**m, backend, tokens, o, c);
+    o.kv = KvPrecision{c, 0, c};
+    auto dev = compute_perplexity_on_device(**m, backend, tokens, o);
     ASSERT_TRUE(dev.ok()) << dev.status().message();
     std::printf("perplexity, %s KV: device %.4f (CPU f16 KV %.4f)\n", kv_type_name(c), dev->ppl, cpu->ppl);
     EXPECT_EQ(dev->num_scored, cpu->num_scored);
@@ -216,7 +237,8 @@ inline void check_device_perplexity(cuda::Backend& backend) {
     }
   }
   // The CPU-only choices are refused, not ignored.
-  auto bad = compute_perplexity_on_device(**m, backend, tokens, o, KvType::kInt8c);
+  o.kv = KvPrecision{KvType::kInt8c, 0, KvType::kInt8c};
+  auto bad = compute_perplexity_on_device(**m, backend, tokens, o);
   EXPECT_FALSE(bad.ok());
 }
 

@@ -79,6 +79,8 @@ class Backend {
   virtual Status rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps) = 0;
   virtual Status rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const int64_t* pos,
                       const float* theta, int32_t rot_dim, float mscale, bool neox) = 0;
+  virtual Status hadamard_heads(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const float* signs,
+                                int32_t group, int32_t inverse) = 0;
   virtual Status swiglu(float* gate, const float* up, int64_t n) = 0;
   virtual Status add(float* y, const float* x, int64_t n) = 0;
   virtual Status add_rows(float* y, const float* b, int64_t rows, int64_t n) = 0;

@@ -42,6 +42,11 @@ Status rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t 
 // Reference hz::Rope::apply (sin/cos within a few ulp).
 Status rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const int64_t* pos, const float* theta,
             int32_t rot_dim, float mscale, bool neox, const Stream& s);
+// The KV rotation (kv/kv_rotation.h) of x[num_tokens][num_heads][head_dim] in place: head h's row
+// by the signs of KV head h / group (signs[num_heads / group][head_dim]); inverse != 0 undoes it.
+// Bit-exact with kernels::ref::hadamard_rows per row.
+Status hadamard_heads(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const float* signs, int32_t group,
+                      int32_t inverse, const Stream& s);
 // gate[i] = silu(gate[i]) * up[i] (kernels::ref::swiglu; expf within ulps).
 Status swiglu(float* gate, const float* up, int64_t n, const Stream& s);
 // y[i] += x[i]. Bit-exact with kernels::ref::add.

@@ -1,4 +1,4 @@
-// Row and element kernels: RMSNorm, RoPE, SwiGLU, residual add, bias rows, embedding lookup.
+// Row and element kernels: RMSNorm, RoPE, the KV rotation, SwiGLU, residual add, bias rows, embedding lookup.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -53,6 +53,41 @@ __global__ void rope_kernel(float* x, int64_t num_pairs, int32_t num_heads, int3
   const float a = v[ia], b = v[ib];
   v[ia] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn));
   v[ib] = __fadd_rn(__fmul_rn(a, sn), __fmul_rn(b, cs));
+}
+
+// kernels::ref::hadamard_rows of one head row per thread, the reference's loops: signs (forward)
+// or after (inverse), then per power-of-two block the butterflies of stride 1, 2, 4, ... and the
+// block's scale, float(1 / sqrt(double(len))) as kernels::hadamard_scale computes it.
+__global__ void hadamard_heads_kernel(float* x, int64_t rows, int32_t num_heads, int32_t head_dim, const float* signs,
+                                      int32_t group, int32_t inverse) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const int32_t h = static_cast<int32_t>(r % num_heads);
+  const float* sg = signs + static_cast<int64_t>(h / group) * head_dim;
+  float* xr = x + r * head_dim;
+  if (inverse == 0) {
+    for (int32_t i = 0; i < head_dim; ++i) xr[i] = __fmul_rn(xr[i], sg[i]);
+  }
+  for (int32_t b = 0; b < head_dim;) {
+    int32_t len = 1;
+    while (len * 2 <= head_dim - b) len *= 2;
+    float* y = xr + b;
+    for (int32_t st = 1; st < len; st *= 2) {
+      for (int32_t i = 0; i < len; i += 2 * st) {
+        for (int32_t j = i; j < i + st; ++j) {
+          const float a = y[j], c = y[j + st];
+          y[j] = __fadd_rn(a, c);
+          y[j + st] = __fsub_rn(a, c);
+        }
+      }
+    }
+    const float s = static_cast<float>(__ddiv_rn(1.0, __dsqrt_rn(static_cast<double>(len))));
+    for (int32_t i = 0; i < len; ++i) y[i] = __fmul_rn(y[i], s);
+    b += len;
+  }
+  if (inverse != 0) {
+    for (int32_t i = 0; i < head_dim; ++i) xr[i] = __fmul_rn(xr[i], sg[i]);
+  }
 }
 
 __global__ void swiglu_kernel(float* gate, const float* up, int64_t n) {
@@ -119,6 +154,14 @@ int rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, cons
   const int32_t half = rot_dim / 2;
   const int64_t pairs = num_tokens * num_heads * half;
   rope_kernel<<<blocks_for(pairs, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, pairs, num_heads, head_dim, pos, theta, half, mscale, neox);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int hadamard_heads(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const float* signs, int32_t group,
+                   int32_t inverse, void* stream) {
+  const int64_t rows = num_tokens * num_heads;
+  hadamard_heads_kernel<<<blocks_for(rows, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(x, rows, num_heads, head_dim,
+                                                                                               signs, group, inverse);
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -93,6 +93,8 @@ int quant_block_sums(DType wtype, const void* w, int64_t m, int64_t n, const Blo
 int rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps, void* stream);
 int rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const int64_t* pos, const float* theta,
          int32_t rot_dim, float mscale, bool neox, void* stream);
+int hadamard_heads(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const float* signs, int32_t group,
+                   int32_t inverse, void* stream);
 int swiglu(float* gate, const float* up, int64_t n, void* stream);
 int add(float* y, const float* x, int64_t n, void* stream);
 int add_rows(float* y, const float* b, int64_t rows, int64_t n, void* stream);

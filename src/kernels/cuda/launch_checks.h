@@ -25,6 +25,8 @@ struct Dim3 {
 // enough elements for a 1-D grid of 256-thread CTAs. Errors name the kernel and the value.
 Status check_rows_args(const char* kernel, int64_t rows, int64_t n, int64_t multiple = 1);
 Status check_rope_args(int64_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t rot_dim);
+// The KV rotation: heads a multiple of `group`, head dims 1..256.
+Status check_hadamard_args(int64_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t group);
 Status check_embedding_args(DType type, int64_t vocab, int64_t dim, int64_t num_tokens);
 Status check_kv_codec_args(kernels::KvCodec c, int64_t rows, int64_t head_dim);
 // The shape of a KV write (kv_write): heads, head dim and block size as attention takes them.

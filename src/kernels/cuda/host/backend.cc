@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/host_reference.h"
 #include "kernels/kernels.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace hz::cuda {
 
@@ -59,6 +60,10 @@ class CudaBackend : public Backend {
   Status rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const int64_t* pos, const float* theta,
               int32_t rot_dim, float mscale, bool neox) override {
     return cuda::rope(x, num_tokens, num_heads, head_dim, pos, theta, rot_dim, mscale, neox, stream_);
+  }
+  Status hadamard_heads(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const float* signs, int32_t group,
+                        int32_t inverse) override {
+    return cuda::hadamard_heads(x, num_tokens, num_heads, head_dim, signs, group, inverse, stream_);
   }
   Status swiglu(float* gate, const float* up, int64_t n) override { return cuda::swiglu(gate, up, n, stream_); }
   Status add(float* y, const float* x, int64_t n) override { return cuda::add(y, x, n, stream_); }
@@ -155,6 +160,16 @@ class HostBackend : public Backend {
               int32_t rot_dim, float mscale, bool neox) override {
     return run([=, this] {
       host::rope(x, num_tokens, num_heads, head_dim, pos, theta, rot_dim, mscale, neox);
+      return Status();
+    });
+  }
+  Status hadamard_heads(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const float* signs, int32_t group,
+                        int32_t inverse) override {
+    return run([=] {
+      for (int64_t r = 0; r < num_tokens * num_heads; ++r) {
+        const float* sg = signs + static_cast<int64_t>(r % num_heads / group) * head_dim;
+        kernels::ref::hadamard_rows(x + r * head_dim, 1, head_dim, sg, inverse);
+      }
       return Status();
     });
   }

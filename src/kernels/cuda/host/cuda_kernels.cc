@@ -46,6 +46,13 @@ Status rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, c
   return launched(raw::rope(x, num_tokens, num_heads, head_dim, pos, theta, rot_dim, mscale, neox, s.handle()), "CUDA rope");
 }
 
+Status hadamard_heads(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const float* signs, int32_t group,
+                      int32_t inverse, const Stream& s) {
+  HZ_RETURN_IF_ERROR(check_hadamard_args(num_tokens, num_heads, head_dim, group));
+  return launched(raw::hadamard_heads(x, num_tokens, num_heads, head_dim, signs, group, inverse, s.handle()),
+                  "CUDA hadamard_heads");
+}
+
 Status swiglu(float* gate, const float* up, int64_t n, const Stream& s) {
   HZ_RETURN_IF_ERROR(check_rows_args("CUDA swiglu", 1, n));
   return launched(raw::swiglu(gate, up, n, s.handle()), "CUDA swiglu");

@@ -32,6 +32,14 @@ Status check_rope_args(int64_t num_tokens, int32_t num_heads, int32_t head_dim, 
   return Status();
 }
 
+Status check_hadamard_args(int64_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t group) {
+  HZ_RETURN_IF_ERROR(check_rows_args("CUDA hadamard_heads", num_tokens * std::max(num_heads, 1), std::max(head_dim, 1)));
+  if (num_heads <= 0 || group <= 0 || num_heads % group != 0)
+    return invalid_argument("CUDA hadamard_heads: num_heads = {} must be a positive multiple of group = {}", num_heads, group);
+  if (head_dim < 1 || head_dim > 256) return invalid_argument("CUDA hadamard_heads: head_dim = {} must be within 1..256", head_dim);
+  return Status();
+}
+
 Status check_embedding_args(DType type, int64_t vocab, int64_t dim, int64_t num_tokens) {
   if (!weight_type_supported(type))
     return unimplemented("CUDA embedding: table type {} is not supported (f32, f16, bf16, q8_0, q4_0)", dtype_name(type));
