@@ -14,6 +14,7 @@ int matmul(DType, const void*, int64_t, int64_t, const void*, int64_t, float*, v
 int quant_block_sums(DType, const void*, int64_t, int64_t, const BlockQ8_0*, int64_t, int32_t*, void*) { return kNoCuda; }
 int rms_norm(const float*, const float*, float*, int64_t, int64_t, float, void*) { return kNoCuda; }
 int rope(float*, int64_t, int32_t, int32_t, const int64_t*, const float*, int32_t, float, bool, void*) { return kNoCuda; }
+int hadamard_heads(float*, int64_t, int32_t, int32_t, const float*, int32_t, int32_t, void*) { return kNoCuda; }
 int swiglu(float*, const float*, int64_t, void*) { return kNoCuda; }
 int add(float*, const float*, int64_t, void*) { return kNoCuda; }
 int add_rows(float*, const float*, int64_t, int64_t, void*) { return kNoCuda; }
