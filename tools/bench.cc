@@ -35,6 +35,7 @@ struct EngineBenchFlags {
   std::string fill = "synthetic";
   bool no_warmup = false;
   bool far_cold = false;
+  bool check_attention = false;
   bool json = false;
   std::string svg;
   // --peer: compare with llama.cpp instead (prefill and decode side by side); the rest of the peer flags below.
@@ -146,6 +147,10 @@ int run_bench_engine(const EngineBenchFlags& f) {
   o.batch = f.batch;
   o.warmup = !f.no_warmup;
   o.far_cold = f.far_cold;
+  o.check_attention = f.check_attention;
+  if (o.check_attention && (o.device == EngineDevice::kCpu || f.fill != "synthetic"))
+    return fail("--check-attention checks the device's attention over a synthetic fill: it needs --device cuda and "
+                "--fill synthetic");
   o.kv_budget_bytes = eo->kv_budget_bytes;
   o.kv_disk_dir = eo->kv_disk_dir;
   o.kv_disk_budget_bytes = eo->kv_disk_budget_bytes;
@@ -188,6 +193,9 @@ int run_bench_engine(const EngineBenchFlags& f) {
 
   if (f.json) {
     std::puts(rep->to_json().dump(2).c_str());
+    for (const auto& r : rep->results) {
+      if (r.attention_check_failed) return fail(fmt::format("{}: the device's attention differs from the host reference", r.test));
+    }
     return 0;
   }
   std::string out = fmt::format("model: {} ({}, {}, weights {}; decode reads {} of weights per token)\n",
@@ -217,9 +225,13 @@ int run_bench_engine(const EngineBenchFlags& f) {
       any_fill = true;
       const std::string how = r.batch > 1 ? "prefill" : c.value("fill", "?");
       out += fmt::format("{}: depth reached by {} fill in {:.2f} s\n", r.test, how, r.fill_seconds);
+      if (!r.attention_check.empty()) out += fmt::format("{}: attention check at depth {}, {}\n", r.test, r.depth, r.attention_check);
     }
   }
   std::fputs(out.c_str(), stdout);
+  for (const auto& r : rep->results) {
+    if (r.attention_check_failed) return fail(fmt::format("{}: the device's attention differs from the host reference", r.test));
+  }
   return 0;
 }
 
@@ -345,6 +357,9 @@ Subcommand kBench("bench", "Measure speed: the engine in-process, or a running s
   eng->add_flag("--far-cold", ef->far_cold,
                 "With --kv-disk-dir: drop the far blocks from the page cache before each decode repetition, so they "
                 "are read from disk");
+  eng->add_flag("--check-attention", ef->check_attention,
+                "With --device cuda: after each synthetic fill, check the last layer's attention for one query over "
+                "every key against a double-precision host reference (deep contexts: 64-bit offsets)");
   eng->add_flag("--json", ef->json, "Print the report as JSON");
   eng->add_option("--svg", ef->svg, "Write an SVG plot of tokens/s against context length");
   eng->add_option("--peer", ef->peer,

@@ -1,6 +1,8 @@
 // `horizon bench engine --device cuda`: the pp / tg / tg-at-depth / batched-decode tests of
 // engine_bench.cc on the device model (model/device_model.h). Every timed step ends with its
 // logits on the host, as a served step does.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -201,10 +203,19 @@ Result<EngineBenchReport> run_device_engine_bench(const EngineBenchOptions& o, c
       if (d > 0) {
         if (o.fill == FillMode::kSynthetic) {
           HZ_RETURN_IF_ERROR(seq->fill_synthetic(d, o.seed));
+          r.fill_seconds = seconds_since(t0);
+          if (o.check_attention) {
+            say(r.test + " checking attention at depth " + std::to_string(d));
+            HZ_ASSIGN_OR_RETURN(const DeviceSequence::AttentionCheck ac,
+                                seq->check_synthetic_attention(dm->config().num_layers - 1));
+            r.attention_check = fmt::format("layer {}: max |device - reference| {:.3g} of {:.3g}: {}", ac.layer,
+                                            ac.max_abs_diff, ac.max_abs_ref, ac.ok() ? "pass" : "FAIL");
+            r.attention_check_failed = !ac.ok();
+          }
         } else {
           HZ_RETURN_IF_ERROR(seq->append(random_tokens(d, c.vocab, rng)).status());
+          r.fill_seconds = seconds_since(t0);
         }
-        r.fill_seconds = seconds_since(t0);
       }
       if (o.warmup) {
         say(r.test + " warm-up");

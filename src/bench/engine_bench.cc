@@ -37,6 +37,7 @@ nlohmann::json result_json(const EngineBenchResult& r, FillMode fill) {
   if (!r.prefill && r.depth > 0) {
     j["fill"] = fill_mode_name(fill);
     j["fill_seconds"] = r.fill_seconds;
+    if (!r.attention_check.empty()) j["attention_check"] = r.attention_check;
   }
   return j;
 }

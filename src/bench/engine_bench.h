@@ -47,6 +47,9 @@ struct EngineBenchOptions {
   // Decode tests: before each repetition the far tier's file leaves the page cache, so its blocks
   // come from disk (the cold-cache figure).
   bool far_cold = false;
+  // Device decode tests with a synthetic fill: after the fill, the last layer's attention for one
+  // query over every key checked against a host reference (DeviceSequence::check_synthetic_attention).
+  bool check_attention = false;
 };
 
 struct EngineBenchResult {
@@ -57,6 +60,9 @@ struct EngineBenchResult {
   std::vector<double> tokens_per_s;  // one per repetition (all sequences together)
   Summary summary;
   double fill_seconds = 0;  // time to reach the depth (once per test)
+  // check_attention: "layer L: max |device - reference| X of Y: pass" (or "... FAIL"); empty if not run.
+  std::string attention_check;
+  bool attention_check_failed = false;
 };
 
 struct EngineBenchReport {

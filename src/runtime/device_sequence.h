@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/status.h"
@@ -36,9 +37,28 @@ class DeviceSequence {
   int64_t capacity() const { return static_cast<int64_t>(arena_->config().num_blocks) * arena_->config().block_tokens; }
   // Drops positions from `n` on; their blocks go back to the pool (rows are rewritten in place).
   void truncate(int64_t n);
-  // Appends `n` positions of deterministic pseudo-random K/V rows (values in [-1, 1], from `seed`)
+  // Appends `n` positions of deterministic pseudo-random K/V rows (values in [-1, 1), from `seed`)
   // without running the model: a deep context in seconds for decode benchmarks. Logits unchanged.
+  // Each row is synthetic_kv_row's, encoded as kv_write encodes; blocks are made on all cores.
   Status fill_synthetic(int64_t n, uint64_t seed = 1);
+  // The synthetic row of (layer, stream 0 = K / 1 = V, KV head, position) for `seed`: a
+  // counter-based hash of those, so any row can be made again alone.
+  static void synthetic_kv_row(uint64_t seed, int32_t layer, int32_t stream, int32_t head, int64_t pos, int32_t head_dim,
+                               float* row);
+
+  // One layer's attention over a wholly synthetic sequence (fill_synthetic from position 0 with
+  // `seed`), checked on the host: a seeded random query at the last position against every key,
+  // on the device (cuda paged attention over this sequence's blocks), and in double precision from
+  // the rows made again and put through the scalar codec. Deep contexts: offsets past 32 bits
+  // cannot hide behind noise. Errors: the sequence holds model-written rows, or a device failure.
+  struct AttentionCheck {
+    int32_t layer = 0;
+    int64_t depth = 0;
+    double max_abs_diff = 0;  // max |device - reference| over the query's heads and dims
+    double max_abs_ref = 0;   // max |reference|
+    bool ok() const { return max_abs_diff <= 2e-3 * max_abs_ref + 1e-5; }
+  };
+  Result<AttentionCheck> check_synthetic_attention(int32_t layer, uint64_t query_seed = 99) const;
   DeviceKvArena& arena() { return *arena_; }
 
  private:
@@ -52,6 +72,7 @@ class DeviceSequence {
   std::vector<BlockRef> block_table_;
   int64_t num_tokens_ = 0;
   std::vector<float> logits_;
+  std::optional<uint64_t> synthetic_seed_;  // set while every row is fill_synthetic's (from position 0)
 };
 
 }  // namespace hz

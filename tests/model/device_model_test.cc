@@ -68,6 +68,44 @@ TEST_F(DeviceModelTest, DecodeFramesGiveTheSameLogits) {
   test::check_decode_frames(*backend_, "stories260K.gguf");
   test::check_decode_frames(*backend_, "stories260K-q4_0.gguf", KvCodec::kInt8);
 }
+// The deep-context attention check (DeviceSequence::check_synthetic_attention): device attention
+// over synthetic rows agrees with the host's double-precision reference made from the same seeds
+// (filled in one call or in two that split a block), and a block whose bytes are damaged fails it.
+TEST_F(DeviceModelTest, SyntheticAttentionCheckAgreesAndCatchesADamagedBlock) {
+  test::DeviceFixture f = test::load_on_device("stories260K.gguf", *backend_);
+  ASSERT_NE(f.device, nullptr);
+  const int32_t last = f.device->config().num_layers - 1;
+  for (KvCodec c : {KvCodec::kF16, KvCodec::kInt8, KvCodec::kFp8}) {
+    SCOPED_TRACE(kv_type_name(c));
+    auto seq = test::device_sequence(*f.device, *backend_, {.max_tokens = 2100, .kv_codec = c});
+    ASSERT_NE(seq, nullptr);
+    ASSERT_TRUE(seq->fill_synthetic(1001, 5).ok());
+    ASSERT_TRUE(seq->fill_synthetic(999, 5).ok());  // continues a part-filled block
+    auto r = seq->check_synthetic_attention(last);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    std::printf("%s: depth %lld layer %d, max |device - reference| %.3g of max |reference| %.3g\n", kv_type_name(c),
+                static_cast<long long>(r->depth), r->layer, r->max_abs_diff, r->max_abs_ref);
+    EXPECT_EQ(r->depth, 2000);
+    EXPECT_GT(r->max_abs_ref, 1e-3);
+    EXPECT_TRUE(r->ok());
+    // Damage the keys of block 70 (positions 1120-1135) in the checked layer: the check fails.
+    DeviceKvArena& kv = seq->arena();
+    const device::DeviceKvBlock d = kv.descriptor(70);  // DeviceSequence takes blocks 0, 1, ... in order
+    const uint64_t lo = static_cast<uint64_t>(kv.geometry().layer_offset(last));
+    std::vector<uint8_t> plane(static_cast<size_t>(kv.geometry().plane_elem_bytes()), 0x3c);
+    ASSERT_TRUE(backend_->upload(kv.data() + d.k_elems + lo, plane.data(), plane.size()).ok());
+    ASSERT_TRUE(backend_->synchronize().ok());
+    auto bad = seq->check_synthetic_attention(last);
+    ASSERT_TRUE(bad.ok());
+    EXPECT_FALSE(bad->ok()) << bad->max_abs_diff;
+  }
+  // Rows the model wrote cannot be made again: the check says so.
+  auto seq = test::device_sequence(*f.device, *backend_, {.max_tokens = 64});
+  ASSERT_NE(seq, nullptr);
+  test::append(*seq, {1, 2, 3});
+  EXPECT_FALSE(seq->check_synthetic_attention(0).ok());
+}
+
 TEST_F(DeviceModelTest, PerplexityOnTheDeviceIsTheCpus) { test::check_device_perplexity(*backend_); }
 
 // K-quant tensors (the GPU kernels read none) are converted to q8_0 at load, each named, and the
