@@ -250,10 +250,11 @@ Status DeviceModel::matmul(const DeviceMatrix& w, const float* x, int64_t tokens
 
 namespace {
 
-// A decode step: every slice one token, logits of that token only.
+// A decode step that a frame holds: every slice one token, logits of that token only, and depths
+// whose power-of-two segment count stays within a launch's grid (65535 segments: 33.5M positions).
 bool decode_step(const std::vector<SeqSlice>& batch) {
   for (const auto& s : batch) {
-    if (s.num_tokens != 1 || s.all_logits) return false;
+    if (s.num_tokens != 1 || s.all_logits || s.start_pos / cuda::kAttnSegmentTokens >= 32768) return false;
   }
   return !batch.empty();
 }
