@@ -10,8 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kv/kv_manager.h"
-#include "model/device_model.h"
+#include "kernels/cuda/backend.h"
 #include "runtime/perplexity.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/cli.h"
@@ -269,31 +268,10 @@ int run_perplexity(const PplOptions& o) {
   };
   Result<PerplexityResult> r = invalid_argument("unreachable");
   if (on_device) {
-    // The device stores one KV type: the engine's checks of the KV flags, then its backend.
-    KvOptions ko = kv_options(eo);
-    KvDemand d;
-    d.geometry.num_layers = static_cast<uint64_t>(m.config().num_layers);
-    d.geometry.num_heads = static_cast<uint64_t>(m.config().num_kv_heads);
-    d.geometry.head_dim = static_cast<uint64_t>(m.config().head_dim);
-    d.geometry.fp8_row_scales = true;
-    d.max_num_seqs = 1;
-    d.max_model_len = po.ctx;
-    d.prefill_chunk = eo.prefill_chunk;
-    ko.budget_bytes = uint64_t{1} << 40;  // only the flags are checked here
-    auto plan = ko.validate(d);
-    if (!plan.ok()) return fail(plan.status().message());
-    if (Status s = KvManager::check_device_options(ko, *plan); !s.ok()) return fail(s.message());
-    if (Status s = DeviceModel::check_supported(m.config()); !s.ok()) return fail(s.message());
-    std::unique_ptr<cuda::Backend> backend;
-    if (eo.device == EngineDevice::kCuda) {
-      auto b = cuda::make_cuda_backend("--device cuda");
-      if (!b.ok()) return fail(b.status().message());
-      backend = std::move(*b);
-    } else {
-      backend = cuda::make_host_backend();
-    }
-    po.kv = plan->precision;
-    r = compute_perplexity_on_device(m, *backend, tokens, po);
+    // po.kv as above; compute_perplexity_on_device refuses what the device KV cache lacks.
+    auto backend = make_device_backend(eo.device);
+    if (!backend.ok()) return fail(backend.status().message());
+    r = compute_perplexity_on_device(m, **backend, tokens, po);
   } else {
     r = compute_perplexity(m, pool, tokens, po);
   }

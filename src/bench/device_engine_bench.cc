@@ -104,12 +104,7 @@ Result<EngineBenchReport> run_device_engine_bench(const EngineBenchOptions& o, c
     return unimplemented("--kv-budget / --kv-disk-dir: bench engine --device cuda keeps the whole context in device memory");
   DeviceKvArenaConfig kvc;
   HZ_RETURN_IF_ERROR(DeviceKvArena::apply_precision(o.kv, &kvc));
-  std::unique_ptr<cuda::Backend> be;
-  if (o.device == EngineDevice::kCuda) {
-    HZ_ASSIGN_OR_RETURN(be, cuda::make_cuda_backend("--device cuda"));
-  } else {
-    be = cuda::make_host_backend();
-  }
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Backend> be, make_device_backend(o.device));
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(o.model_path, {}, /*pack=*/false));
   HZ_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModel> dm, DeviceModel::create(*model, *be));
   const ModelConfig& c = model->config();

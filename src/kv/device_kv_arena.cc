@@ -1,5 +1,7 @@
 #include "kv/device_kv_arena.h"
 
+#include "kernels/cuda/launch_checks.h"
+
 namespace hz {
 namespace {
 
@@ -15,18 +17,12 @@ device::ArenaGeometry geometry_of(const DeviceKvArenaConfig& cfg) {
 
 }  // namespace
 
-bool DeviceKvArena::device_codec(kernels::KvCodec c) {
-  using kernels::KvCodec;
-  return c == KvCodec::kF32 || c == KvCodec::kF16 || c == KvCodec::kBF16 || c == KvCodec::kFp8 || c == KvCodec::kInt8 ||
-         c == KvCodec::kInt4;
-}
-
 Status DeviceKvArena::apply_precision(const KvPrecision& p, DeviceKvArenaConfig* cfg) {
   if (p.hot_window > 0)
     return unimplemented("--kv-hot-window: the GPU KV cache keeps one type for every position (run on the CPU for a hot window)");
   const KvTypePair t = p.hot_types();
   if (!t.same()) return unimplemented("--kv-cache-dtype-k / -v: the GPU KV cache keeps keys and values in one type");
-  if (!device_codec(t.k))
+  if (!cuda::kv_codec_supported(t.k))
     return unimplemented("--kv-cache-dtype {}: the GPU KV cache holds f16, bf16, f32, fp8, int8 or int4 (the per-channel "
                          "types run on the CPU)",
                          kv_type_name(t.k));
@@ -45,7 +41,7 @@ DeviceKvArena::DeviceKvArena(const DeviceKvArenaConfig& cfg, cuda::Backend& back
 
 Result<std::unique_ptr<DeviceKvArena>> DeviceKvArena::create(const DeviceKvArenaConfig& cfg, cuda::Backend& backend) {
   using kernels::KvCodec;
-  if (!device_codec(cfg.codec))
+  if (!cuda::kv_codec_supported(cfg.codec))
     return unimplemented("--kv-cache-dtype: the GPU KV cache holds f16, bf16, f32, fp8, int8 or int4 (the per-channel types "
                          "int8c, int4c, int3 and int2 run on the CPU)");
   if (cfg.num_blocks <= 0) return invalid_argument("device KV arena: num_blocks must be > 0, got {}", cfg.num_blocks);

@@ -42,8 +42,6 @@ class DeviceKvArena : public KvStorage {
   DeviceKvArena(const DeviceKvArena&) = delete;
   DeviceKvArena& operator=(const DeviceKvArena&) = delete;
 
-  // The codecs the device writes: f32, f16, bf16, fp8, int8, int4.
-  static bool device_codec(kernels::KvCodec c);
   // cfg's codec and rotation for KV precision `p`. Errors name the flag the device cache lacks: a
   // hot window, separate key and value types, a type it does not write.
   static Status apply_precision(const KvPrecision& p, DeviceKvArenaConfig* cfg);

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/cuda/launch_checks.h"
 
 namespace hz {
 
@@ -28,7 +29,7 @@ Status KvManager::check_device_options(const KvOptions& o, const KvPlan& plan) {
   const KvTypePair t = plan.precision.arena_types();
   for (int32_t st = 0; st < 2; ++st) {
     const KvType k = t[st];
-    if (!DeviceKvArena::device_codec(k)) {
+    if (!cuda::kv_codec_supported(k)) {
       const char* flag = o.hot_type_v ? (st == 0 ? "--kv-cache-dtype-k" : "--kv-cache-dtype-v") : "--kv-cache-dtype";
       return unimplemented("{} {}: the GPU KV cache holds f16, bf16, f32, fp8, int8 or int4 (the per-channel types run "
                            "on the CPU)",

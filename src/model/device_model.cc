@@ -178,17 +178,11 @@ Status DeviceModel::upload_weights(const Model& model) {
   std::vector<float> theta(static_cast<size_t>(cfg_.rope.dim / 2));
   for (int32_t i = 0; i < cfg_.rope.dim / 2; ++i) theta[i] = rope.angle(1, i);
   HZ_ASSIGN_OR_RETURN(rope_theta_, upload_floats(theta, "RoPE frequencies"));
+  // KvRotation keeps its signs as [layers][K, V][kv heads][head dim], contiguous (kept until the
+  // synchronize below: uploads read their source until then).
   const KvRotation rot(cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim);
-  std::vector<float> signs;
-  signs.reserve(static_cast<size_t>(cfg_.num_layers) * 2 * cfg_.num_kv_heads * cfg_.head_dim);
-  for (int32_t l = 0; l < cfg_.num_layers; ++l) {
-    for (int32_t st = 0; st < 2; ++st) {
-      for (int32_t h = 0; h < cfg_.num_kv_heads; ++h) {
-        const float* sg = rot.signs(l, st, h);
-        signs.insert(signs.end(), sg, sg + cfg_.head_dim);
-      }
-    }
-  }
+  const size_t num_signs = static_cast<size_t>(cfg_.num_layers) * 2 * cfg_.num_kv_heads * cfg_.head_dim;
+  const std::vector<float> signs(rot.signs(0, 0, 0), rot.signs(0, 0, 0) + num_signs);
   HZ_ASSIGN_OR_RETURN(rotation_, upload_floats(signs, "KV rotation signs"));
   rope_mscale_ = rope.mscale();
   return backend_.synchronize();
@@ -251,7 +245,8 @@ Status DeviceModel::matmul(const DeviceMatrix& w, const float* x, int64_t tokens
 namespace {
 
 // A decode step that a frame holds: every slice one token, logits of that token only, and depths
-// whose power-of-two segment count stays within a launch's grid (65535 segments: 33.5M positions).
+// whose segment count, rounded up to a power of two, stays within a launch's grid of 65535
+// (32768 segments of 512: positions below 16.7M).
 bool decode_step(const std::vector<SeqSlice>& batch) {
   for (const auto& s : batch) {
     if (s.num_tokens != 1 || s.all_logits || s.start_pos / cuda::kAttnSegmentTokens >= 32768) return false;

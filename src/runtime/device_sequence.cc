@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <thread>
 
 #include "base/check.h"
+#include "base/thread_pool.h"
 #include "kernels/cuda/launch_checks.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
@@ -109,10 +109,11 @@ Status DeviceSequence::fill_synthetic(int64_t n, uint64_t seed) {
   const device::DeviceKvBlock d = device::arena_block_descriptor(arena_->geometry(), 0);  // offsets within a block
   // One block's new rows of every layer, stream and head, encoded as kv_write encodes them, into
   // `block` (its earlier rows, when kept, already there).
-  auto make_block = [&](int64_t b, uint8_t* block) {
+  ThreadPool pool;  // every hardware thread
+  std::vector<std::vector<float>> rows(pool.num_threads(), std::vector<float>(static_cast<size_t>(c.head_dim)));
+  auto make_block = [&](int64_t b, uint8_t* block, std::vector<float>& row) {
     const int64_t slot0 = std::max<int64_t>(0, num_tokens_ - b * c.block_tokens);
     const int64_t slot1 = std::min<int64_t>(c.block_tokens, end - b * c.block_tokens);
-    std::vector<float> row(static_cast<size_t>(c.head_dim));
     for (int32_t l = 0; l < c.num_layers; ++l) {
       const uint64_t lo = static_cast<uint64_t>(arena_->geometry().layer_offset(l));
       for (int st = 0; st < 2; ++st) {
@@ -131,8 +132,7 @@ Status DeviceSequence::fill_synthetic(int64_t n, uint64_t seed) {
   // Batches of blocks made on every core, then uploaded one by one from this thread (the backend
   // is this thread's).
   const int64_t b0 = num_tokens_ / c.block_tokens, b1 = (end + c.block_tokens - 1) / c.block_tokens;
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(std::thread::hardware_concurrency(), 32));
-  const int64_t batch = std::max<int64_t>(workers, std::min<int64_t>(256, static_cast<int64_t>((uint64_t{256} << 20) / bb)));
+  const int64_t batch = std::max<int64_t>(pool.num_threads(), std::min<int64_t>(256, static_cast<int64_t>((uint64_t{256} << 20) / bb)));
   std::vector<uint8_t> buf(static_cast<size_t>(std::min(batch, b1 - b0)) * bb);
   for (int64_t first = b0; first < b1; first += batch) {
     const int64_t count = std::min(batch, b1 - first);
@@ -145,14 +145,9 @@ Status DeviceSequence::fill_synthetic(int64_t n, uint64_t seed) {
         std::fill(block, block + bb, uint8_t{0});
       }
     }
-    std::atomic<int64_t> next{0};
-    auto work = [&] {
-      for (int64_t i = next++; i < count; i = next++) make_block(first + i, buf.data() + static_cast<uint64_t>(i) * bb);
-    };
-    std::vector<std::thread> pool;
-    for (int64_t w = 1; w < std::min(workers, count); ++w) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
+    pool.parallel_for(count, [&](int64_t i, int thread_idx) {
+      make_block(first + i, buf.data() + static_cast<uint64_t>(i) * bb, rows[thread_idx]);
+    });
     for (int64_t i = 0; i < count; ++i) {
       uint8_t* dev = arena_->data() + static_cast<uint64_t>(block_table_[first + i].idx) * bb;
       HZ_RETURN_IF_ERROR(backend_.upload(dev, buf.data() + static_cast<uint64_t>(i) * bb, bb));
@@ -253,9 +248,8 @@ Result<DeviceSequence::AttentionCheck> DeviceSequence::check_synthetic_attention
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (int32_t g = 0; g < c.num_kv_heads; ++g) pool.emplace_back(kv_head, g);
-  for (auto& t : pool) t.join();
+  ThreadPool pool(std::min<int>(c.num_kv_heads, static_cast<int>(std::thread::hardware_concurrency())));
+  pool.parallel_for(c.num_kv_heads, [&](int64_t g, int) { kv_head(static_cast<int32_t>(g)); });
   AttentionCheck r;
   r.layer = layer;
   r.depth = num_tokens_;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "base/check.h"
+#include "kernels/cuda/backend.h"
+
 namespace hz {
 
 KvOptions kv_options(const EngineOptions& o) {
@@ -42,6 +45,12 @@ KvPrecision kv_precision(const EngineOptions& o) {
   p = kv_canonical(p);
   apply_kv_rotation(o.kv_rotation, p);
   return kv_canonical(p);
+}
+
+Result<std::unique_ptr<cuda::Backend>> make_device_backend(EngineDevice device) {
+  HZ_CHECK(device != EngineDevice::kCpu);
+  if (device == EngineDevice::kCuda) return cuda::make_cuda_backend("--device cuda");
+  return cuda::make_host_backend();
 }
 
 }  // namespace hz

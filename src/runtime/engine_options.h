@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "base/status.h"
 #include "kv/kv_options.h"
 #include "model/model_overrides.h"
 #include "kv/kv_layout.h"
@@ -15,6 +16,9 @@
 namespace hz {
 
 class Drafter;  // runtime/drafter.h
+namespace cuda {
+class Backend;  // kernels/cuda/backend.h
+}
 
 enum class SpecMode { kOff, kNgram };
 
@@ -81,5 +85,8 @@ KvOptions kv_options(const EngineOptions& o);
 // The KV precision those settings resolve to (types, window, sinks, rotation; kv_canonical), for
 // the tools that build a KV cache without a KvManager (bench engine, perplexity, plan).
 KvPrecision kv_precision(const EngineOptions& o);
+// The backend of a device other than the CPU: the CUDA backend (errors say why it cannot run,
+// naming --device cuda) or its host emulation.
+Result<std::unique_ptr<cuda::Backend>> make_device_backend(EngineDevice device);
 
 }  // namespace hz

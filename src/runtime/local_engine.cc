@@ -171,11 +171,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
 Status LocalEngine::open_device(KvOptions ko) {
   const ModelConfig& c = model_->config();
   HZ_RETURN_IF_ERROR(DeviceModel::check_supported(c));
-  if (opts_.device == EngineDevice::kCuda) {
-    HZ_ASSIGN_OR_RETURN(backend_, cuda::make_cuda_backend("--device cuda"));
-  } else {
-    backend_ = cuda::make_host_backend();
-  }
+  HZ_ASSIGN_OR_RETURN(backend_, make_device_backend(opts_.device));
   ko.backend = "cuda";
   // The flags the device KV cache lacks fail before the weights are uploaded.
   {
@@ -195,11 +191,7 @@ Status LocalEngine::open_device(KvOptions ko) {
     const uint64_t usable = free > scratch + reserve ? (free - scratch - reserve) / 10 * 9 : 0;
     // As on the CPU: room for max_num_seqs full-length sequences; on the host emulation also at
     // most a quarter of free RAM.
-    KvGeometry g;
-    g.num_layers = static_cast<uint64_t>(c.num_layers);
-    g.num_heads = static_cast<uint64_t>(c.num_kv_heads);
-    g.head_dim = static_cast<uint64_t>(c.head_dim);
-    g.fp8_row_scales = true;
+    const KvGeometry g = kv_demand(opts_, c).geometry;  // the device arena's layout
     const uint64_t block = hz::kv_block_bytes(g, ko.hot_type, static_cast<uint64_t>(ko.block_tokens));
     const uint64_t wanted = (static_cast<uint64_t>(opts_.max_model_len) + ko.block_tokens - 1) / ko.block_tokens *
                             static_cast<uint64_t>(opts_.max_num_seqs) * block;

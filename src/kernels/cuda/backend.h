@@ -92,7 +92,7 @@ class Backend {
   // Graphs: between begin_capture and end_capture the kernel calls above are recorded, not run
   // (on the CUDA backend's stream: a CUDA graph; on the host emulation: the calls themselves);
   // launch_graph runs a captured graph of this backend. Copies and synchronize() are errors while
-  // capturing. Off for a backend made with graphs off (HORIZON_CUDA_GRAPHS=0).
+  // capturing. (HORIZON_CUDA_GRAPHS=0 is read by the device model, which then captures none.)
   virtual bool graphs_supported() const = 0;
   virtual Status begin_capture() = 0;
   virtual Result<std::unique_ptr<CapturedGraph>> end_capture() = 0;

@@ -1,7 +1,8 @@
 // KV encoders and decoders (and the step's row writes into the paged arena), copied operation for
-// operation from kernels/ref/kv_codec.cc so the bytes and the decoded values are identical. Encoding is sequential per group (int8/int4: one
-// thread per row group, the reference's loop); fp8's one scale per call is a max over all rows,
-// reduced in a tree (max with the reference's NaN rule is order-independent).
+// operation from kernels/ref/kv_codec.cc so the bytes and the decoded values are identical.
+// Encoding is sequential per group (int8/int4: one thread per row group, the reference's loop);
+// fp8's one scale per call is a max over all rows, reduced in a tree (max with the reference's NaN
+// rule is order-independent).
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -112,6 +113,16 @@ __global__ void decode_kernel(KvCodec c, const uint8_t* elems, const uint8_t* sc
   }
 }
 
+// Where token t's row of KV head h lands: its block (per the tables) and the row of a plane.
+struct RowSlot {
+  const device::DeviceKvBlock* blk;
+  int64_t row;
+};
+__device__ __forceinline__ RowSlot row_slot(const KvWriteArgs& a, int64_t t, int64_t h) {
+  const int64_t pos = a.query_pos[t];
+  return {&a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens], h * a.block_tokens + pos % a.block_tokens};
+}
+
 // One thread per (token, KV head, element): the element's K and V values in their block's codec.
 __global__ void kv_write_kernel(KvWriteArgs a) {
   const int64_t hd = a.head_dim;
@@ -119,14 +130,11 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
   if (idx >= a.num_tokens * a.num_kv_heads * hd) return;
   const int64_t d = idx % hd;
   const int64_t th = idx / hd;  // token * num_kv_heads + head
-  const int64_t t = th / a.num_kv_heads, h = th % a.num_kv_heads;
-  const int64_t pos = a.query_pos[t];
-  const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
+  const auto [blk, row] = row_slot(a, th / a.num_kv_heads, th % a.num_kv_heads);
   const KvCodec c = a.codec;
-  const int64_t row = h * a.block_tokens + pos % a.block_tokens;
   const int64_t width = c == KvCodec::kF32 ? 4 : 2;
-  uint8_t* kd = a.arena + blk.k_elems + a.layer_offset + (row * hd + d) * width;
-  uint8_t* vd = a.arena + blk.v_elems + a.layer_offset + (row * hd + d) * width;
+  uint8_t* kd = a.arena + blk->k_elems + a.layer_offset + (row * hd + d) * width;
+  uint8_t* vd = a.arena + blk->v_elems + a.layer_offset + (row * hd + d) * width;
   if (c == KvCodec::kF32) {
     detail::store_f32(kd, a.k[idx]);
     detail::store_f32(vd, a.v[idx]);
@@ -150,13 +158,10 @@ __global__ void kv_write_grouped_kernel(KvWriteArgs a) {
   const int64_t gi = idx % ng;
   const int64_t st = (idx / ng) % 2;
   const int64_t th = idx / ng / 2;  // token * num_kv_heads + head
-  const int64_t t = th / a.num_kv_heads, h = th % a.num_kv_heads;
-  const int64_t pos = a.query_pos[t];
-  const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
-  const int64_t row = h * a.block_tokens + pos % a.block_tokens;
+  const auto [blk, row] = row_slot(a, th / a.num_kv_heads, th % a.num_kv_heads);
   const float* xr = (st == 0 ? a.k : a.v) + th * hd;
-  uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * reb;
-  uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + (row * ng + gi) * 2;
+  uint8_t* er = a.arena + (st == 0 ? blk->k_elems : blk->v_elems) + a.layer_offset + row * reb;
+  uint8_t* sc = a.arena + (st == 0 ? blk->k_scales : blk->v_scales) + a.layer_offset + (row * ng + gi) * 2;
   const int64_t b = gi * g, n = hd - b < g ? hd - b : g;
   encode_group(a.codec, xr, er, b, n, sc);
 }
@@ -173,19 +178,16 @@ __global__ void kv_write_fp8_kernel(KvWriteArgs a) {
   if (idx >= a.num_tokens * a.num_kv_heads * 2) return;  // uniform across the warp
   const int64_t st = idx % 2;
   const int64_t th = idx / 2;  // token * num_kv_heads + head
-  const int64_t t = th / a.num_kv_heads, h = th % a.num_kv_heads;
-  const int64_t pos = a.query_pos[t];
-  const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
-  const int64_t row = h * a.block_tokens + pos % a.block_tokens;
+  const auto [blk, row] = row_slot(a, th / a.num_kv_heads, th % a.num_kv_heads);
   const float* xr = (st == 0 ? a.k : a.v) + th * hd;
-  uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * hd;
+  uint8_t* er = a.arena + (st == 0 ? blk->k_elems : blk->v_elems) + a.layer_offset + row * hd;
   float amax = 0;
   for (int64_t i = lane; i < hd; i += kWarp) amax = ref_max(amax, fabsf(xr[i]));
   for (int w = kWarp / 2; w > 0; w /= 2) amax = ref_max(amax, __shfl_xor_sync(0xffffffffu, amax, w));
   const float scale = __fdiv_rn(amax, 448.0f);
   const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
   for (int64_t i = lane; i < hd; i += kWarp) er[i] = detail::f32_to_e4m3(__fmul_rn(xr[i], inv));
-  if (lane == 0) detail::store_f32(a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + row * 4, scale);
+  if (lane == 0) detail::store_f32(a.arena + (st == 0 ? blk->k_scales : blk->v_scales) + a.layer_offset + row * 4, scale);
 }
 
 }  // namespace

@@ -138,13 +138,13 @@ class HostBackend : public Backend {
   Status synchronize() override { return not_capturing("synchronize"); }
 
   Status quantize_q8_0(const float* x, BlockQ8_0* y, int64_t rows, int64_t n) override {
-    return run([=, this] {
+    return run([=] {
       for (int64_t r = 0; r < rows; ++r) kernels::quantize_row_q8_0(x + r * n, y + r * (n / kQK8_0), n);
       return Status();
     });
   }
   Status matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y) override {
-    return run([=, this] {
+    return run([=] {
       kernels::matmul(wtype, n, w, row_bytes(wtype, n), 0, m, x, kernels::activation_row_bytes(wtype, n), num_tokens, y, m);
       return Status();
     });
@@ -158,7 +158,7 @@ class HostBackend : public Backend {
   }
   Status rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, const int64_t* pos, const float* theta,
               int32_t rot_dim, float mscale, bool neox) override {
-    return run([=, this] {
+    return run([=] {
       host::rope(x, num_tokens, num_heads, head_dim, pos, theta, rot_dim, mscale, neox);
       return Status();
     });
@@ -174,26 +174,26 @@ class HostBackend : public Backend {
     });
   }
   Status swiglu(float* gate, const float* up, int64_t n) override {
-    return run([=, this] {
+    return run([=] {
       kernels::swiglu(gate, up, n);
       return Status();
     });
   }
   Status add(float* y, const float* x, int64_t n) override {
-    return run([=, this] {
+    return run([=] {
       kernels::add(y, x, n);
       return Status();
     });
   }
   Status add_rows(float* y, const float* b, int64_t rows, int64_t n) override {
-    return run([=, this] {
+    return run([=] {
       for (int64_t r = 0; r < rows; ++r) kernels::add(y + r * n, b, n);
       return Status();
     });
   }
   Status embedding(DType type, const void* table, int64_t vocab, int64_t dim, const int32_t* tokens, int64_t num_tokens,
                    float* y) override {
-    return run([=, this] {
+    return run([=] {
       const uint64_t rb = row_bytes(type, dim);
       for (int64_t t = 0; t < num_tokens; ++t) {
         float* yr = y + t * dim;
@@ -207,19 +207,19 @@ class HostBackend : public Backend {
     });
   }
   Status kv_write(const KvWriteArgs& a) override {
-    return run([=, this] {
+    return run([=] {
       host::kv_write(a);
       return Status();
     });
   }
   Status paged_attention(const PagedAttnArgs& a) override {
-    return run([=, this] {
+    return run([=] {
       host::paged_attention(a);
       return Status();
     });
   }
 
-  bool graphs_supported() const override { return graphs_; }
+  bool graphs_supported() const override { return true; }
   Status begin_capture() override {
     if (capture_ != nullptr) return invalid_argument("host emulation: a capture is already under way");
     capture_ = std::make_unique<Graph>();
@@ -234,8 +234,6 @@ class HostBackend : public Backend {
     for (const auto& call : static_cast<const Graph&>(g).calls) HZ_RETURN_IF_ERROR(call());
     return Status();
   }
-
-  explicit HostBackend(bool graphs) : graphs_(graphs) {}
 
  private:
   // The recorded calls of a host graph, run in order by launch_graph.
@@ -256,14 +254,10 @@ class HostBackend : public Backend {
     return invalid_argument("host emulation: {} while capturing a graph", what);
   }
 
-  bool graphs_;
   std::unique_ptr<Graph> capture_;
   std::vector<float> ones_;
 };
 
-std::unique_ptr<Backend> make_host_backend() {
-  const char* graphs = std::getenv("HORIZON_CUDA_GRAPHS");
-  return std::make_unique<HostBackend>(graphs == nullptr || std::string(graphs) != "0");
-}
+std::unique_ptr<Backend> make_host_backend() { return std::make_unique<HostBackend>(); }
 
 }  // namespace hz::cuda

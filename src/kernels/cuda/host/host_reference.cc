@@ -224,42 +224,20 @@ void rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, con
 }
 
 void kv_write(const KvWriteArgs& a) {
+  // Each row on its own through the scalar encoder: int8/int4 with their group scales, fp8 with one
+  // scale for the row, the float types as they are (no scales).
   const int64_t hd = a.head_dim;
+  const int64_t reb = row_elem_bytes(a.codec, hd), rsb = device::arena_row_scale_bytes(a.codec, hd);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const int64_t pos = a.query_pos[t];
     const device::DeviceKvBlock& blk = a.blocks[a.seq_block_begin[a.query_seq[t]] + pos / a.block_tokens];
-    const KvCodec c = a.codec;
-    if (c == KvCodec::kInt8 || c == KvCodec::kInt4 || c == KvCodec::kFp8) {
-      // Each row on its own: int8/int4 with its group scales, fp8 with one scale for the row.
-      const int64_t reb = row_elem_bytes(c, hd), rsb = device::arena_row_scale_bytes(c, hd);
-      for (int64_t h = 0; h < a.num_kv_heads; ++h) {
-        const int64_t row = h * a.block_tokens + pos % a.block_tokens;
-        for (int st = 0; st < 2; ++st) {
-          const float* x = (st == 0 ? a.k : a.v) + (t * a.num_kv_heads + h) * hd;
-          uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * reb;
-          uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + row * rsb;
-          kernels::ref::encode_kv_rows(c, x, 1, hd, er, sc);
-        }
-      }
-      continue;
-    }
-    const int64_t width = c == KvCodec::kF32 ? 4 : 2;
     for (int64_t h = 0; h < a.num_kv_heads; ++h) {
       const int64_t row = h * a.block_tokens + pos % a.block_tokens;
-      const float* k = a.k + (t * a.num_kv_heads + h) * hd;
-      const float* v = a.v + (t * a.num_kv_heads + h) * hd;
-      uint8_t* kd = a.arena + blk.k_elems + a.layer_offset + row * hd * width;
-      uint8_t* vd = a.arena + blk.v_elems + a.layer_offset + row * hd * width;
-      for (int64_t d = 0; d < hd; ++d) {
-        if (c == KvCodec::kF32) {
-          std::memcpy(kd + 4 * d, &k[d], 4);
-          std::memcpy(vd + 4 * d, &v[d], 4);
-        } else {
-          const uint16_t kb = c == KvCodec::kF16 ? f32_to_f16(k[d]) : f32_to_bf16(k[d]);
-          const uint16_t vb = c == KvCodec::kF16 ? f32_to_f16(v[d]) : f32_to_bf16(v[d]);
-          std::memcpy(kd + 2 * d, &kb, 2);
-          std::memcpy(vd + 2 * d, &vb, 2);
-        }
+      for (int st = 0; st < 2; ++st) {
+        const float* x = (st == 0 ? a.k : a.v) + (t * a.num_kv_heads + h) * hd;
+        uint8_t* er = a.arena + (st == 0 ? blk.k_elems : blk.v_elems) + a.layer_offset + row * reb;
+        uint8_t* sc = a.arena + (st == 0 ? blk.k_scales : blk.v_scales) + a.layer_offset + row * rsb;
+        kernels::ref::encode_kv_rows(a.codec, x, 1, hd, er, sc);
       }
     }
   }
