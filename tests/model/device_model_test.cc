@@ -5,15 +5,11 @@
 
 #include "kv/kv_layout.h"
 #include "model/rope.h"
-#include "runtime/perplexity.h"
-#include "tokenizer/tokenizer.h"
 #include "runtime/single_sequence.h"
 #include "base/thread_pool.h"
 
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include "support/device_model_checks.h"
 
 namespace hz {
