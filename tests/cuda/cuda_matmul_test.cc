@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -48,16 +49,18 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale) {
 
 bool quantized(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
 
-class CudaMatmulTest : public ::testing::TestWithParam<DType> {};
+class CudaMatmulTest : public ::testing::TestWithParam<std::tuple<DType, cuda::MatmulKernel>> {};
 
 TEST_P(CudaMatmulTest, MatchesReferenceAndIsBatchInvariant) {
   HZ_REQUIRE_GPU();
-  const DType t = GetParam();
+  const DType t = std::get<0>(GetParam());
+  const cuda::MatmulKernel kernel = std::get<1>(GetParam());
   auto stream = device::Stream::create();
   ASSERT_TRUE(stream.ok()) << stream.status().message();
   const device::Stream& s = *stream;
   std::mt19937 rng(1234 + static_cast<int>(t));
-  std::vector<Shape> shapes = {{1, 32, 1}, {7, 64, 1}, {33, 96, 5}, {130, 4096, 9}, {64, 2048, 17}};
+  // Tall matrices (m >= 8192) take two rows a warp in the streaming kernel.
+  std::vector<Shape> shapes = {{1, 32, 1}, {7, 64, 1}, {33, 96, 5}, {130, 4096, 9}, {64, 2048, 17}, {8195, 2080, 3}};
   if (!quantized(t)) shapes.push_back({5, 37, 3});  // n not a multiple of anything
   for (const Shape& sh : shapes) {
     SCOPED_TRACE(testing::Message() << dtype_name(t) << " m=" << sh.m << " n=" << sh.n << " tokens=" << sh.tokens);
@@ -86,7 +89,7 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndIsBatchInvariant) {
     } else {
       kernels::ref::matmul(t, sh.n, w.data(), row_bytes(t, sh.n), 0, sh.m, x.data(), sh.n * 4, sh.tokens, ref.data(), sh.m);
     }
-    Status st = cuda::matmul(t, dw.data(), sh.m, sh.n, xin, sh.tokens, dy.data(), s);
+    Status st = cuda::matmul(t, dw.data(), sh.m, sh.n, xin, sh.tokens, dy.data(), kernel, s);
     ASSERT_TRUE(st.ok()) << st.message();
     const std::vector<float> got = dy.read();
     for (int64_t k = 0; k < sh.tokens; ++k) {
@@ -102,7 +105,7 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndIsBatchInvariant) {
       DeviceArray<float> one(s, static_cast<size_t>(sh.m));
       const void* xk = quantized(t) ? static_cast<const void*>(dxq->data() + k * nb)
                                     : static_cast<const void*>(dx.data() + k * sh.n);
-      ASSERT_TRUE(cuda::matmul(t, dw.data(), sh.m, sh.n, xk, 1, one.data(), s).ok());
+      ASSERT_TRUE(cuda::matmul(t, dw.data(), sh.m, sh.n, xk, 1, one.data(), kernel, s).ok());
       const std::vector<float> alone = one.read();
       for (int64_t r = 0; r < sh.m; ++r) {
         ASSERT_EQ(test::float_bits(alone[r]), test::float_bits(got[k * sh.m + r])) << "token " << k << " row " << r;
@@ -137,8 +140,13 @@ TEST_P(CudaMatmulTest, MatchesReferenceAndIsBatchInvariant) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaMatmulTest,
-                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                                                              DType::kQ4_0),
+                                            ::testing::Values(cuda::MatmulKernel::kStreaming, cuda::MatmulKernel::kSimple)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) == cuda::MatmulKernel::kStreaming ? "_streaming" : "_simple");
+                         });
 
 TEST(CudaQuantizeTest, TiesAndZeroBlocksMatchReference) {
   HZ_REQUIRE_GPU();

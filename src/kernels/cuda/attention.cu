@@ -83,8 +83,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttnArgs
   float* mrow = pt + max_rows * kTile;            // [max_rows]
   float* lrow = mrow + max_rows;                  // [max_rows]
   float* alpha = lrow + max_rows;                 // [max_rows]
-  float* kraw = alpha + max_rows;                 // [kTile][hd]
-  float* vraw = kraw + kTile * hd;                // [kTile][hd]
+  // K codes one float apart from row to row (a stride of hd + 1): the score loop's threads read the
+  // same dim of 32 different keys, which a stride of hd (a multiple of 32 banks) would put in one bank.
+  const int64_t kst = hd + 1;
+  float* kraw = alpha + max_rows;                 // [kTile][hd + 1]
+  float* vraw = kraw + kTile * kst;               // [kTile][hd]
   float* kscale = vraw + kTile * hd;              // [kTile][ngroups]
   float* vscale = kscale + kTile * ngroups;       // [kTile][ngroups]
   __shared__ int64_t rk0[kAttnMaxRows], rk1[kAttnMaxRows];  // each row's keys in this segment
@@ -124,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttnArgs
       const auto c = static_cast<KvCodec>(blk.codec);
       const int64_t row = static_cast<int64_t>(kvh) * a.block_tokens + key % a.block_tokens;
       const int64_t off = row * row_elem_bytes(c, hd);
-      kraw[i] = raw_code(c, a.arena + blk.k_elems + a.layer_offset + off, d);
+      kraw[j * kst + d] = raw_code(c, a.arena + blk.k_elems + a.layer_offset + off, d);
       vraw[i] = raw_code(c, a.arena + blk.v_elems + a.layer_offset + off, d);
       if (d < ngroups) {
         float ks = 1.0f, vs = 1.0f;
@@ -148,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttnArgs
       if (key < rk0[r] || key >= rk1[r]) continue;
       const auto c = static_cast<KvCodec>(table[key / a.block_tokens].codec);
       const float* qr = qs + static_cast<int64_t>(r) * hd;
-      const float* kr = kraw + static_cast<int64_t>(j) * hd;
+      const float* kr = kraw + static_cast<int64_t>(j) * kst;
       float s = 0.0f;
       if (grouped(c)) {
         for (int64_t gi = 0; gi < ngroups; ++gi) {

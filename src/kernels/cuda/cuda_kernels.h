@@ -27,8 +27,13 @@ Status quantize_q8_0(const float* x, BlockQ8_0* y, int64_t rows, int64_t n, cons
 // [num_tokens][n / 32] (quantize_q8_0) for q8_0/q4_0 weights. One code path and one reduction order
 // for every num_tokens (matrix-vector is num_tokens = 1): a token's result does not depend on the
 // batch. Q8_0/Q4_0: each block's integer sum is exact, acc = fma(d_w * d_x, isum, acc) per thread.
+// `kernel`: which of matmul.cu's two kernels (default: default_matmul_kernel()).
 Status matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y,
               const Stream& s);
+Status matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y,
+              MatmulKernel kernel, const Stream& s);
+// The streaming kernel, or the simple one when HORIZON_CUDA_MATMUL=simple (read once).
+MatmulKernel default_matmul_kernel();
 // The integer block sums of the q8_0/q4_0 matmul, isums[t][r][b] for b < n / 32: the same device
 // function the matmul uses, exposed so tests compare it bit for bit with the reference's sums.
 Status quant_block_sums(DType wtype, const void* w, int64_t m, int64_t n, const BlockQ8_0* x, int64_t num_tokens,

@@ -17,6 +17,10 @@ namespace hz::cuda {
 // (thread-strided partials, then a fixed tree) whatever the number of tokens.
 constexpr int32_t kMatmulThreads = 128;
 constexpr int32_t kMatmulTokenTile = 8;
+// The matmul kernels (matmul.cu): streaming (warps over rows, coalesced loads; the default) and
+// simple (one CTA per row, byte loads; HORIZON_CUDA_MATMUL=simple). Their sums differ in order, so
+// their results differ in the last bits; each is batch invariant on its own.
+enum class MatmulKernel : int32_t { kStreaming = 0, kSimple = 1 };
 // Attention: positions of one split (the CPU's super-segment), keys per tile, threads per CTA,
 // the largest query block (consecutive queries of one sequence sharing key tiles) and the most
 // rows (query heads x queries) of one CTA.
@@ -87,7 +91,8 @@ struct KvWriteArgs {
 
 namespace raw {
 int quantize_q8_0(const float* x, BlockQ8_0* y, int64_t rows, int64_t n, void* stream);
-int matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y, void* stream);
+int matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y,
+           MatmulKernel kernel, void* stream);
 int quant_block_sums(DType wtype, const void* w, int64_t m, int64_t n, const BlockQ8_0* x, int64_t num_tokens, int32_t* isums,
                      void* stream);
 int rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps, void* stream);

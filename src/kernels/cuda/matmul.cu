@@ -1,8 +1,14 @@
-// Matrix products for f32/f16/bf16/q8_0/q4_0 weights and the Q8_0 activation quantizer.
-// Correct first: one CTA per output row and tile of tokens, byte loads; the reduction order per
-// (row, token) depends on n only (thread-strided partials, a fixed warp tree, warps summed in order).
+// Matrix products for f32/f16/bf16/q8_0/q4_0 weights and the Q8_0 activation quantizer. Two
+// kernels, each with a reduction order per (row, token) that depends on n only, so either gives a
+// token the same bits whatever else is in the launch:
+// - the streaming kernel (the default): a warp per row or two, coalesced 16-byte / 32-bit loads,
+//   integer dot products by __dp4a: decode reads the weights once at close to memory bandwidth;
+// - the simple kernel (HORIZON_CUDA_MATMUL=simple): one CTA per output row and tile of tokens, byte
+//   loads (thread-strided partials, a fixed warp tree, warps summed in order); the first kernel,
+//   kept to compare against.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/matmul_lanes.h"
 
 namespace hz::cuda {
 namespace {
@@ -126,7 +132,74 @@ __global__ void block_sums_kernel(const uint8_t* w, int64_t row_bytes, int64_t m
   isums[i] = block_isum<W>(w + r * row_bytes + b * block_bytes<W>(), x[t * nb + b]);
 }
 
+// ---- The streaming kernel: warps over rows (the lane layout and arithmetic: matmul_lanes.h) ----
+constexpr int kStreamWarps = 4;
+constexpr int kStreamThreads = kStreamWarps * 32;
+
+template <DType W, int R, int T>
+__global__ void __launch_bounds__(kStreamThreads) matmul_stream_kernel(const uint8_t* w, int64_t row_bytes, int64_t m,
+                                                                       int64_t n, const void* x, int64_t num_tokens,
+                                                                       bool vec, float* y) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kStreamWarps + (threadIdx.x >> 5)) * R;
+  if (r0 >= m) return;  // a whole warp: nothing below synchronizes the CTA
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * T;
+  const int64_t left = num_tokens - t0;
+  const int nt = left < T ? static_cast<int>(left) : T;
+  const uint8_t* wrow[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) wrow[i] = w + (r0 + i < m ? r0 + i : r0) * row_bytes;  // rows past m: computed, not written
+  float acc[R][T];
+  lanes::lane_partials<W, R, T>(wrow, n, x, t0, nt, vec, lane, acc);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+#pragma unroll
+    for (int k = 0; k < T; ++k) {
+      float v = acc[i][k];
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+      if (lane == 0 && k < nt && r0 + i < m) y[(t0 + k) * m + r0 + i] = v;
+    }
+  }
+}
+
 uint32_t blocks_for(int64_t items, int threads) { return static_cast<uint32_t>((items + threads - 1) / threads); }
+
+template <DType W, int R, int T>
+void launch_stream_tile(const uint8_t* w, int64_t rb, int64_t m, int64_t n, const void* x, int64_t num_tokens, bool vec,
+                        float* y, cudaStream_t st) {
+  const dim3 grid(static_cast<uint32_t>((m + R * kStreamWarps - 1) / (R * kStreamWarps)),
+                  static_cast<uint32_t>((num_tokens + T - 1) / T));
+  matmul_stream_kernel<W, R, T><<<grid, kStreamThreads, 0, st>>>(w, rb, m, n, x, num_tokens, vec, y);
+}
+
+// Rows a warp (R) and tokens a weight pass (T) by shape; none of them changes a result (matmul_lanes.h).
+// One token (decode): no token loop; two rows a warp on tall matrices (the activations loaded once
+// for both), one on the others so that small matrices still spread over every SM. Up to 8 tokens:
+// one pass. More (batched decode, prefill): 16 tokens a pass, one row a warp (registers).
+template <DType W>
+void launch_stream(const uint8_t* w, int64_t rb, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y,
+                   cudaStream_t st) {
+  const bool vec = lanes::vector_loads(W, w, static_cast<uint64_t>(rb), n, x);
+  const bool tall = m >= 8192;
+  if (num_tokens == 1) {
+    if (tall) return launch_stream_tile<W, 2, 1>(w, rb, m, n, x, num_tokens, vec, y, st);
+    return launch_stream_tile<W, 1, 1>(w, rb, m, n, x, num_tokens, vec, y, st);
+  }
+  if (num_tokens <= 8) {
+    if (tall) return launch_stream_tile<W, 2, 8>(w, rb, m, n, x, num_tokens, vec, y, st);
+    return launch_stream_tile<W, 1, 8>(w, rb, m, n, x, num_tokens, vec, y, st);
+  }
+  launch_stream_tile<W, 1, 16>(w, rb, m, n, x, num_tokens, vec, y, st);
+}
+
+template <DType W>
+void launch_matmul(MatmulKernel kernel, const uint8_t* w, int64_t rb, int64_t m, int64_t n, const void* x,
+                   int64_t num_tokens, float* y, cudaStream_t st) {
+  if (kernel == MatmulKernel::kStreaming) return launch_stream<W>(w, rb, m, n, x, num_tokens, y, st);
+  const dim3 grid(static_cast<uint32_t>(m), static_cast<uint32_t>((num_tokens + kTile - 1) / kTile));
+  matmul_kernel<W><<<grid, kThreads, 0, st>>>(w, rb, m, n, x, num_tokens, y);
+}
 
 }  // namespace
 
@@ -138,17 +211,17 @@ int quantize_q8_0(const float* x, BlockQ8_0* y, int64_t rows, int64_t n, void* s
   return static_cast<int>(cudaGetLastError());
 }
 
-int matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y, void* stream) {
-  const dim3 grid(static_cast<uint32_t>(m), static_cast<uint32_t>((num_tokens + kTile - 1) / kTile));
+int matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y,
+           MatmulKernel kernel, void* stream) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto rb = static_cast<int64_t>(row_bytes(wtype, n));
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   switch (wtype) {
-    case DType::kF32: matmul_kernel<DType::kF32><<<grid, kThreads, 0, st>>>(wb, rb, m, n, x, num_tokens, y); break;
-    case DType::kF16: matmul_kernel<DType::kF16><<<grid, kThreads, 0, st>>>(wb, rb, m, n, x, num_tokens, y); break;
-    case DType::kBF16: matmul_kernel<DType::kBF16><<<grid, kThreads, 0, st>>>(wb, rb, m, n, x, num_tokens, y); break;
-    case DType::kQ8_0: matmul_kernel<DType::kQ8_0><<<grid, kThreads, 0, st>>>(wb, rb, m, n, x, num_tokens, y); break;
-    case DType::kQ4_0: matmul_kernel<DType::kQ4_0><<<grid, kThreads, 0, st>>>(wb, rb, m, n, x, num_tokens, y); break;
+    case DType::kF32: launch_matmul<DType::kF32>(kernel, wb, rb, m, n, x, num_tokens, y, st); break;
+    case DType::kF16: launch_matmul<DType::kF16>(kernel, wb, rb, m, n, x, num_tokens, y, st); break;
+    case DType::kBF16: launch_matmul<DType::kBF16>(kernel, wb, rb, m, n, x, num_tokens, y, st); break;
+    case DType::kQ8_0: launch_matmul<DType::kQ8_0>(kernel, wb, rb, m, n, x, num_tokens, y, st); break;
+    case DType::kQ4_0: launch_matmul<DType::kQ4_0>(kernel, wb, rb, m, n, x, num_tokens, y, st); break;
     default: return static_cast<int>(cudaErrorInvalidValue);
   }
   return static_cast<int>(cudaGetLastError());

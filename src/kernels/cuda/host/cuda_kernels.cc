@@ -3,6 +3,9 @@
 // In src/kernels/cuda/host/ so the kernels module's *.cc glob leaves it to hz_cuda_kernels.
 #include "kernels/cuda/cuda_kernels.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/launch_checks.h"
 
 namespace hz::cuda {
@@ -21,9 +24,22 @@ Status quantize_q8_0(const float* x, BlockQ8_0* y, int64_t rows, int64_t n, cons
   return launched(raw::quantize_q8_0(x, y, rows, n, s.handle()), "CUDA quantize_q8_0");
 }
 
-Status matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y, const Stream& s) {
+MatmulKernel default_matmul_kernel() {
+  static const MatmulKernel k = [] {
+    const char* v = std::getenv("HORIZON_CUDA_MATMUL");
+    return v != nullptr && std::strcmp(v, "simple") == 0 ? MatmulKernel::kSimple : MatmulKernel::kStreaming;
+  }();
+  return k;
+}
+
+Status matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y,
+              MatmulKernel kernel, const Stream& s) {
   HZ_RETURN_IF_ERROR(check_matmul_args(wtype, m, n, num_tokens));
-  return launched(raw::matmul(wtype, w, m, n, x, num_tokens, y, s.handle()), "CUDA matmul");
+  return launched(raw::matmul(wtype, w, m, n, x, num_tokens, y, kernel, s.handle()), "CUDA matmul");
+}
+
+Status matmul(DType wtype, const void* w, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y, const Stream& s) {
+  return matmul(wtype, w, m, n, x, num_tokens, y, default_matmul_kernel(), s);
 }
 
 Status quant_block_sums(DType wtype, const void* w, int64_t m, int64_t n, const BlockQ8_0* x, int64_t num_tokens,

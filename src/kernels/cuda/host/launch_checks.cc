@@ -124,7 +124,8 @@ int64_t attention_smem_bytes(int32_t rows, int32_t head_dim) {
                    + rows * hd     // accumulators
                    + rows * t      // score / probability tile
                    + 3 * rows      // running max, sum, tile rescale
-                   + 2 * t * hd    // staged K and V codes as f32
+                   + t * (hd + 1)  // staged K codes as f32, rows hd + 1 apart (banks)
+                   + t * hd        // staged V codes as f32
                    + 2 * t * groups;  // their group scales
   return floats * 4;
 }

@@ -10,7 +10,7 @@ constexpr int kNoCuda = 35;  // cudaErrorInsufficientDriver's value
 }  // namespace
 
 int quantize_q8_0(const float*, BlockQ8_0*, int64_t, int64_t, void*) { return kNoCuda; }
-int matmul(DType, const void*, int64_t, int64_t, const void*, int64_t, float*, void*) { return kNoCuda; }
+int matmul(DType, const void*, int64_t, int64_t, const void*, int64_t, float*, MatmulKernel, void*) { return kNoCuda; }
 int quant_block_sums(DType, const void*, int64_t, int64_t, const BlockQ8_0*, int64_t, int32_t*, void*) { return kNoCuda; }
 int rms_norm(const float*, const float*, float*, int64_t, int64_t, float, void*) { return kNoCuda; }
 int rope(float*, int64_t, int32_t, int32_t, const int64_t*, const float*, int32_t, float, bool, void*) { return kNoCuda; }
