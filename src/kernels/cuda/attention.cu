@@ -6,7 +6,9 @@
 // fixed by positions alone (keys in increasing order, dims in increasing order, segments in order),
 // never by which thread computes it or how many queries share the CTA. So decode (query blocks of
 // one) and prefill (blocks of consecutive queries) agree bit for bit, as do any batch and chunking.
-// Correct first: K/V codes are staged in shared memory as f32 (exact) with their scales.
+// Correct first: K/V codes are staged in shared memory as f32 (exact) with their scales, tile by
+// tile. The chunked kernel (attention_chunked.cu, the default) computes the same values in a
+// schedule with fewer barriers; this one runs under HORIZON_CUDA_ATTENTION=simple.
 #include <atomic>
 #include <cfloat>
 
@@ -243,9 +245,15 @@ __global__ void merge_kernel(PagedAttnArgs a) {
 
 namespace raw {
 
-int paged_attention(const PagedAttnArgs& a, int64_t smem_bytes, void* stream) {
+int paged_attention(const PagedAttnArgs& a, int64_t smem_bytes, AttentionKernel kernel, void* stream) {
   const auto smem = static_cast<size_t>(smem_bytes);
   cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (kernel == AttentionKernel::kChunked) {
+    if (int e = paged_attention_chunked_ctas(a, smem_bytes, stream); e != 0) return e;
+    const dim3 mgrid(static_cast<uint32_t>(a.num_queries), static_cast<uint32_t>(a.num_heads));
+    merge_kernel<<<mgrid, 128, 0, st>>>(a);
+    return static_cast<int>(cudaGetLastError());
+  }
   // The kernel's dynamic shared memory limit, raised once to the most any launch asked for: a
   // launch being captured into a CUDA graph then makes no call other than the launches.
   static std::atomic<size_t> smem_limit{0};

@@ -75,6 +75,10 @@ Status kv_write(const KvWriteArgs& a, const Stream& s);
 
 // Paged causal attention (launch.h's PagedAttnArgs): the upload's sizes and the shape are checked
 // first. Compared with a double-precision reference built from kernels::ref::decode_kv_rows.
+// `kernel`: which of the two kernels (default: default_attention_kernel()); the same values either way.
 Status paged_attention(const PagedAttnArgs& a, const Stream& s);
+Status paged_attention(const PagedAttnArgs& a, AttentionKernel kernel, const Stream& s);
+// The chunked kernel, or the simple one when HORIZON_CUDA_ATTENTION=simple (read once).
+AttentionKernel default_attention_kernel();
 
 }  // namespace hz::cuda

@@ -21,6 +21,9 @@ constexpr int32_t kMatmulTokenTile = 8;
 // simple (one CTA per row, byte loads; HORIZON_CUDA_MATMUL=simple). Their sums differ in order, so
 // their results differ in the last bits; each is batch invariant on its own.
 enum class MatmulKernel : int32_t { kStreaming = 0, kSimple = 1 };
+// The paged-attention kernels: chunked (attention_chunked.cu, the default) and simple (attention.cu,
+// the first; HORIZON_CUDA_ATTENTION=simple). The same arithmetic value by value in two schedules.
+enum class AttentionKernel : int32_t { kChunked = 0, kSimple = 1 };
 // Attention: positions of one split (the CPU's super-segment), keys per tile, threads per CTA,
 // the largest query block (consecutive queries of one sequence sharing key tiles) and the most
 // rows (query heads x queries) of one CTA.
@@ -110,8 +113,11 @@ int encode_kv_rows(kernels::KvCodec c, const float* x, int64_t rows, int64_t hea
 int decode_kv_rows(kernels::KvCodec c, const uint8_t* elems, const uint8_t* scales, int64_t rows, int64_t head_dim, float* y,
                    void* stream);
 int kv_write(const KvWriteArgs& a, void* stream);
-// `smem_bytes`: attention_smem_bytes(qblock_size * group, head_dim).
-int paged_attention(const PagedAttnArgs& a, int64_t smem_bytes, void* stream);
+// `smem_bytes`: attention_smem_bytes(qblock_size * group, head_dim) for the simple kernel,
+// attn::smem_bytes (attention_lanes.h) for the chunked one. Both then run the merge kernel.
+int paged_attention(const PagedAttnArgs& a, int64_t smem_bytes, AttentionKernel kernel, void* stream);
+// The chunked kernel's CTAs alone (attention_chunked.cu).
+int paged_attention_chunked_ctas(const PagedAttnArgs& a, int64_t smem_bytes, void* stream);
 }  // namespace raw
 
 }  // namespace hz::cuda

@@ -16,96 +16,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/lane_ops.h"
 #include "tensor/dtype.h"
 
-#if defined(__CUDACC__)
-#include <cuda_fp16.h>
-#define HZ_LANE_FN __host__ __device__ __forceinline__
-#else
-#define HZ_LANE_FN inline
-#endif
-
 namespace hz::cuda::lanes {
-
-HZ_LANE_FN int dp4a(int a, int b, int c) {
-#if defined(__CUDA_ARCH__)
-  return __dp4a(a, b, c);
-#else
-  for (int i = 0; i < 4; ++i) c += static_cast<int8_t>(a >> (8 * i)) * static_cast<int8_t>(b >> (8 * i));
-  return c;
-#endif
-}
-
-// Bytewise a - b, modulo 256.
-HZ_LANE_FN uint32_t vsub4(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __vsub4(a, b);
-#else
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= ((((a >> (8 * i)) & 0xffu) - ((b >> (8 * i)) & 0xffu)) & 0xffu) << (8 * i);
-  return r;
-#endif
-}
-
-HZ_LANE_FN float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return __builtin_fmaf(a, b, c);
-#endif
-}
-
-HZ_LANE_FN float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-HZ_LANE_FN float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-// f16 bits -> f32 (exact; the hardware conversion on the GPU).
-HZ_LANE_FN float half_to_f32(uint16_t h) {
-#if defined(__CUDA_ARCH__)
-  return __half2float(__ushort_as_half(h));
-#else
-  return hz::f16_to_f32(h);
-#endif
-}
-
-HZ_LANE_FN uint16_t load_u16(const uint8_t* p) {  // p 2-byte aligned
-#if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const uint16_t*>(p);
-#else
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-#endif
-}
-
-// The little-endian 32-bit word at p (2-byte aligned): two 2-byte loads.
-HZ_LANE_FN int load_word_b2(const uint8_t* p) {
-  return static_cast<int>(static_cast<uint32_t>(load_u16(p)) | (static_cast<uint32_t>(load_u16(p + 2)) << 16));
-}
-
-// 16 bytes at p (16-byte aligned) into dst.
-HZ_LANE_FN void load16(const void* p, void* dst) {
-#if defined(__CUDA_ARCH__)
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(p);
-#else
-  std::memcpy(dst, p, 16);
-#endif
-}
 
 template <DType W>
 inline constexpr bool kQuantized = W == DType::kQ8_0 || W == DType::kQ4_0;
@@ -124,14 +40,7 @@ HZ_LANE_FN float weight_value(FloatElem<W> e) {
   } else if constexpr (W == DType::kF16) {
     return half_to_f32(e);
   } else {
-    uint32_t u = static_cast<uint32_t>(e) << 16;
-    float f;
-#if defined(__CUDA_ARCH__)
-    f = __uint_as_float(u);
-#else
-    std::memcpy(&f, &u, 4);
-#endif
-    return f;
+    return bf16_bits_to_f32(e);
   }
 }
 

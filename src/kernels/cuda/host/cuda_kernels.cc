@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cuda/attention_lanes.h"
 #include "kernels/cuda/launch_checks.h"
 
 namespace hz::cuda {
@@ -107,13 +108,25 @@ Status kv_write(const KvWriteArgs& a, const Stream& s) {
   return launched(raw::kv_write(a, s.handle()), "CUDA kv_write");
 }
 
-Status paged_attention(const PagedAttnArgs& a, const Stream& s) {
+Status paged_attention(const PagedAttnArgs& a, const Stream& s) { return paged_attention(a, default_attention_kernel(), s); }
+
+Status paged_attention(const PagedAttnArgs& a, AttentionKernel kernel, const Stream& s) {
   HZ_RETURN_IF_ERROR(check_attention_shape(a.num_heads, a.num_kv_heads, a.head_dim, a.block_tokens));
   const int32_t group = a.num_heads / a.num_kv_heads;
   HZ_RETURN_IF_ERROR(check_paged_attention_args(a.num_qblocks, a.qblock_size, a.max_segments, a.num_queries, group));
   if (a.num_kv_heads > 65535) return invalid_argument("CUDA attention: {} KV heads is more than 65535", a.num_kv_heads);
-  const int64_t smem = attention_smem_bytes(a.qblock_size * group, a.head_dim);
-  return launched(raw::paged_attention(a, smem, s.handle()), "CUDA paged_attention");
+  const int64_t rows = static_cast<int64_t>(a.qblock_size) * group;
+  const int64_t smem = kernel == AttentionKernel::kChunked ? attn::smem_bytes(rows, a.head_dim)
+                                                           : attention_smem_bytes(a.qblock_size * group, a.head_dim);
+  return launched(raw::paged_attention(a, smem, kernel, s.handle()), "CUDA paged_attention");
+}
+
+AttentionKernel default_attention_kernel() {
+  static const AttentionKernel k = [] {
+    const char* v = std::getenv("HORIZON_CUDA_ATTENTION");
+    return v != nullptr && std::strcmp(v, "simple") == 0 ? AttentionKernel::kSimple : AttentionKernel::kChunked;
+  }();
+  return k;
 }
 
 }  // namespace hz::cuda

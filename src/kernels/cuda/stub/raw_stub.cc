@@ -22,6 +22,7 @@ int embedding(DType, const void*, int64_t, int64_t, const int32_t*, int64_t, flo
 int encode_kv_rows(kernels::KvCodec, const float*, int64_t, int64_t, uint8_t*, uint8_t*, void*) { return kNoCuda; }
 int decode_kv_rows(kernels::KvCodec, const uint8_t*, const uint8_t*, int64_t, int64_t, float*, void*) { return kNoCuda; }
 int kv_write(const KvWriteArgs&, void*) { return kNoCuda; }
-int paged_attention(const PagedAttnArgs&, int64_t, void*) { return kNoCuda; }
+int paged_attention(const PagedAttnArgs&, int64_t, AttentionKernel, void*) { return kNoCuda; }
+int paged_attention_chunked_ctas(const PagedAttnArgs&, int64_t, void*) { return kNoCuda; }
 
 }  // namespace hz::cuda::raw
