@@ -95,11 +95,14 @@ HZ_LANE_FN int64_t chunk_keys(int64_t max_rows) {
   return c;
 }
 
-// Shared memory of one CTA, bytes (the int64 arrays first, then the floats).
+HZ_LANE_FN int64_t scale_groups(int64_t hd) { return (hd + 31) / 32; }
+
+// Shared memory of one CTA, bytes (the int64 arrays first, then the floats and int32s).
 HZ_LANE_FN int64_t smem_bytes(int64_t max_rows, int64_t hd) {
   const int64_t c = chunk_keys(max_rows), tiles = c / kTile;
-  const int64_t floats = 2 * max_rows * hd + max_rows * c + 3 * max_rows * tiles + 2 * max_rows;
-  return 2 * max_rows * 8 + floats * 4;
+  const int64_t floats = 2 * max_rows * hd + max_rows * c + 3 * max_rows * tiles + 2 * max_rows +
+                         c * scale_groups(hd) + c;
+  return (2 * max_rows + c) * 8 + floats * 4;
 }
 
 // A CTA's shared arrays.
@@ -114,6 +117,12 @@ struct Mem {
   float* tsum;    // [max_rows][tiles]
   float* mrow;    // [max_rows] running max
   float* lrow;    // [max_rows] running sum
+  // Per key of the chunk, set in the score phase for the accumulators: its V row (arena offset),
+  // codec and the factor each scale group's coefficients take (int8/int4: the group's scale; fp8:
+  // the row's; the float codecs 1, an exact no-op).
+  int64_t* voff;   // [chunk]
+  float* vscale;   // [chunk][scale groups]
+  int32_t* vcodec; // [chunk]
 };
 
 HZ_LANE_FN Mem carve(void* base, int64_t max_rows, int64_t hd) {
@@ -121,7 +130,8 @@ HZ_LANE_FN Mem carve(void* base, int64_t max_rows, int64_t hd) {
   Mem m;
   m.rk0 = static_cast<int64_t*>(base);
   m.rk1 = m.rk0 + max_rows;
-  float* f = reinterpret_cast<float*>(m.rk1 + max_rows);
+  m.voff = m.rk1 + max_rows;
+  float* f = reinterpret_cast<float*>(m.voff + c);
   m.qs = f;
   m.acc = m.qs + max_rows * hd;
   m.s = m.acc + max_rows * hd;
@@ -130,6 +140,8 @@ HZ_LANE_FN Mem carve(void* base, int64_t max_rows, int64_t hd) {
   m.tsum = m.talpha + max_rows * tiles;
   m.mrow = m.tsum + max_rows * tiles;
   m.lrow = m.mrow + max_rows;
+  m.vscale = m.lrow + max_rows;
+  m.vcodec = reinterpret_cast<int32_t*>(m.vscale + c * scale_groups(hd));
   return m;
 }
 
@@ -260,7 +272,21 @@ HZ_LANE_FN void scores(const Cta& c, const Mem& m, int64_t c0, int64_t k0, int64
   for (int64_t j = tid; j < c.chunk; j += nt) {
     const int64_t key = c0 + j;
     if (key < k0 || key >= k1) continue;
-    const auto codec = static_cast<KvCodec>(c.table[key / c.a->block_tokens].codec);
+    const PagedAttnArgs& a = *c.a;
+    const device::DeviceKvBlock& blk = c.table[key / a.block_tokens];
+    const auto codec = static_cast<KvCodec>(blk.codec);
+    const int64_t row = static_cast<int64_t>(c.kvh) * a.block_tokens + key % a.block_tokens;
+    m.voff[j] = static_cast<int64_t>(blk.v_elems + a.layer_offset) + row * row_elem_bytes(codec, c.hd);
+    m.vcodec[j] = static_cast<int32_t>(codec);
+    for (int64_t g = 0; g < c.ngroups; ++g) {
+      float f = 1.0f;
+      if (grouped(codec)) {
+        f = lanes::half_to_f32(lanes::load_u16(a.arena + blk.v_scales + a.layer_offset + (row * c.ngroups + g) * 2));
+      } else if (codec == KvCodec::kFp8) {
+        f = lanes::load_f32(a.arena + blk.v_scales + a.layer_offset + row * 4);
+      }
+      m.vscale[j * c.ngroups + g] = f;
+    }
     for (int32_t r0 = 0; r0 < c.rows; r0 += kRowBatch) {
       switch (codec) {
         case KvCodec::kF32: score_key<KvCodec::kF32>(c, m, key, j, r0); break;
@@ -347,7 +373,7 @@ HZ_LANE_FN void accumulate(const Cta& c, const Mem& m, int64_t c0, int tid, int 
   }
   for (int64_t i = tid; i < static_cast<int64_t>(c.rows) * c.hd; i += nt) {
     const int32_t r = static_cast<int32_t>(i / c.hd);
-    const int64_t d = i % c.hd;
+    const int64_t d = i % c.hd, g = d / c.glen;
     float v = m.acc[i];
     for (int64_t t = 0; t < c.tiles; ++t) {
       const int64_t t0 = c0 + t * kTile;
@@ -356,19 +382,10 @@ HZ_LANE_FN void accumulate(const Cta& c, const Mem& m, int64_t c0, int tid, int 
       if (j1 <= j0) continue;
       v = lanes::mul_rn(v, m.talpha[r * c.tiles + t]);
       for (int64_t j = j0; j < j1; ++j) {
-        const int64_t key = t0 + j;
-        const device::DeviceKvBlock& blk = c.table[key / a.block_tokens];
-        const auto codec = static_cast<KvCodec>(blk.codec);
-        const int64_t row = static_cast<int64_t>(c.kvh) * a.block_tokens + key % a.block_tokens;
-        float coef = m.s[r * c.chunk + t * kTile + j];
-        if (grouped(codec)) {
-          coef = lanes::mul_rn(coef, lanes::half_to_f32(lanes::load_u16(a.arena + blk.v_scales + a.layer_offset +
-                                                                         (row * c.ngroups + d / c.glen) * 2)));
-        } else if (codec == KvCodec::kFp8) {
-          coef = lanes::mul_rn(coef, lanes::load_f32(a.arena + blk.v_scales + a.layer_offset + row * 4));
-        }
-        const uint8_t* vp = a.arena + blk.v_elems + a.layer_offset + row * row_elem_bytes(codec, c.hd);
-        v = lanes::fma_rn(coef, raw_code(codec, vp, d), v);
+        const int64_t k = t * kTile + j;  // the key's chunk index
+        // coef = p, times the V scale where the codec has one (times 1 is exact: the same bits).
+        const float coef = lanes::mul_rn(m.s[r * c.chunk + k], m.vscale[k * c.ngroups + g]);
+        v = lanes::fma_rn(coef, raw_code(static_cast<KvCodec>(m.vcodec[k]), a.arena + m.voff[k], d), v);
       }
     }
     m.acc[i] = v;
