@@ -67,7 +67,7 @@ void check_type(uint32_t seed) {
   struct Shape {
     int64_t m, n, tokens;
   };
-  std::vector<Shape> shapes = {{1, 32, 1}, {7, 64, 3}, {5, 96, 9}, {3, 4096, 2}, {9, 2080, 17}, {2, 256, 8}};
+  std::vector<Shape> shapes = {{1, 32, 1}, {7, 64, 3}, {5, 96, 9}, {3, 4096, 2}, {9, 2080, 17}, {2, 256, 8}, {3, 128, 40}};
   if (!kQuant) {
     shapes.push_back({5, 37, 3});   // no whole group: element by element
     shapes.push_back({3, 300, 4});  // a partial last group
@@ -100,15 +100,17 @@ void check_type(uint32_t seed) {
       ASSERT_TRUE(std::isfinite(got[i])) << "output " << i << " unwritten";
       EXPECT_NEAR(got[i], ref[i], 2e-6 * sh.n + 1e-6) << "output " << i;
     }
-    // Two rows a warp, other token tiles (the kernel's 1 and 16), element-by-element loads: the same bits.
+    // Two rows a warp, other token tiles (the kernel's 1, 16 and 32), element-by-element loads: the same bits.
     const std::vector<float> two = run_lanes<W, 2>(w.data(), sh.m, sh.n, xin, sh.tokens, vec);
     const std::vector<float> t1 = run_lanes<W, 2, 1>(w.data(), sh.m, sh.n, xin, sh.tokens, vec);
     const std::vector<float> t16 = run_lanes<W, 1, 16>(w.data(), sh.m, sh.n, xin, sh.tokens, vec);
+    const std::vector<float> t32 = run_lanes<W, 1, 32>(w.data(), sh.m, sh.n, xin, sh.tokens, vec);
     const std::vector<float> scalar = run_lanes<W, 1>(w.data(), sh.m, sh.n, xin, sh.tokens, false);
     for (int64_t i = 0; i < sh.m * sh.tokens; ++i) {
       ASSERT_EQ(std::memcmp(&got[i], &two[i], 4), 0) << "two rows a warp differ at " << i;
       ASSERT_EQ(std::memcmp(&got[i], &t1[i], 4), 0) << "one token a pass differs at " << i;
       ASSERT_EQ(std::memcmp(&got[i], &t16[i], 4), 0) << "16 tokens a pass differ at " << i;
+      ASSERT_EQ(std::memcmp(&got[i], &t32[i], 4), 0) << "32 tokens a pass differ at " << i;
       ASSERT_EQ(std::memcmp(&got[i], &scalar[i], 4), 0) << "element-by-element loads differ at " << i;
     }
     // Each token alone: the same bits as inside the launch.

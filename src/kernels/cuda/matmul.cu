@@ -176,7 +176,8 @@ void launch_stream_tile(const uint8_t* w, int64_t rb, int64_t m, int64_t n, cons
 // Rows a warp (R) and tokens a weight pass (T) by shape; none of them changes a result (matmul_lanes.h).
 // One token (decode): no token loop; two rows a warp on tall matrices (the activations loaded once
 // for both), one on the others so that small matrices still spread over every SM. Up to 8 tokens:
-// one pass. More (batched decode, prefill): 16 tokens a pass, one row a warp (registers).
+// one pass. More (batched decode, prefill): 16, or from 17 tokens 32, a pass, one row a warp
+// (registers), so 32 sequences decoding together read the weights once.
 template <DType W>
 void launch_stream(const uint8_t* w, int64_t rb, int64_t m, int64_t n, const void* x, int64_t num_tokens, float* y,
                    cudaStream_t st) {
@@ -190,7 +191,8 @@ void launch_stream(const uint8_t* w, int64_t rb, int64_t m, int64_t n, const voi
     if (tall) return launch_stream_tile<W, 2, 8>(w, rb, m, n, x, num_tokens, vec, y, st);
     return launch_stream_tile<W, 1, 8>(w, rb, m, n, x, num_tokens, vec, y, st);
   }
-  launch_stream_tile<W, 1, 16>(w, rb, m, n, x, num_tokens, vec, y, st);
+  if (num_tokens <= 16) return launch_stream_tile<W, 1, 16>(w, rb, m, n, x, num_tokens, vec, y, st);
+  launch_stream_tile<W, 1, 32>(w, rb, m, n, x, num_tokens, vec, y, st);
 }
 
 template <DType W>
