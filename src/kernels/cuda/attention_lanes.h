@@ -244,6 +244,9 @@ HZ_LANE_FN void score_key(const Cta& c, const Mem& m, int64_t key, int64_t j, in
       float t[kRowBatch];
       for (int32_t b = 0; b < kRowBatch; ++b) t[b] = 0.0f;
       const int64_t e = c.hd < (gi + 1) * c.glen ? c.hd : (gi + 1) * c.glen;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
       for (int64_t d = gi * c.glen; d < e; ++d) {
         const float kv = code_at<C>(kp, d);
         for (int32_t b = 0; b < kRowBatch; ++b) t[b] = lanes::fma_rn(q[b][d], kv, t[b]);
@@ -252,6 +255,9 @@ HZ_LANE_FN void score_key(const Cta& c, const Mem& m, int64_t key, int64_t j, in
       for (int32_t b = 0; b < kRowBatch; ++b) s[b] = lanes::fma_rn(ks, t[b], s[b]);
     }
   } else {
+#if defined(__CUDA_ARCH__)
+#pragma unroll 4
+#endif
     for (int64_t d = 0; d < c.hd; ++d) {
       const float kv = code_at<C>(kp, d);
       for (int32_t b = 0; b < kRowBatch; ++b) s[b] = lanes::fma_rn(q[b][d], kv, s[b]);
@@ -381,6 +387,11 @@ HZ_LANE_FN void accumulate(const Cta& c, const Mem& m, int64_t c0, int tid, int 
       tile_span(m, r, t0, &j0, &j1);
       if (j1 <= j0) continue;
       v = lanes::mul_rn(v, m.talpha[r * c.tiles + t]);
+      // Unrolled on the GPU so that the V loads of several keys are in flight at once: the chain
+      // of fmas waits on each (the loads do not depend on it).
+#if defined(__CUDA_ARCH__)
+#pragma unroll 8
+#endif
       for (int64_t j = j0; j < j1; ++j) {
         const int64_t k = t * kTile + j;  // the key's chunk index
         // coef = p, times the V scale where the codec has one (times 1 is exact: the same bits).
