@@ -1,9 +1,8 @@
 // The lane arithmetic of the streaming matmul kernel (matmul.cu), compiled for the GPU by nvcc and
 // for the host by the C++ compiler, so that CI checks which products each lane takes, in which
 // order, and the warp's sum tree against the scalar reference on a machine without a GPU
-// (tests/cuda/matmul_lanes_test.cc). Only the intrinsics differ: on the host, scalar code with the
-// same results (__dp4a, __vsub4 and the f16 conversion are exact; __fmaf_rn / __fadd_rn / __fmul_rn
-// are IEEE single operations, as std::fma and float + and * are here).
+// (tests/kernels/cuda_matmul_lanes_test.cc). Only the intrinsics differ (lane_ops.h: on the host,
+// scalar code with the same results).
 //
 // The layout, fixed for every launch: a warp owns R output rows for up to T tokens; lane l takes
 // - float weights (f32 / f16 / bf16): groups of V = 16 bytes of elements, elements
@@ -11,7 +10,7 @@
 // - q8_0 / q4_0: quarter l % 4 of blocks 8 c + l / 4, c = 0, 1, ...;
 // and accumulates its products in that order with one fma each (q8_0 / q4_0: one per block quarter,
 // acc = fma(d_w * d_x, quarter's integer dot, acc)). The 32 lanes are then summed by a fixed xor
-// tree (lane_sum). So a (row, token) result depends on n only — not on R, T, the tokens of a launch
+// tree (the kernel's shuffles; host_lane_sum here). So a (row, token) result depends on n only — not on R, T, the tokens of a launch
 // or whether a group was loaded as one 16-byte vector or element by element.
 #pragma once
 
