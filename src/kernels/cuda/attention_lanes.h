@@ -224,6 +224,39 @@ HZ_LANE_FN void key_range(const Cta& c, const Mem& m, int64_t* k0, int64_t* k1) 
   *k1 = hi;
 }
 
+// Codes of C in 16 bytes.
+template <KvCodec C>
+HZ_LANE_FN constexpr int64_t codes_per_load() {
+  return C == KvCodec::kF32 ? 4 : (C == KvCodec::kF16 || C == KvCodec::kBF16) ? 8 : C == KvCodec::kInt4 ? 32 : 16;
+}
+
+// acc[b] = fma(q[b][d], code d, acc[b]) for d = d0, d0 + 1, ..., d1 - 1 in order, b < kRowBatch.
+// The codes come 16 bytes a load when the row is 16-byte aligned (`vec`) and d0 starts a load (one
+// thread reads its own key's row: byte loads would take a cache wavefront per byte), else one by
+// one; the same values either way.
+template <KvCodec C>
+HZ_LANE_FN void dot_span(const uint8_t* kp, bool vec, const float* const* q, int64_t d0, int64_t d1, float* acc) {
+  constexpr int64_t kE = codes_per_load<C>();
+  int64_t d = d0;
+  if (vec && d0 % kE == 0) {
+    for (; d + kE <= d1; d += kE) {
+      alignas(16) uint8_t raw[16];
+      lanes::load16(kp + d * 16 / kE, raw);  // code d's byte: 16 bytes hold kE codes
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int64_t i = 0; i < kE; ++i) {
+        const float kv = code_at<C>(raw, i);
+        for (int32_t b = 0; b < kRowBatch; ++b) acc[b] = lanes::fma_rn(q[b][d + i], kv, acc[b]);
+      }
+    }
+  }
+  for (; d < d1; ++d) {
+    const float kv = code_at<C>(kp, d);
+    for (int32_t b = 0; b < kRowBatch; ++b) acc[b] = lanes::fma_rn(q[b][d], kv, acc[b]);
+  }
+}
+
 // The scores of key `key` (chunk index j) for rows r0..r0 + 3, with codec C.
 template <KvCodec C>
 HZ_LANE_FN void score_key(const Cta& c, const Mem& m, int64_t key, int64_t j, int32_t r0) {
@@ -239,29 +272,18 @@ HZ_LANE_FN void score_key(const Cta& c, const Mem& m, int64_t key, int64_t j, in
   }
   float s[kRowBatch];
   for (int32_t b = 0; b < kRowBatch; ++b) s[b] = 0.0f;
+  const bool vec = reinterpret_cast<uintptr_t>(kp) % 16 == 0;
   if constexpr (C == KvCodec::kInt8 || C == KvCodec::kInt4) {
     for (int64_t gi = 0; gi < c.ngroups; ++gi) {
       float t[kRowBatch];
       for (int32_t b = 0; b < kRowBatch; ++b) t[b] = 0.0f;
       const int64_t e = c.hd < (gi + 1) * c.glen ? c.hd : (gi + 1) * c.glen;
-#if defined(__CUDA_ARCH__)
-#pragma unroll 4
-#endif
-      for (int64_t d = gi * c.glen; d < e; ++d) {
-        const float kv = code_at<C>(kp, d);
-        for (int32_t b = 0; b < kRowBatch; ++b) t[b] = lanes::fma_rn(q[b][d], kv, t[b]);
-      }
+      dot_span<C>(kp, vec, q, gi * c.glen, e, t);
       const float ks = lanes::half_to_f32(lanes::load_u16(sp + (row * c.ngroups + gi) * 2));
       for (int32_t b = 0; b < kRowBatch; ++b) s[b] = lanes::fma_rn(ks, t[b], s[b]);
     }
   } else {
-#if defined(__CUDA_ARCH__)
-#pragma unroll 4
-#endif
-    for (int64_t d = 0; d < c.hd; ++d) {
-      const float kv = code_at<C>(kp, d);
-      for (int32_t b = 0; b < kRowBatch; ++b) s[b] = lanes::fma_rn(q[b][d], kv, s[b]);
-    }
+    dot_span<C>(kp, vec, q, 0, c.hd, s);
     if constexpr (C == KvCodec::kFp8) {
       const float ks = lanes::load_f32(sp + row * 4);  // one f32 per row (device/kv_block_desc.h)
       for (int32_t b = 0; b < kRowBatch; ++b) s[b] = lanes::mul_rn(s[b], ks);
