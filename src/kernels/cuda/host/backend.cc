@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/attention_lanes.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/host_reference.h"
 #include "kernels/kernels.h"
@@ -212,9 +213,16 @@ class HostBackend : public Backend {
       return Status();
     });
   }
+  // The kernel the GPU would run: the chunked kernel's phases (attention_lanes.h), or the first
+  // kernel's host form under HORIZON_CUDA_ATTENTION=simple. The same values either way.
   Status paged_attention(const PagedAttnArgs& a) override {
+    const bool chunked = default_attention_kernel() == AttentionKernel::kChunked;
     return run([=] {
-      host::paged_attention(a);
+      if (chunked) {
+        attn::host_paged_attention(a);
+      } else {
+        host::paged_attention(a);
+      }
       return Status();
     });
   }
