@@ -116,7 +116,7 @@ int run(int reps) {
                     max_rel);
         if (tokens == 1 && c.n == 14336) {
           char line[160];
-          std::snprintf(line, sizeof line, "LAB %s down t1: streaming %.0f GB/s, simple %.0f GB/s", dtype_name(t),
+          std::snprintf(line, sizeof line, "LAB matmul-%s down t1: streaming %.0f GB/s, simple %.0f GB/s", dtype_name(t),
                         gb / (us[0] * 1e-6), gb / (us[1] * 1e-6));
           lab.push_back(line);
         }
