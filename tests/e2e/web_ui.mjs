@@ -14,6 +14,9 @@ const puppeteer = require('puppeteer-core');
 const [base, outDir, apiKey = ''] = process.argv.slice(2);
 const tag = apiKey ? 'key' : 'open';
 const authHeaders = apiKey ? { Authorization: `Bearer ${apiKey}` } : {};
+// How long the page may take to reach a state: generous, because CI runs this beside other tests
+// on two cores (a 10 s wait for the status page's first update ran out there once).
+const WAIT_MS = 30000;
 const result = { mode: tag, screenshots: [] };
 
 function check(cond, what) {
@@ -51,7 +54,7 @@ async function shot(page, name, fullPage = false) {
 }
 
 async function enterKey(page, key) {
-  await page.waitForSelector('#key-dialog[open]', { timeout: 10000 });
+  await page.waitForSelector('#key-dialog[open]', { timeout: WAIT_MS });
   await page.type('#key-input', key);
   await page.click('#key-submit');
 }
@@ -106,13 +109,13 @@ try {
     check(denied.status === 401, `the status feed needs the key (got ${denied.status})`);
     await enterKey(page, 'not-the-key');
     await page.waitForFunction(() => document.getElementById('key-dialog').open &&
-                               /did not accept/.test(document.getElementById('key-error').textContent),
-                               { timeout: 10000 });
+                               /did not accept/.test(document.getElementById('key-error')?.textContent),
+                               { timeout: WAIT_MS });
     await page.type('#key-input', apiKey);
     await page.click('#key-submit');
   }
   const model = (await status()).model;
-  await page.waitForFunction((m) => document.getElementById('model-name').textContent === m, { timeout: 10000 }, model);
+  await page.waitForFunction((m) => document.getElementById('model-name')?.textContent === m, { timeout: WAIT_MS }, model);
   if (apiKey) {
     check(await page.evaluate(() => sessionStorage.getItem('horizon.apiKey')) === apiKey, 'the key is in sessionStorage');
     check(await page.evaluate(() => localStorage.getItem('horizon.apiKey')) === null, 'the key is not in localStorage');
@@ -222,7 +225,7 @@ try {
   const running = (await status()).requests.running;
   check(running >= 1, `the server runs the request mid-stream (running = ${running})`);
   await page.click('#stop');
-  await page.waitForSelector('#send:not([hidden])', { timeout: 10000 });
+  await page.waitForSelector('#send:not([hidden])', { timeout: WAIT_MS });
   const stopped = await lastReply(page, (e) => e.querySelector('.meta').textContent);
   await shot(page, 'chat-stopped');
   check(/stopped/.test(stopped) && /tok\/s/.test(stopped) && /TTFT/.test(stopped), `stopped reply figures: "${stopped}"`);
@@ -261,7 +264,7 @@ try {
   page.on('request', onRequest);
   await sendMessage(page, 'Show me some HTML');
   await page.waitForFunction(() => !document.querySelector('.msg.streaming') &&
-                             document.querySelectorAll('.msg.assistant').length === 1, { timeout: 10000 });
+                             document.querySelectorAll('.msg.assistant').length === 1, { timeout: WAIT_MS });
   page.off('request', onRequest);
   await page.setRequestInterception(false);
   const html = await lastReply(page, (e) => ({
@@ -281,13 +284,13 @@ try {
 
   // Back to the story for the screenshot.
   await page.click('#conversations li:last-child .open');
-  await page.waitForFunction(() => document.querySelectorAll('.msg').length === 2, { timeout: 5000 });
+  await page.waitForFunction(() => document.querySelectorAll('.msg').length === 2, { timeout: WAIT_MS });
   await shot(page, 'chat');
 
   // ---- the status page (same tab: the key is still in sessionStorage) ----
   await page.click('a[href="/status"]');
-  await page.waitForFunction(() => /live/.test(document.getElementById('live-text').textContent) &&
-                             document.getElementById('s-finished').textContent !== '—', { timeout: 10000 });
+  await page.waitForFunction(() => /live/.test(document.getElementById('live-text')?.textContent) &&
+                             document.getElementById('s-finished')?.textContent !== '—', { timeout: WAIT_MS });
   check(await page.$eval('#key-dialog', (d) => !d.open), 'the status page reused the key');
   const number = (id) => page.$eval(id, (e) => Number(e.textContent.replace(/[^0-9.]/g, '')));
   const finishedBefore = await number('#s-finished');
@@ -298,10 +301,10 @@ try {
     body: JSON.stringify({ messages: [{ role: 'user', content: 'Once upon a time' }], max_tokens: 32, temperature: 0 }),
   });
   check(r.ok, `a request for the status page answers ${r.status}`);
-  await page.waitForFunction((f, g) => Number(document.getElementById('s-finished').textContent.replace(/[^0-9.]/g, '')) > f &&
-                             Number(document.getElementById('s-gen-total').textContent.replace(/[^0-9.]/g, '')) >= g + 32,
-                             { timeout: 10000 }, finishedBefore, generatedBefore);
-  await page.waitForFunction(() => document.getElementById('s-ttft-p50').textContent !== '—', { timeout: 5000 });
+  await page.waitForFunction((f, g) => Number(document.getElementById('s-finished')?.textContent.replace(/[^0-9.]/g, '')) > f &&
+                             Number(document.getElementById('s-gen-total')?.textContent.replace(/[^0-9.]/g, '')) >= g + 32,
+                             { timeout: WAIT_MS }, finishedBefore, generatedBefore);
+  await page.waitForFunction(() => document.getElementById('s-ttft-p50')?.textContent !== '—', { timeout: WAIT_MS });
   await new Promise((res) => setTimeout(res, 2500));  // a few more points on the charts
   result.status_page = {
     finished_before: finishedBefore, finished_after: await number('#s-finished'),
@@ -316,7 +319,7 @@ try {
     const fresh = await browser.newPage();
     await fresh.goto(base + '/status', { waitUntil: 'domcontentloaded' });
     await enterKey(fresh, apiKey);
-    await fresh.waitForFunction(() => /live/.test(document.getElementById('live-text').textContent), { timeout: 10000 });
+    await fresh.waitForFunction(() => /live/.test(document.getElementById('live-text')?.textContent), { timeout: WAIT_MS });
     await fresh.close();
     result.status_page.asked_for_key = true;
   }
