@@ -90,6 +90,11 @@ void ThreadPool::parallel_for(int64_t num_tasks, const std::function<void(int64_
   job_ = nullptr;
 }
 
+void ThreadPool::parallel_for(int64_t num_tasks, const std::function<void(int64_t, int)>& fn, bool small) {
+  if (!small) return parallel_for(num_tasks, fn);
+  for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
+}
+
 void ThreadPool::parallel_range(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
   int64_t parts = std::min<int64_t>(n, num_threads_);

@@ -26,6 +26,9 @@ class ThreadPool {
   // shared counter. Returns when all tasks are done. Which thread runs a task must not change
   // results: kernels give each task a fixed share of the work.
   void parallel_for(int64_t num_tasks, const std::function<void(int64_t, int)>& fn);
+  // The same, but on the calling thread alone (as thread 0) when `small` is set: waking the workers
+  // and joining them costs more than a tiny job takes (the caller judges by the job's size).
+  void parallel_for(int64_t num_tasks, const std::function<void(int64_t, int)>& fn, bool small);
 
   // Splits [0, n) into num_threads contiguous ranges and runs fn(begin, end, thread_idx).
   void parallel_range(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn);

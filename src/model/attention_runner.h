@@ -56,6 +56,7 @@ class AttentionRunner {
   };
   AttnSplit split_ = AttnSplit::kAuto;
   bool last_split_ = false;
+  bool serial_ = false;  // this job runs on the calling thread alone (too small to hand out)
   std::vector<AttnScratch> scratch_;  // per thread
   std::vector<Task> tasks_;
   std::vector<int64_t> unit_first_;   // per unit: its first super-segment index
