@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_lab.h"
 #include "device/device.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/kv_block_table.h"
@@ -102,16 +103,8 @@ int run(int reps) {
         cuda::PagedAttnArgs a;
         a.arena = darena->as<uint8_t>();
         a.layer_offset = 0;
-        const auto* base = dup->as<uint8_t>();
-        a.blocks = reinterpret_cast<const device::DeviceKvBlock*>(base + up->blocks_offset);
-        a.seq_block_begin = reinterpret_cast<const int64_t*>(base + up->seq_block_begin_offset);
-        a.query_seq = reinterpret_cast<const int32_t*>(base + up->query_seq_offset);
-        a.query_pos = reinterpret_cast<const int64_t*>(base + up->query_pos_offset);
-        a.qblock_first = reinterpret_cast<const int32_t*>(base + up->qblock_first_offset);
-        a.num_qblocks = up->num_qblocks;
+        device::bind_attention_upload(*up, dup->as<uint8_t>(), &a);
         a.qblock_size = 1;
-        a.max_segments = up->max_segments;
-        a.num_queries = up->num_queries;
         a.num_heads = kHeads;
         a.num_kv_heads = kKvHeads;
         a.head_dim = kHeadDim;
@@ -125,23 +118,12 @@ int run(int reps) {
         std::vector<float> out[2];
         for (int k = 0; k < 2; ++k) {
           const auto kernel = k == 0 ? cuda::AttentionKernel::kChunked : cuda::AttentionKernel::kSimple;
-          for (int i = 0; i < 2; ++i) {
-            if (!check(cuda::paged_attention(a, kernel, st)).ok()) return 1;
-          }
-          auto e0 = device::Event::create();
-          auto e1 = device::Event::create();
-          if (!check(e0.status()).ok() || !check(e1.status()).ok() || !check(e0->record(st)).ok()) return 1;
-          for (int i = 0; i < reps; ++i) {
-            if (!check(cuda::paged_attention(a, kernel, st)).ok()) return 1;
-          }
-          if (!check(e1->record(st)).ok() || !check(e1->synchronize()).ok()) return 1;
-          auto ms = e1->elapsed_ms_since(*e0);
-          if (!check(ms.status()).ok()) return 1;
-          us[k] = *ms * 1000.0 / reps;
-          out[k].resize(q.size());
-          if (!check(device::copy_to_host(out[k].data(), dout->data(), q.size() * 4, st)).ok() ||
-              !check(st.synchronize()).ok())
-            return 1;
+          auto us_k = lab::time_calls(st, 2, reps, [&] { return cuda::paged_attention(a, kernel, st); });
+          if (!check(us_k.status()).ok()) return 1;
+          us[k] = *us_k;
+          auto got = lab::read_floats(st, dout->data(), q.size());
+          if (!check(got.status()).ok()) return 1;
+          out[k] = std::move(*got);
         }
         const bool same = std::memcmp(out[0].data(), out[1].data(), q.size() * 4) == 0;
         // K and V rows with their scales, once per sequence.

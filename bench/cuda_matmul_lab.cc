@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "cuda_lab.h"
 #include "device/device.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/ref/ref_kernels.h"
+#include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
 namespace hz {
@@ -24,7 +25,7 @@ struct Case {
   int64_t m, n;
 };
 
-// Weights of `t` for m x n, from uniform(-1, 1) floats (quantized by the scalar references).
+// Weights of `t` for m x n, from uniform(-1, 1) floats.
 std::vector<uint8_t> make_weights(DType t, int64_t m, int64_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const uint64_t rb = row_bytes(t, n);
@@ -32,13 +33,7 @@ std::vector<uint8_t> make_weights(DType t, int64_t m, int64_t n, std::mt19937& r
   std::vector<float> row(n);
   for (int64_t r = 0; r < m; ++r) {
     for (auto& v : row) v = u(rng);
-    uint8_t* dst = out.data() + r * rb;
-    switch (t) {
-      case DType::kBF16: kernels::ref::f32_to_bf16_row(row.data(), reinterpret_cast<uint16_t*>(dst), n); break;
-      case DType::kQ8_0: kernels::ref::quantize_row_q8_0(row.data(), reinterpret_cast<BlockQ8_0*>(dst), n); break;
-      case DType::kQ4_0: kernels::ref::quantize_row_q4_0(row.data(), reinterpret_cast<BlockQ4_0*>(dst), n); break;
-      default: break;
-    }
+    kernels::encode_row(t, row.data(), out.data() + r * rb, n);
   }
   return out;
 }
@@ -86,24 +81,14 @@ int run(int reps) {
         std::vector<float> out[2];
         for (int k = 0; k < 2; ++k) {
           const auto kernel = k == 0 ? cuda::MatmulKernel::kStreaming : cuda::MatmulKernel::kSimple;
-          auto call = [&] { return cuda::matmul(t, dw->data(), c.m, c.n, xin, tokens, dy->as<float>(), kernel, st); };
-          for (int i = 0; i < 3; ++i) {
-            if (!check(call()).ok()) return 1;
-          }
-          auto e0 = device::Event::create();
-          auto e1 = device::Event::create();
-          if (!check(e0.status()).ok() || !check(e1.status()).ok()) return 1;
-          if (!check(e0->record(st)).ok()) return 1;
-          for (int i = 0; i < reps; ++i) {
-            if (!check(call()).ok()) return 1;
-          }
-          if (!check(e1->record(st)).ok() || !check(e1->synchronize()).ok()) return 1;
-          auto ms = e1->elapsed_ms_since(*e0);
-          if (!check(ms.status()).ok()) return 1;
-          us[k] = *ms * 1000.0 / reps;
-          out[k].resize(tokens * c.m);
-          if (!check(device::copy_to_host(out[k].data(), dy->data(), out[k].size() * 4, st)).ok()) return 1;
-          if (!check(st.synchronize()).ok()) return 1;
+          auto us_k = lab::time_calls(st, 3, reps, [&] {
+            return cuda::matmul(t, dw->data(), c.m, c.n, xin, tokens, dy->as<float>(), kernel, st);
+          });
+          if (!check(us_k.status()).ok()) return 1;
+          us[k] = *us_k;
+          auto got = lab::read_floats(st, dy->data(), tokens * c.m);
+          if (!check(got.status()).ok()) return 1;
+          out[k] = std::move(*got);
         }
         double max_rel = 0;
         for (size_t i = 0; i < out[0].size(); ++i) {

@@ -14,6 +14,7 @@
 #include "kernels/avx2/avx2_kernels.h"
 #include "kernels/avx512/vnni_kernels.h"
 #include "kernels/kernel_table.h"
+#include "kernels/quantize_kquants.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/vnni_dispatch.h"
@@ -391,6 +392,20 @@ DType activation_type(DType wtype) {
     default:
       HZ_CHECK_MSG(false, "activation_type: unsupported weight dtype");
       return DType::kF32;
+  }
+}
+
+void encode_row(DType t, const float* x, void* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, x, n * sizeof(float)); break;
+    case DType::kF16: f32_to_f16_row(x, static_cast<uint16_t*>(dst), n); break;
+    case DType::kBF16: f32_to_bf16_row(x, static_cast<uint16_t*>(dst), n); break;
+    case DType::kQ8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(dst), n); break;
+    case DType::kQ4_0: quantize_row_q4_0(x, static_cast<BlockQ4_0*>(dst), n); break;
+    case DType::kQ4_K: quantize_row_q4_k(x, static_cast<BlockQ4_K*>(dst), n); break;
+    case DType::kQ5_K: quantize_row_q5_k(x, static_cast<BlockQ5_K*>(dst), n); break;
+    case DType::kQ6_K: quantize_row_q6_k(x, static_cast<BlockQ6_K*>(dst), n); break;
+    default: break;
   }
 }
 

@@ -41,6 +41,9 @@ DType activation_type(DType wtype);  // kF32 for F32/F16/BF16, kQ8_0 for Q8_0/Q4
 // Converts one f32 activation row to activation_type(wtype) (a copy for kF32).
 void quantize_activation_row(DType wtype, const float* x, void* y, int64_t n);
 uint64_t activation_row_bytes(DType wtype, int64_t n);
+// One f32 row stored as weight type t (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k; others: nothing
+// written): row_bytes(t, n) bytes at dst.
+void encode_row(DType t, const float* x, void* dst, int64_t n);
 
 // ---- packed weights (Q4_0, Q8_0): groups of 8 rows, block-interleaved, made once at load ----
 // Group g holds rows 8g..8g+7 (rows past the end repeat the last row). Per block b it stores the 8

@@ -38,8 +38,8 @@ void AttentionRunner::run(const AttnJob& job, ThreadPool& pool) {
   }
   // A job this small (multiply-adds of its scores) runs on the engine thread alone: handing it to
   // the workers costs more than it takes.
-  serial_ = keys * job.num_heads * job.head_dim < kSerialAttentionMacs;
-  const int64_t threads = serial_ ? 1 : pool.num_threads();
+  const bool serial = keys * job.num_heads * job.head_dim < kSerialAttentionMacs;
+  const int64_t threads = serial ? 1 : pool.num_threads();
   bool split = split_ == AttnSplit::kAlways;
   // Split when whole units cannot keep the threads busy: few of them (decode, short prefill), or
   // one much deeper than the rest (a batch mixing long and short sequences).
@@ -47,13 +47,13 @@ void AttentionRunner::run(const AttnJob& job, ThreadPool& pool) {
     split = threads > 1 && supers > units && (units < 4 * threads || most * 2 * threads > supers);
   }
   last_split_ = split;
-  if (!split) return run_unsplit(job, pool);
+  if (!split) return run_unsplit(job, pool, serial);
   // About four tasks per thread; a forced split with one thread still takes the split path.
   const int64_t chunk = split_ == AttnSplit::kAlways ? 1 : std::max<int64_t>(1, supers / (4 * threads));
   run_split(job, pool, chunk);
 }
 
-void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
+void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool, bool serial) {
   const int32_t hd = job.head_dim;
   const int32_t group = job.num_heads / job.num_kv_heads;
   blocks_.clear();
@@ -88,7 +88,7 @@ void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
       float* out = job.out + (t0 * job.num_heads + static_cast<int64_t>(kvh) * group) * hd;
       attend_group_block(*job.rows[t0].table, kvh, sc.qblock.data(), group, static_cast<int32_t>(nq), sc.pos.data(), out,
                          static_cast<int64_t>(job.num_heads) * hd, &sc);
-    }, serial_);
+    }, serial);
     return;
   }
   pool.parallel_for(job.num_tokens * job.num_kv_heads, [&](int64_t unit, int thread_idx) {
@@ -98,7 +98,7 @@ void AttentionRunner::run_unsplit(const AttnJob& job, ThreadPool& pool) {
     scaled_queries(job, tok, kvh, hd, sc.q.data());
     float* out = job.out + (tok * job.num_heads + static_cast<int64_t>(kvh) * group) * hd;
     attend_group(*job.rows[tok].table, kvh, sc.q.data(), group, job.rows[tok].pos, out, &sc, job.window);
-   }, serial_);
+  }, serial);
 }
 
 void AttentionRunner::run_split(const AttnJob& job, ThreadPool& pool, int64_t chunk) {

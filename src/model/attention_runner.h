@@ -46,7 +46,8 @@ class AttentionRunner {
   bool last_split() const { return last_split_; }
 
  private:
-  void run_unsplit(const AttnJob& job, ThreadPool& pool);
+  // serial: the job is too small to hand out; it runs on the calling thread alone.
+  void run_unsplit(const AttnJob& job, ThreadPool& pool, bool serial);
   void run_split(const AttnJob& job, ThreadPool& pool, int64_t chunk);
 
   struct Task {
@@ -56,7 +57,6 @@ class AttentionRunner {
   };
   AttnSplit split_ = AttnSplit::kAuto;
   bool last_split_ = false;
-  bool serial_ = false;  // this job runs on the calling thread alone (too small to hand out)
   std::vector<AttnScratch> scratch_;  // per thread
   std::vector<Task> tasks_;
   std::vector<int64_t> unit_first_;   // per unit: its first super-segment index

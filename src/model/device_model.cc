@@ -410,12 +410,6 @@ Status DeviceModel::launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, 
   const ModelConfig& c = cfg_;
   const int32_t bt = kv.config().block_tokens;
   xq_source_ = nullptr;
-  const uint8_t* ub = s_.upload.as<uint8_t>();
-  const auto* blocks = reinterpret_cast<const device::DeviceKvBlock*>(ub + upload_.blocks_offset);
-  const auto* seq_begin = reinterpret_cast<const int64_t*>(ub + upload_.seq_block_begin_offset);
-  const auto* query_seq = reinterpret_cast<const int32_t*>(ub + upload_.query_seq_offset);
-  const auto* query_pos = reinterpret_cast<const int64_t*>(ub + upload_.query_pos_offset);
-  const auto* qblock_first = reinterpret_cast<const int32_t*>(ub + upload_.qblock_first_offset);
   float* x = s_.x.as<float>();
   float* xn = s_.xn.as<float>();
   float* q = s_.q.as<float>();
@@ -425,30 +419,10 @@ Status DeviceModel::launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, 
   float* gate = s_.gate.as<float>();
   float* up = s_.up.as<float>();
 
-  cuda::KvWriteArgs kw;
-  kw.codec = kv.config().codec;
-  kw.arena = kv.data();
-  kw.blocks = blocks;
-  kw.seq_block_begin = seq_begin;
-  kw.query_seq = query_seq;
-  kw.query_pos = query_pos;
-  kw.num_tokens = total;
-  kw.num_kv_heads = c.num_kv_heads;
-  kw.head_dim = c.head_dim;
-  kw.block_tokens = bt;
-  kw.k = k;
-  kw.v = v;
   cuda::PagedAttnArgs pa;
+  device::bind_attention_upload(upload_, s_.upload.as<uint8_t>(), &pa);  // its queries are the step's `total` tokens
   pa.arena = kv.data();
-  pa.blocks = blocks;
-  pa.seq_block_begin = seq_begin;
-  pa.query_seq = query_seq;
-  pa.query_pos = query_pos;
-  pa.qblock_first = qblock_first;
-  pa.num_qblocks = upload_.num_qblocks;
   pa.qblock_size = qblock;
-  pa.max_segments = upload_.max_segments;
-  pa.num_queries = total;
   pa.num_heads = c.num_heads;
   pa.num_kv_heads = c.num_kv_heads;
   pa.head_dim = c.head_dim;
@@ -458,6 +432,19 @@ Status DeviceModel::launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, 
   pa.q = q;
   pa.partials = s_.partials.as<float>();
   pa.out = attn;
+  cuda::KvWriteArgs kw;
+  kw.codec = kv.config().codec;
+  kw.arena = kv.data();
+  kw.blocks = pa.blocks;
+  kw.seq_block_begin = pa.seq_block_begin;
+  kw.query_seq = pa.query_seq;
+  kw.query_pos = pa.query_pos;
+  kw.num_tokens = total;
+  kw.num_kv_heads = c.num_kv_heads;
+  kw.head_dim = c.head_dim;
+  kw.block_tokens = bt;
+  kw.k = k;
+  kw.v = v;
   const bool neox = c.rope.layout == RopeLayout::kNeox;
   const int32_t group = c.num_heads / c.num_kv_heads;
 
@@ -474,8 +461,8 @@ Status DeviceModel::launch_step(DeviceKvArena& kv, int64_t total, int64_t rows, 
     if (L.bv != nullptr) HZ_RETURN_IF_ERROR(backend_.add_rows(v, L.bv, total, c.kv_dim()));
     if (L.q_norm != nullptr) HZ_RETURN_IF_ERROR(backend_.rms_norm(q, L.q_norm, q, total * c.num_heads, c.head_dim, c.rms_eps));
     if (L.k_norm != nullptr) HZ_RETURN_IF_ERROR(backend_.rms_norm(k, L.k_norm, k, total * c.num_kv_heads, c.head_dim, c.rms_eps));
-    HZ_RETURN_IF_ERROR(backend_.rope(q, total, c.num_heads, c.head_dim, query_pos, rope_theta_, c.rope.dim, rope_mscale_, neox));
-    HZ_RETURN_IF_ERROR(backend_.rope(k, total, c.num_kv_heads, c.head_dim, query_pos, rope_theta_, c.rope.dim, rope_mscale_, neox));
+    HZ_RETURN_IF_ERROR(backend_.rope(q, total, c.num_heads, c.head_dim, pa.query_pos, rope_theta_, c.rope.dim, rope_mscale_, neox));
+    HZ_RETURN_IF_ERROR(backend_.rope(k, total, c.num_kv_heads, c.head_dim, pa.query_pos, rope_theta_, c.rope.dim, rope_mscale_, neox));
     // A rotated cache holds R K and R V (as the CPU's): queries get the keys' R, outputs R^T.
     const int64_t per_stream = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
     const float* k_signs = rotation_ + (2 * static_cast<int64_t>(l)) * per_stream;

@@ -9,7 +9,6 @@
 
 #include "format/gguf.h"
 #include "kernels/kernels.h"
-#include "kernels/quantize_kquants.h"
 #include "model/hf_folder.h"
 
 namespace hz {
@@ -33,20 +32,6 @@ uint32_t file_type_id(DType t) {
 bool can_write(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 || t == DType::kQ4_0 ||
          t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K;
-}
-
-void encode_row(DType t, const float* x, uint8_t* dst, int64_t n) {
-  switch (t) {
-    case DType::kF32: std::memcpy(dst, x, n * sizeof(float)); break;
-    case DType::kF16: kernels::f32_to_f16_row(x, reinterpret_cast<uint16_t*>(dst), n); break;
-    case DType::kBF16: kernels::f32_to_bf16_row(x, reinterpret_cast<uint16_t*>(dst), n); break;
-    case DType::kQ8_0: kernels::quantize_row_q8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n); break;
-    case DType::kQ4_0: kernels::quantize_row_q4_0(x, reinterpret_cast<BlockQ4_0*>(dst), n); break;
-    case DType::kQ4_K: kernels::quantize_row_q4_k(x, reinterpret_cast<BlockQ4_K*>(dst), n); break;
-    case DType::kQ5_K: kernels::quantize_row_q5_k(x, reinterpret_cast<BlockQ5_K*>(dst), n); break;
-    case DType::kQ6_K: kernels::quantize_row_q6_k(x, reinterpret_cast<BlockQ6_K*>(dst), n); break;
-    default: break;
-  }
 }
 
 // Source row of GGUF row `r` of a Q/K matrix read from an HF folder (llama): HF keeps each head's
@@ -210,7 +195,7 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, c
         for (int64_t r = begin; r < end; ++r) {
           const int64_t sr = hd > 0 ? hf_source_row(r, hd) : r;
           kernels::dequantize_row(src->dtype, src->data + sr * in_rb, row.data(), n);
-          encode_row(target, row.data(), dst + r * out_rb, n);
+          kernels::encode_row(target, row.data(), dst + r * out_rb, n);
         }
       };
       const int64_t num_threads = is_kquant(target) ? std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), rows) : 1;

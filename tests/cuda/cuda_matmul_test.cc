@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
 #include "support/gpu_test.h"
 
@@ -21,22 +22,11 @@ struct Shape {
   int64_t m, n, tokens;
 };
 
-// Weight rows of `t` from f32 rows, through the reference converters/quantizers.
+// Weight rows of `t` from f32 rows (kernels::encode_row).
 std::vector<uint8_t> make_weights(DType t, const std::vector<float>& w, int64_t m, int64_t n) {
   const uint64_t rb = row_bytes(t, n);
   std::vector<uint8_t> out(rb * m);
-  for (int64_t r = 0; r < m; ++r) {
-    const float* src = w.data() + r * n;
-    uint8_t* dst = out.data() + r * rb;
-    switch (t) {
-      case DType::kF32: std::memcpy(dst, src, n * 4); break;
-      case DType::kF16: kernels::ref::f32_to_f16_row(src, reinterpret_cast<uint16_t*>(dst), n); break;
-      case DType::kBF16: kernels::ref::f32_to_bf16_row(src, reinterpret_cast<uint16_t*>(dst), n); break;
-      case DType::kQ8_0: kernels::ref::quantize_row_q8_0(src, reinterpret_cast<BlockQ8_0*>(dst), n); break;
-      case DType::kQ4_0: kernels::ref::quantize_row_q4_0(src, reinterpret_cast<BlockQ4_0*>(dst), n); break;
-      default: ADD_FAILURE();
-    }
-  }
+  for (int64_t r = 0; r < m; ++r) kernels::encode_row(t, w.data() + r * n, out.data() + r * rb, n);
   return out;
 }
 

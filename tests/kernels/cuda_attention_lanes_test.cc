@@ -1,9 +1,11 @@
-// The chunked CUDA paged-attention kernel's phases (kernels/cuda/attention_lanes.h) run on the host:
-// the checks of the first kernel (double-precision reference, exactness rule), and the same bits as
-// the host form of the first kernel (host_reference.h) for every codec, decode and prefill, with and
-// without a sliding window — the two kernels compute the same values in different schedules. The
-// GPU test (tests/cuda/cuda_attention_test.cc) runs the kernel itself.
+// The chunked CUDA paged-attention kernel's phases (kernels/cuda/attention_lanes.h) run on the host
+// (host::paged_attention_chunked): the checks of the first kernel (double-precision reference,
+// exactness rule), and the same bits as the first kernel's host form (host_reference.h) for every
+// codec, decode and prefill, with and without a sliding window — the two kernels compute the same
+// values in different schedules. The GPU test (tests/cuda/cuda_attention_test.cc) runs the kernel
+// itself.
 #include "kernels/cuda/attention_lanes.h"
+#include "kernels/cuda/host_reference.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +19,7 @@ class CudaAttentionLanesTest : public ::testing::TestWithParam<test::AttentionPa
 
 std::unique_ptr<test::AttentionOverrideBackend> lanes_backend(cuda::Backend& host, int threads) {
   return std::make_unique<test::AttentionOverrideBackend>(host, [threads](const cuda::PagedAttnArgs& a) {
-    cuda::attn::host_paged_attention(a, threads);
+    cuda::host::paged_attention_chunked(a, threads);
     return Status();
   });
 }

@@ -144,16 +144,8 @@ class PagedAttentionFixture {
     cuda::PagedAttnArgs a;
     a.arena = darena.as<uint8_t>();
     a.layer_offset = geo_.layer_offset(kLayer);
-    const uint8_t* base = dup.as<uint8_t>();
-    a.blocks = reinterpret_cast<const device::DeviceKvBlock*>(base + up->blocks_offset);
-    a.seq_block_begin = reinterpret_cast<const int64_t*>(base + up->seq_block_begin_offset);
-    a.query_seq = reinterpret_cast<const int32_t*>(base + up->query_seq_offset);
-    a.query_pos = reinterpret_cast<const int64_t*>(base + up->query_pos_offset);
-    a.qblock_first = reinterpret_cast<const int32_t*>(base + up->qblock_first_offset);
-    a.num_qblocks = up->num_qblocks;
+    device::bind_attention_upload(*up, dup.as<uint8_t>(), &a);
     a.qblock_size = qb;
-    a.max_segments = up->max_segments;
-    a.num_queries = up->num_queries;
     a.num_heads = kHeads;
     a.num_kv_heads = kKvHeads;
     a.head_dim = hd_;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cfloat>
 
+#include "kernels/cuda/attention_lanes.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -23,36 +24,11 @@ constexpr int kThreads = kAttnThreads;
 constexpr int kTile = kAttnTileTokens;
 constexpr int64_t kSeg = kAttnSegmentTokens;
 
-__device__ __forceinline__ int64_t first_key(int64_t pos, int64_t window) {
-  return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-}
-
-__device__ __forceinline__ int64_t row_elem_bytes(KvCodec c, int64_t hd) {
-  switch (c) {
-    case KvCodec::kF32: return 4 * hd;
-    case KvCodec::kF16:
-    case KvCodec::kBF16: return 2 * hd;
-    case KvCodec::kFp8:
-    case KvCodec::kInt8: return hd;
-    case KvCodec::kInt4: return (hd + 1) / 2;
-  }
-  return 0;
-}
-
-// Element i of a row as stored, before scales (kernels/ref/attn_kernels.cc `raw`).
-__device__ __forceinline__ float raw_code(KvCodec c, const uint8_t* row, int64_t i) {
-  switch (c) {
-    case KvCodec::kF32: return detail::load_f32(row + 4 * i);
-    case KvCodec::kF16: return detail::f16_to_f32(detail::load_u16(row + 2 * i));
-    case KvCodec::kBF16: return detail::bf16_to_f32(detail::load_u16(row + 2 * i));
-    case KvCodec::kFp8: return detail::e4m3_to_f32(row[i]);
-    case KvCodec::kInt8: return static_cast<float>(static_cast<int8_t>(row[i]));
-    case KvCodec::kInt4: return static_cast<float>(((row[i / 2] >> ((i & 1) * 4)) & 15) - 8);
-  }
-  return 0.0f;
-}
-
-__device__ __forceinline__ bool grouped(KvCodec c) { return c == KvCodec::kInt8 || c == KvCodec::kInt4; }
+// Positions and stored elements as the chunked kernel reads them (attention_lanes.h).
+using attn::first_key;
+using attn::grouped;
+using attn::raw_code;
+using attn::row_elem_bytes;
 
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttnArgs a) {
   extern __shared__ float smem[];

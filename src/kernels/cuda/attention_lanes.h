@@ -1,9 +1,8 @@
 // The chunked paged-attention kernel's phases (attention_chunked.cu), compiled for the GPU by nvcc
 // and for the host by the C++ compiler: a CTA's threads run each phase for their share of the work,
-// with a barrier between phases; on the host, host_paged_attention runs every thread of a phase in
-// turn. CI checks the host run bit for bit against the host emulation of the first kernel
-// (host_reference.h) and against the double-precision reference (tests/kernels/
-// cuda_attention_lanes_test.cc).
+// with a barrier between phases; on the host, host::paged_attention_chunked (host_reference.h) runs
+// every thread of a phase in turn. CI checks the host run bit for bit against the first kernel's host
+// form and against the double-precision reference (tests/kernels/cuda_attention_lanes_test.cc).
 //
 // Same arithmetic as the first kernel (attention.cu), value by value — so the same results, and the
 // same exactness rule (a query's result depends on positions only): per row (query head), keys in
@@ -29,11 +28,7 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/kv_codec.h"
 
-#if !defined(__CUDACC__)
-#include <algorithm>
 #include <climits>
-#include <vector>
-#endif
 
 namespace hz::cuda::attn {
 
@@ -441,51 +436,5 @@ HZ_LANE_FN void write_partials(const Cta& c, const Mem& m, int tid, int nt) {
   }
 }
 
-#if !defined(__CUDACC__)
-// The chunked kernel and the merge on the host: every CTA, every phase run for threads 0..nt-1 in
-// turn (a barrier between phases), then the first kernel's merge (host_reference.h's, same order).
-inline void host_paged_attention(const PagedAttnArgs& a, int nt = kAttnThreads) {
-  const int64_t max_rows = static_cast<int64_t>(a.qblock_size) * (a.num_heads / a.num_kv_heads);
-  std::vector<int64_t> buf(static_cast<size_t>(smem_bytes(max_rows, a.head_dim) / 8 + 1));
-  const Mem m = carve(buf.data(), max_rows, a.head_dim);
-  for (int32_t qb = 0; qb < a.num_qblocks; ++qb) {
-    for (int32_t kvh = 0; kvh < a.num_kv_heads; ++kvh) {
-      for (int32_t z = 0; z < a.max_segments; ++z) {
-        const Cta c = setup(a, qb, kvh, z);
-        if (!c.active) continue;
-        for (int tid = 0; tid < nt; ++tid) init(c, m, tid, nt);
-        int64_t k0, k1;
-        key_range(c, m, &k0, &k1);
-        for (int64_t c0 = k0 / kTile * kTile; c0 < k1; c0 += c.chunk) {
-          for (int tid = 0; tid < nt; ++tid) scores(c, m, c0, k0, k1, tid, nt);
-          for (int tid = 0; tid < nt; ++tid) tile_max(c, m, c0, tid, nt);
-          for (int tid = 0; tid < nt; ++tid) row_scan(c, m, c0, tid, nt);
-          for (int tid = 0; tid < nt; ++tid) probs(c, m, c0, tid, nt);
-          for (int tid = 0; tid < nt; ++tid) tile_sums(c, m, c0, tid, nt);
-          for (int tid = 0; tid < nt; ++tid) accumulate(c, m, c0, tid, nt);
-        }
-        for (int tid = 0; tid < nt; ++tid) write_partials(c, m, tid, nt);
-      }
-    }
-  }
-  const int64_t hd = a.head_dim;
-  for (int64_t qi = 0; qi < a.num_queries; ++qi) {
-    const int64_t p = a.query_pos[qi];
-    const int64_t nseg = p / kSeg - first_key(p, a.window) / kSeg + 1;
-    for (int64_t h = 0; h < a.num_heads; ++h) {
-      const float* parts = a.partials + (qi * a.num_heads + h) * a.max_segments * (hd + 2);
-      float mx = -INFINITY;
-      for (int64_t s = 0; s < nseg; ++s) mx = std::fmax(mx, parts[s * (hd + 2)]);
-      float l = 0.0f;
-      for (int64_t s = 0; s < nseg; ++s) l = std::fma(parts[s * (hd + 2) + 1], std::exp(parts[s * (hd + 2)] - mx), l);
-      for (int64_t d = 0; d < hd; ++d) {
-        float o = 0.0f;
-        for (int64_t s = 0; s < nseg; ++s) o = std::fma(parts[s * (hd + 2) + 2 + d], std::exp(parts[s * (hd + 2)] - mx), o);
-        a.out[(qi * a.num_heads + h) * hd + d] = o / l;
-      }
-    }
-  }
-}
-#endif
 
 }  // namespace hz::cuda::attn

@@ -16,7 +16,11 @@ void rope(float* x, int64_t num_tokens, int32_t num_heads, int32_t head_dim, con
           int32_t rot_dim, float mscale, bool neox);
 // cuda::kv_write: every arena pointer in `a` is host memory.
 void kv_write(const KvWriteArgs& a);
-// cuda::paged_attention (paged_attention_kernel, then merge_kernel), same partial layout.
+// cuda::paged_attention with the simple kernel (paged_attention_kernel, then merge_kernel), same
+// partial layout.
 void paged_attention(const PagedAttnArgs& a);
+// The same with the chunked kernel: attention_lanes.h's phases, each run for threads
+// 0..num_threads-1 in turn (the end of a phase is the kernel's barrier), then the same merge.
+void paged_attention_chunked(const PagedAttnArgs& a, int num_threads = kAttnThreads);
 
 }  // namespace hz::cuda::host

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "device/kv_block_desc.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/kv_codec.h"
 
 namespace hz::device {
@@ -58,5 +59,10 @@ struct AttentionUpload {
 Result<AttentionUpload> build_attention_upload(const std::vector<std::vector<DeviceKvBlock>>& tables,
                                                const std::vector<int32_t>& query_seq, const std::vector<int64_t>& query_pos,
                                                int64_t block_tokens, int64_t window, int32_t qblock_size);
+
+// Points a's table fields (blocks, seq_block_begin, query_seq, query_pos, qblock_first) into the
+// upload's bytes copied to `device_bytes`, and takes its counts (num_qblocks, max_segments,
+// num_queries). The shape, q, scratch and output fields stay the caller's.
+void bind_attention_upload(const AttentionUpload& u, const uint8_t* device_bytes, cuda::PagedAttnArgs* a);
 
 }  // namespace hz::device

@@ -15,6 +15,8 @@
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
+
+#include "kernels/cuda/cuda_common.cuh"
 #define HZ_LANE_FN __host__ __device__ __forceinline__
 #else
 #define HZ_LANE_FN inline
@@ -134,30 +136,17 @@ HZ_LANE_FN float load_f32(const uint8_t* p) {  // p 4-byte aligned on the GPU
 }
 
 HZ_LANE_FN float bf16_bits_to_f32(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
 #if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
+  return detail::bf16_to_f32(h);
 #else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return hz::bf16_to_f32(h);
 #endif
 }
 
-// OCP E4M3 -> f32 (exact): kernels::e4m3_to_f32.
+// OCP E4M3 -> f32 (exact): the device's detail::e4m3_to_f32, the host's kernels::e4m3_to_f32.
 HZ_LANE_FN float e4m3_to_f32(uint8_t v) {
 #if defined(__CUDA_ARCH__)
-  const int e = (v >> 3) & 15;
-  const int m = v & 7;
-  float a;
-  if (e == 15 && m == 7) {
-    a = __int_as_float(0x7fc00000);
-  } else if (e == 0) {
-    a = __fmul_rn(static_cast<float>(m), 1.0f / 512.0f);
-  } else {
-    a = ldexpf(__fadd_rn(1.0f, __fdiv_rn(static_cast<float>(m), 8.0f)), e - 7);
-  }
-  return (v & 0x80) ? -a : a;
+  return detail::e4m3_to_f32(v);
 #else
   return kernels::e4m3_to_f32(v);
 #endif

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/attention_lanes.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/host_reference.h"
 #include "kernels/kernels.h"
@@ -219,7 +218,7 @@ class HostBackend : public Backend {
     const bool chunked = default_attention_kernel() == AttentionKernel::kChunked;
     return run([=] {
       if (chunked) {
-        attn::host_paged_attention(a);
+        host::paged_attention_chunked(a);
       } else {
         host::paged_attention(a);
       }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cuda/attention_lanes.h"
 #include "kernels/cuda/kv_block_table.h"
 #include "kernels/ref/ref_kernels.h"
 #include "tensor/dtype.h"
@@ -18,7 +19,6 @@ using kernels::KvCodec;
 constexpr int64_t kTile = kAttnTileTokens;
 constexpr int64_t kSeg = kAttnSegmentTokens;
 
-int64_t first_key(int64_t pos, int64_t window) { return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0; }
 
 uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (static_cast<uint16_t>(p[1]) << 8)); }
 float load_f32(const uint8_t* p) {
@@ -29,20 +29,10 @@ float load_f32(const uint8_t* p) {
 
 int64_t row_elem_bytes(KvCodec c, int64_t hd) { return kernels::kv_row_elem_bytes(c, hd); }
 
-// attention.cu's raw_code: element i of a row as stored, before scales.
-float raw_code(KvCodec c, const uint8_t* row, int64_t i) {
-  switch (c) {
-    case KvCodec::kF32: return load_f32(row + 4 * i);
-    case KvCodec::kF16: return f16_to_f32(load_u16(row + 2 * i));
-    case KvCodec::kBF16: return bf16_to_f32(load_u16(row + 2 * i));
-    case KvCodec::kFp8: return kernels::e4m3_to_f32(row[i]);
-    case KvCodec::kInt8: return static_cast<float>(static_cast<int8_t>(row[i]));
-    case KvCodec::kInt4: return static_cast<float>(((row[i / 2] >> ((i & 1) * 4)) & 15) - 8);
-    default: return 0.0f;
-  }
-}
-
-bool grouped(KvCodec c) { return c == KvCodec::kInt8 || c == KvCodec::kInt4; }
+// The kernels' own element and position helpers (attention_lanes.h, compiled for the host too).
+using attn::first_key;
+using attn::grouped;
+using attn::raw_code;
 
 // One CTA of paged_attention_kernel: query block `qb`, KV head `kvh`, segment index `z`.
 struct AttnCta {
@@ -243,13 +233,7 @@ void kv_write(const KvWriteArgs& a) {
   }
 }
 
-void paged_attention(const PagedAttnArgs& a) {
-  AttnCta cta(a);
-  for (int32_t qb = 0; qb < a.num_qblocks; ++qb) {
-    for (int32_t kvh = 0; kvh < a.num_kv_heads; ++kvh) {
-      for (int32_t z = 0; z < a.max_segments; ++z) cta.run(qb, kvh, z);
-    }
-  }
+void merge_attention_partials(const PagedAttnArgs& a) {
   // merge_kernel: segments in position order.
   const int64_t hd = a.head_dim;
   for (int64_t qi = 0; qi < a.num_queries; ++qi) {
@@ -268,6 +252,48 @@ void paged_attention(const PagedAttnArgs& a) {
       }
     }
   }
+}
+
+void paged_attention(const PagedAttnArgs& a) {
+  AttnCta cta(a);
+  for (int32_t qb = 0; qb < a.num_qblocks; ++qb) {
+    for (int32_t kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+      for (int32_t z = 0; z < a.max_segments; ++z) cta.run(qb, kvh, z);
+    }
+  }
+  merge_attention_partials(a);
+}
+
+void paged_attention_chunked(const PagedAttnArgs& a, int num_threads) {
+  const int64_t max_rows = static_cast<int64_t>(a.qblock_size) * (a.num_heads / a.num_kv_heads);
+  std::vector<int64_t> smem(static_cast<size_t>(attn::smem_bytes(max_rows, a.head_dim) / 8 + 1));
+  const attn::Mem m = attn::carve(smem.data(), max_rows, a.head_dim);
+  const int nt = num_threads;
+  // Every thread of a phase in turn; the end of a phase is the kernel's barrier.
+  auto phase = [nt](auto&& fn) {
+    for (int tid = 0; tid < nt; ++tid) fn(tid);
+  };
+  for (int32_t qb = 0; qb < a.num_qblocks; ++qb) {
+    for (int32_t kvh = 0; kvh < a.num_kv_heads; ++kvh) {
+      for (int32_t z = 0; z < a.max_segments; ++z) {
+        const attn::Cta c = attn::setup(a, qb, kvh, z);
+        if (!c.active) continue;
+        phase([&](int tid) { attn::init(c, m, tid, nt); });
+        int64_t k0, k1;
+        attn::key_range(c, m, &k0, &k1);
+        for (int64_t c0 = k0 / attn::kTile * attn::kTile; c0 < k1; c0 += c.chunk) {
+          phase([&](int tid) { attn::scores(c, m, c0, k0, k1, tid, nt); });
+          phase([&](int tid) { attn::tile_max(c, m, c0, tid, nt); });
+          phase([&](int tid) { attn::row_scan(c, m, c0, tid, nt); });
+          phase([&](int tid) { attn::probs(c, m, c0, tid, nt); });
+          phase([&](int tid) { attn::tile_sums(c, m, c0, tid, nt); });
+          phase([&](int tid) { attn::accumulate(c, m, c0, tid, nt); });
+        }
+        phase([&](int tid) { attn::write_partials(c, m, tid, nt); });
+      }
+    }
+  }
+  merge_attention_partials(a);
 }
 
 }  // namespace hz::cuda::host

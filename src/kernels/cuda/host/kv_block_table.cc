@@ -117,4 +117,15 @@ Result<AttentionUpload> build_attention_upload(const std::vector<std::vector<Dev
   return u;
 }
 
+void bind_attention_upload(const AttentionUpload& u, const uint8_t* device_bytes, cuda::PagedAttnArgs* a) {
+  a->blocks = reinterpret_cast<const DeviceKvBlock*>(device_bytes + u.blocks_offset);
+  a->seq_block_begin = reinterpret_cast<const int64_t*>(device_bytes + u.seq_block_begin_offset);
+  a->query_seq = reinterpret_cast<const int32_t*>(device_bytes + u.query_seq_offset);
+  a->query_pos = reinterpret_cast<const int64_t*>(device_bytes + u.query_pos_offset);
+  a->qblock_first = reinterpret_cast<const int32_t*>(device_bytes + u.qblock_first_offset);
+  a->num_qblocks = u.num_qblocks;
+  a->max_segments = u.max_segments;
+  a->num_queries = u.num_queries;
+}
+
 }  // namespace hz::device
