@@ -150,6 +150,21 @@ constexpr KernelTable kAvx2Table = {
 };
 #undef HZ_KERNEL
 
+// Float matmuls of 1-2 tokens with short rows go to the 16-row kernel (the same bits): in cache, the
+// tile kernels spend as long reducing and storing each output as multiplying. Lab (Zen 5, F32, one
+// thread, ns per call, AVX2 kernel -> 16-row kernel, one token): 64x64 483 -> 167, 172x64 1201 ->
+// 376, 64x172 1012 -> 415, 512x512 22043 -> 15250, 8192x256 176523 -> 148193; beyond, from memory,
+// the AVX2 kernel's prefetch wins (32000x256: 1007805 against 1256098; 1024x1024 71512 against 94208).
+constexpr int64_t kShortRowMaxN = 512;
+constexpr uint64_t kShortRowMaxBytes = uint64_t{8} << 20;
+
+bool short_float_rows(DType wtype, int64_t n, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                      int64_t num_tokens) {
+  const bool float_weights = wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16;
+  return float_weights && num_tokens <= 2 && n <= kShortRowMaxN &&
+         static_cast<uint64_t>(row_end - row_begin) * w_row_bytes <= kShortRowMaxBytes;
+}
+
 // AVX2 with the AVX-512 VNNI Q4_0/Q8_0 and k-quant matmuls and, with kWide, the k-quant group pairs
 // and the 512-bit float matmuls (all bit-identical to the AVX2 ones, so still Isa::kAvx2).
 template <bool kWide>
@@ -164,6 +179,10 @@ void matmul_vnni_kind(DType wtype, int64_t n, const void* w, uint64_t w_row_byte
   if (wtype == DType::kQ4_K || wtype == DType::kQ5_K || wtype == DType::kQ6_K) {
     return (kWide ? vnni::matmul_kquant : vnni::matmul_kquant_ymm)(wtype, n, w, w_row_bytes, row_begin, row_end, x,
                                                                    x_row_bytes, num_tokens, y, y_stride);
+  }
+  if (kWide && short_float_rows(wtype, n, w_row_bytes, row_begin, row_end, num_tokens)) {
+    return vnni::matmul_float_short_rows(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                         y_stride);
   }
   if (kWide && (wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16)) {
     return vnni::matmul_float(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
@@ -240,6 +259,10 @@ constexpr int64_t kTokenPairMinTokens = 3;
 void matmul_vnni_zen5(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
                       const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
   const bool float_weights = wtype == DType::kF32 || wtype == DType::kF16 || wtype == DType::kBF16;
+  if (short_float_rows(wtype, n, w_row_bytes, row_begin, row_end, num_tokens)) {
+    return vnni::matmul_float_short_rows(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y,
+                                         y_stride);
+  }
   if (float_weights && num_tokens <= kAvx2FloatMaxTokens) {
     return avx2::matmul(wtype, n, w, w_row_bytes, row_begin, row_end, x, x_row_bytes, num_tokens, y, y_stride);
   }

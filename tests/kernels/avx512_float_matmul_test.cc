@@ -1,4 +1,5 @@
-// The AVX-512 float-weight matmuls (two rows per 512-bit register, and two tokens per register)
+// The AVX-512 float-weight matmuls (two rows per 512-bit register, two tokens per register, and
+// 16-row tiles of short rows reduced together)
 // against the AVX2 kernel, bit for bit (whole output buffers, sentinels included; any NaN matches any NaN), and against the scalar reference
 // within a tolerance: F32, F16, BF16 weights; n with and without a tail step; odd row ranges (the
 // last row of an odd range shares a register with itself); token counts around the tiles (12 tokens
@@ -47,9 +48,14 @@ struct Case {
   std::vector<float> x;
 };
 
-enum class Kernel { kAvx2, kRowPairs, kTokenPairs };
-constexpr Kernel kWide[] = {Kernel::kRowPairs, Kernel::kTokenPairs};
-const char* name(Kernel k) { return k == Kernel::kRowPairs ? "row pairs" : k == Kernel::kTokenPairs ? "token pairs" : "avx2"; }
+enum class Kernel { kAvx2, kRowPairs, kTokenPairs, kShortRows };
+constexpr Kernel kWide[] = {Kernel::kRowPairs, Kernel::kTokenPairs, Kernel::kShortRows};
+const char* name(Kernel k) {
+  return k == Kernel::kRowPairs     ? "row pairs"
+         : k == Kernel::kTokenPairs ? "token pairs"
+         : k == Kernel::kShortRows  ? "short rows"
+                                    : "avx2";
+}
 
 // y[t * stride + r] for r in [rb, re), the sentinel elsewhere.
 std::vector<float> run(Kernel k, DType type, const Case& c, int64_t rb, int64_t re, int64_t tokens) {
@@ -57,6 +63,7 @@ std::vector<float> run(Kernel k, DType type, const Case& c, int64_t rb, int64_t 
   std::vector<float> y(stride * tokens, kSentinel);
   auto fn = k == Kernel::kRowPairs     ? vnni::matmul_float
             : k == Kernel::kTokenPairs ? vnni::matmul_float_token_pairs
+            : k == Kernel::kShortRows  ? vnni::matmul_float_short_rows
                                        : avx2::matmul;
   fn(type, c.n, c.w.data(), row_bytes(type, c.n), rb, re, c.x.data(), c.n * 4, tokens, y.data(), stride);
   return y;
@@ -67,7 +74,7 @@ void expect_same_as_avx2(DType type, const Case& c, const std::string& what) {
   for (int64_t tokens : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{7}, int64_t{8}, int64_t{9},
                          int64_t{11}, int64_t{12}, int64_t{13}, int64_t{25}, c.tokens}) {
     if (tokens > c.tokens) continue;
-    const std::pair<int64_t, int64_t> ranges[] = {{0, c.rows}, {1, c.rows - 2}, {2, 3}, {c.rows - 1, c.rows}};
+    const std::pair<int64_t, int64_t> ranges[] = {{0, c.rows}, {1, c.rows - 2}, {2, 3}, {c.rows - 1, c.rows}, {3, c.rows}};
     for (auto [rb, re] : ranges) {
       if (re <= rb || rb < 0 || re > c.rows) continue;
       const auto want = run(Kernel::kAvx2, type, c, rb, re, tokens);
@@ -97,7 +104,7 @@ TEST_P(Avx512FloatMatmulTest, RandomInputsMatchAvx2) {
   const DType type = GetParam();
   uint32_t seed = 10;
   for (int64_t n : {8, 16, 64, 72, 256, 1000, 1027, 3, 1}) {
-    for (int64_t rows : {1, 2, 5, 9, 13}) {
+    for (int64_t rows : {1, 2, 5, 9, 13, 16, 17, 35}) {
       expect_same_as_avx2(type, random_case(type, n, rows, 30, seed++, -1.0f, 1.0f), "random");
       if (HasFatalFailure()) return;
     }
@@ -161,10 +168,15 @@ TEST_P(Avx512FloatMatmulTest, DispatchSwitchKeepsBits) {
   const bool before = vnni_enabled();
   const Isa isa_before = active_isa();
   force_isa(Isa::kAvx2);
-  const Case c = random_case(type, 200, 11, 20, 41, -1.0f, 1.0f);
+  // 20 tokens, and 1 and 2 (the short-row kernel's), over 37 rows.
+  const Case c = random_case(type, 200, 37, 20, 41, -1.0f, 1.0f);
   auto once = [&] {
-    std::vector<float> y(c.rows * c.tokens, kSentinel);
+    std::vector<float> y(c.rows * (c.tokens + 3), kSentinel);
     matmul(type, c.n, c.w.data(), row_bytes(type, c.n), 0, c.rows, c.x.data(), c.n * 4, c.tokens, y.data(), c.rows);
+    for (int64_t tokens : {1, 2}) {
+      matmul(type, c.n, c.w.data(), row_bytes(type, c.n), 0, c.rows, c.x.data(), c.n * 4, tokens,
+             y.data() + c.rows * (c.tokens + tokens - 1), c.rows);
+    }
     return y;
   };
   force_vnni(false);

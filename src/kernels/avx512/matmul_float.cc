@@ -256,6 +256,107 @@ void matmul_token_pairs(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int6
   }
 }
 
+// Short rows (n of a few hundred: the weights sit in L1/L2 and a row is a handful of steps): the
+// tile kernels above spend as much time on the per-output hsum and store as on the FMAs, and a
+// 4-row AVX2 tile of one token runs 4 dependent FMA chains, half the rate of the two pipes. Here a
+// tile is 16 rows of 1-2 tokens: 8 row-pair registers per token (8 or 16 chains), and the 16
+// outputs of a token are reduced together by one transposed tree and stored by one instruction.
+// The tree is hsum's, output by output, in its operand order: (lane i + lane i+4), then (0 + 2,
+// 1 + 3), then (0 + 1), so every output has the AVX2 kernel's bits.
+constexpr int kShortRows = 16;
+constexpr int kShortTokens = 2;
+
+// The 16 outputs of acc[p] (lanes 0-7 row 2p, lanes 8-15 row 2p + 1), in row order.
+inline __m512 reduce_row_pairs(const __m512* acc) {
+  // Lane i + lane i + 4 of each row: 128-bit lanes (0, 2) + (1, 3) of a register are the two rows'
+  // low + high halves; two registers give 4 rows.
+  __m512 u[4];
+  HZ_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const __m512 a = acc[2 * i], b = acc[2 * i + 1];
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Now 128-bit lane k of u[i] is row 4i + k's four partial sums. Lanes 0 + 2 and 1 + 3.
+  __m512 v[2];
+  HZ_UNROLL
+  for (int i = 0; i < 2; ++i) {
+    const __m512 a = u[2 * i], b = u[2 * i + 1];
+    v[i] = _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // 128-bit lane k of v[i]: rows 8i + k (elements 0, 1) and 8i + 4 + k (2, 3). Element 0 + 1.
+  const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // Element 4k + j of z is row 4j + k.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, z);
+}
+
+// Rows w_rows[0..15] (the last valid row repeated past the range) against T tokens; the first
+// `rows` outputs of token t go to y_rows[t].
+template <class K, int T>
+void short_rows_tile(int64_t n, const uint8_t* const* w_rows, const uint8_t* const* x_rows, float* const* y_rows,
+                     int rows) {
+  __m512 acc[T][kShortRows / 2];
+  HZ_UNROLL
+  for (int t = 0; t < T; ++t) {
+    HZ_UNROLL
+    for (int p = 0; p < kShortRows / 2; ++p) acc[t][p] = _mm512_setzero_ps();
+  }
+  const int64_t num_steps = n / 8;
+  for (int64_t s = 0; s < num_steps; ++s) {
+    __m512 xv[T];
+    HZ_UNROLL
+    for (int t = 0; t < T; ++t) xv[t] = bcast_x(x_rows[t], s);
+    HZ_UNROLL
+    for (int p = 0; p < kShortRows / 2; ++p) {
+      const __m512 wv = K::load(w_rows[2 * p], w_rows[2 * p + 1], s);
+      HZ_UNROLL
+      for (int t = 0; t < T; ++t) acc[t][p] = _mm512_fmadd_ps(wv, xv[t], acc[t][p]);
+    }
+  }
+  const int64_t rest = n - num_steps * 8;
+  if (rest > 0) {
+    __m512 xv[T];
+    HZ_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const __m256 x8 = avx2::load_f32_partial(reinterpret_cast<const float*>(x_rows[t]) + num_steps * 8, rest);
+      xv[t] = join(x8, x8);
+    }
+    HZ_UNROLL
+    for (int p = 0; p < kShortRows / 2; ++p) {
+      const __m512 wv = join(K::tail(w_rows[2 * p], num_steps, rest), K::tail(w_rows[2 * p + 1], num_steps, rest));
+      HZ_UNROLL
+      for (int t = 0; t < T; ++t) acc[t][p] = _mm512_fmadd_ps(wv, xv[t], acc[t][p]);
+    }
+  }
+  const __mmask16 keep = rows >= kShortRows ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << rows) - 1);
+  HZ_UNROLL
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y_rows[t], keep, reduce_row_pairs(acc[t]));
+}
+
+template <class K>
+void matmul_short_rows(int64_t n, const uint8_t* wb, uint64_t w_row_bytes, int64_t row_begin, int64_t row_end,
+                       const uint8_t* xb, uint64_t x_row_bytes, int64_t num_tokens, float* y, int64_t y_stride) {
+  for (int64_t t0 = 0; t0 < num_tokens; t0 += kShortTokens) {
+    const int nt = static_cast<int>(num_tokens - t0 < kShortTokens ? num_tokens - t0 : kShortTokens);
+    const uint8_t* x_rows[kShortTokens];
+    for (int t = 0; t < nt; ++t) x_rows[t] = xb + (t0 + t) * x_row_bytes;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kShortRows) {
+      const int nr = static_cast<int>(row_end - r0 < kShortRows ? row_end - r0 : kShortRows);
+      const uint8_t* w_rows[kShortRows];
+      for (int r = 0; r < kShortRows; ++r) w_rows[r] = wb + (r0 + (r < nr ? r : nr - 1)) * w_row_bytes;
+      float* y_rows[kShortTokens];
+      for (int t = 0; t < nt; ++t) y_rows[t] = y + (t0 + t) * y_stride + r0;
+      if (nt == 2) {
+        short_rows_tile<K, 2>(n, w_rows, x_rows, y_rows, nr);
+      } else {
+        short_rows_tile<K, 1>(n, w_rows, x_rows, y_rows, nr);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -286,6 +387,10 @@ template <class K>
 struct TokenPairs {
   static constexpr auto run = matmul_token_pairs<K>;
 };
+template <class K>
+struct ShortRows {
+  static constexpr auto run = matmul_short_rows<K>;
+};
 
 }  // namespace
 
@@ -300,6 +405,13 @@ void matmul_float_token_pairs(DType wtype, int64_t n, const void* w, uint64_t w_
                               int64_t y_stride) {
   for_kind<TokenPairs>("matmul_float_token_pairs: not a float weight type", wtype, n, w, w_row_bytes, row_begin,
                        row_end, x, x_row_bytes, num_tokens, y, y_stride);
+}
+
+void matmul_float_short_rows(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
+                             int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y,
+                             int64_t y_stride) {
+  for_kind<ShortRows>("matmul_float_short_rows: not a float weight type", wtype, n, w, w_row_bytes, row_begin, row_end,
+                      x, x_row_bytes, num_tokens, y, y_stride);
 }
 
 }  // namespace hz::kernels::vnni

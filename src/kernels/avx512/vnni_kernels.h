@@ -61,6 +61,11 @@ void matmul_float(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, i
 void matmul_float_token_pairs(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
                               int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y,
                               int64_t y_stride);
+// The same results for short rows (weights in cache, a few steps a row): 16 rows x 1-2 tokens a
+// tile, each token's 16 outputs reduced together and stored at once.
+void matmul_float_short_rows(DType wtype, int64_t n, const void* w, uint64_t w_row_bytes, int64_t row_begin,
+                             int64_t row_end, const void* x, uint64_t x_row_bytes, int64_t num_tokens, float* y,
+                             int64_t y_stride);
 // The fused attention kernels (kernels::kv_scores / kv_accumulate) on 512-bit registers for the f32,
 // f16 and bf16 codecs, bit-identical to avx2::'s; other codecs go to those (avx512/attn_kernels.cc).
 void kv_scores(KvCodec c, const float* q, int32_t num_heads, const uint8_t* elems, const uint8_t* scales, int64_t rows,
