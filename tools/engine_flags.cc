@@ -90,6 +90,10 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
   app.add_option("--spec-ngram-max", opts.spec_ngram_max, "--spec ngram: longest suffix looked up in the context (default 16)");
   app.add_option("--spec-ngram-min", opts.spec_ngram_min, "--spec ngram: shortest suffix looked up (default 2)");
   app.add_flag("--quiet", quiet, "No progress output (loading, long work) and no start-up summary");
+  app.add_flag("--check-finite", opts.check_finite,
+               "Check every layer's activations for NaN and infinities (slower; CPU only): a request whose logits "
+               "come out non-finite then fails naming the first layer and stage that produced them (the logits are "
+               "always checked)");
   // Flags of GPU servers, accepted so their command lines run here (one warning each).
   app.add_option("--flash-attn", flash_attn, "Accepted for llama-server command lines (-fa); attention is always fused here");
   app.add_option("--n-gpu-layers,--gpu-layers", n_gpu_layers, "Accepted for llama-server command lines (-ngl); no effect on the CPU");

@@ -227,6 +227,8 @@ int run_perplexity(const PplOptions& o) {
   }();
   if (!model.ok()) return fail(model.status().message());
   Model& m = **model;
+  if (eo.check_finite && on_device) return fail("--check-finite checks the CPU forward pass; drop --device cuda");
+  m.set_check_finite(eo.check_finite);
   auto tok = Tokenizer::from_gguf(m.file());
   if (!tok.ok()) return fail(tok.status().message());
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/finite.h"
 #include "kernels/kernels.h"
 #include "model/attention.h"
 #include "model/hf_folder.h"
@@ -256,6 +257,24 @@ void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }
 
+std::string Model::describe(const NonFinite& f) {
+  return f.layer >= 0 ? fmt::format("layer {}'s {} at position {}", f.layer, f.stage, f.position)
+                      : fmt::format("the {} at position {}", f.stage, f.position);
+}
+
+void Model::note_non_finite(const std::vector<SeqSlice>& batch, const float* rows, int64_t stride, int64_t width,
+                            const char* stage, int32_t layer, bool logit_rows_only) {
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqSlice& s = batch[i];
+    for (int32_t j = 0; j < s.num_tokens; ++j) {
+      if (logit_rows_only && !s.all_logits && j != s.num_tokens - 1) continue;
+      const float* r = rows + row++ * stride;
+      if (!non_finite_[i] && !all_finite(r, width)) non_finite_[i] = NonFinite{stage, layer, s.start_pos + j};
+    }
+  }
+}
+
 void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool& pool, std::vector<float>* logits,
                     std::vector<float>* hidden) {
   const ModelConfig& c = cfg_;
@@ -287,6 +306,8 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
       kernels::dequantize_row(emb.dtype, emb.data + static_cast<uint64_t>(s.tokens[i]) * emb.row_bytes, &x_[t * c.hidden], c.hidden);
     }
   }
+  non_finite_.assign(batch.size(), std::nullopt);
+  if (check_finite_) note_non_finite(batch, x_.data(), c.hidden, c.hidden, "embedding", -1);
   kv_reader_.begin_step(kv, batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     const SeqSlice& s = batch[i];
@@ -294,7 +315,9 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
   }
   for (int32_t l = 0; l < c.num_layers; ++l) {
     attention_layer(batch, kv, l, pool);
+    if (check_finite_) note_non_finite(batch, x_.data(), c.hidden, c.hidden, "attention", l);
     ffn_layer(w_.layers[l], total, pool);
+    if (check_finite_) note_non_finite(batch, x_.data(), c.hidden, c.hidden, "feed-forward", l);
   }
   // Every layer has attended: blocks no later query reads exactly or hot get their compact form.
   for (const auto& s : batch) kv.commit(s.block_table, s.start_pos + s.num_tokens - s.num_draft);
@@ -310,6 +333,7 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
       }
     }
   }
+  if (check_finite_) note_non_finite(batch, xn_.data(), c.hidden, c.hidden, "output norm", -1, true);
   if (hidden != nullptr) hidden->assign(xn_.begin(), xn_.begin() + num_logit_rows * c.hidden);
   if (logits == nullptr) return;
   logits->resize(static_cast<size_t>(num_logit_rows) * c.vocab);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +73,23 @@ class Model {
   // Whether attention splits key ranges across threads (default kAuto; tests force either path).
   void set_attention_split(AttnSplit s) { attn_runner_.set_split(s); }
 
+  // Where a step's activations first stopped being finite (NaN or infinity) for one slice:
+  // the stage that produced them ("embedding", "attention", "feed-forward" or "output norm"),
+  // its layer (-1 for the embedding and the output norm) and the token's position.
+  struct NonFinite {
+    const char* stage = "";
+    int32_t layer = -1;
+    int64_t position = 0;
+  };
+  // Off by default: with it, every forward checks the hidden state after each stage (a pass over
+  // the activations per layer) and non_finite() reports, per slice of the last step, the first
+  // stage whose output was not finite. For a model whose logits come out NaN: which layer broke.
+  void set_check_finite(bool on) { check_finite_ = on; }
+  bool check_finite() const { return check_finite_; }
+  const std::vector<std::optional<NonFinite>>& non_finite() const { return non_finite_; }
+  // "layer 2's feed-forward at position 7", "the embedding at position 3".
+  static std::string describe(const NonFinite& f);
+
  private:
   Model(GgufFile file, ModelConfig cfg, ModelWeights w, std::unique_ptr<TensorSource> tensors = nullptr);
   // y = w x for num_tokens rows of x. same_input: x has not changed since the previous call (its
@@ -86,6 +104,10 @@ class Model {
   void matmul(std::span<const MatOut> outs, const float* x, int64_t num_tokens, ThreadPool& pool, bool same_input = false);
   void attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int32_t layer, ThreadPool& pool);
   void ffn_layer(const LayerWeights& L, int64_t num_tokens, ThreadPool& pool);
+  // With check_finite_: records, per slice without a record yet, the first row of `rows` (stride
+  // `stride`, `width` floats each; the step's token order) that is not finite.
+  void note_non_finite(const std::vector<SeqSlice>& batch, const float* rows, int64_t stride, int64_t width,
+                       const char* stage, int32_t layer, bool logit_rows_only = false);
 
   GgufFile file_;
   std::unique_ptr<TensorSource> tensors_;  // Hugging Face folders: the mappings the weights point into
@@ -118,6 +140,8 @@ class Model {
   std::vector<AttnQueryRow> attn_rows_;     // per token of the step
   KvRotation kv_rotation_;                 // signs of a rotated KV cache (built on first use)
   KvReader kv_reader_;                      // per sequence of the step: what attention reads
+  bool check_finite_ = false;
+  std::vector<std::optional<NonFinite>> non_finite_;  // per slice of the last step
 };
 
 }  // namespace hz

@@ -74,6 +74,10 @@ struct EngineOptions {
   // Drafts shorten after rejections and pause after misses (a wrong draft costs compute on small
   // models); off: always spec_draft_tokens when the drafter has them (benchmarks of the rule).
   bool spec_adaptive = true;
+  // Check the hidden state after every stage of every layer for NaN and infinities (CPU only; a
+  // pass over the activations per layer): a request whose logits come out non-finite then fails
+  // naming the first layer and stage that produced them. Without it the logits alone are checked.
+  bool check_finite = false;
   // Benchmarks and tests: a drafter other than --spec's (e.g. an oracle); used for every request
   // without a grammar. Set before the engine starts; used on its thread only.
   std::shared_ptr<Drafter> drafter;

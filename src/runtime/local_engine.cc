@@ -9,6 +9,7 @@
 
 #include "base/byte_size.h"
 #include "base/check.h"
+#include "base/finite.h"
 #include "base/log.h"
 #include "kernels/kernels.h"
 #include "kvstore/fingerprint.h"
@@ -26,6 +27,7 @@ namespace hz {
 
 struct LocalEngine::Request {
   uint64_t id = 0;
+  std::optional<Model::NonFinite> non_finite;  // with check_finite: where its activations first broke
   std::shared_ptr<GenerationSink> sink;
   SamplingParams params;
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -73,6 +75,8 @@ Status check_engine_options(const EngineOptions& opts) {
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
   if (opts.prefill_with_decode < 0) return invalid_argument("--prefill-while-decoding must be 0 or more");
   if (opts.max_model_len < 0) return invalid_argument("--max-model-len must be positive");
+  if (opts.check_finite && opts.device != EngineDevice::kCpu)
+    return invalid_argument("--check-finite checks the CPU forward pass; it does not run with --device cuda");
   if (opts.spec != SpecMode::kOff || opts.drafter != nullptr) {
     if (opts.spec_draft_tokens < 1 || opts.spec_draft_tokens > 64)
       return invalid_argument("--spec-draft {} must be between 1 and 64", opts.spec_draft_tokens);
@@ -120,6 +124,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
     return data_loss("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", opts.model_path,
                      e->tokenizer_->vocab_size(), c.vocab);
   HZ_RETURN_IF_ERROR(check_engine_options(opts));
+  e->model_->set_check_finite(opts.check_finite);
   e->opts_.max_model_len = opts.max_model_len > 0 ? opts.max_model_len : c.train_ctx;
   // KvOptions::validate composes the KV features (the prefix store, hot retention, the far tier).
   KvOptions ko = kv_options(opts);
@@ -525,6 +530,20 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row, 
   return std::nullopt;
 }
 
+Status LocalEngine::non_finite_logits(const Request& r, int64_t position) const {
+  std::string where;
+  if (device_model_ == nullptr && model_->check_finite()) {
+    where = r.non_finite ? "; the first non-finite activations came out of " + Model::describe(*r.non_finite)
+                         : "; every layer's activations were finite, so the output head produced them";
+  } else if (device_model_ == nullptr) {
+    where = "; run with --check-finite to find the layer that produced them";
+  }
+  return Status(StatusCode::kInternal,
+                fmt::format("the model's logits after position {} are not finite (NaN or infinity): its weights or "
+                            "activations are broken{}",
+                            position, where));
+}
+
 void LocalEngine::adapt_draft(Request& r, int32_t drafted, int32_t kept) {
   // All kept: one more next time. Some: as many as were kept, plus one. None: one token, and a
   // pause of as many steps as misses in a row (at most 8), so text without repeats costs little.
@@ -596,11 +615,19 @@ void LocalEngine::step() {
     }
   } else {
     model_->forward(b.slices, *kv_, *pool_, &logits_);
+    if (model_->check_finite()) {
+      // Kept per request: a prompt prefilled in chunks may have broken in an earlier step.
+      const auto& nf = model_->non_finite();
+      for (size_t i = 0; i < slices.size() && i < nf.size(); ++i) {
+        auto it = requests_.find(slices[i].seq->id);
+        if (nf[i] && it != requests_.end() && !it->second->non_finite) it->second->non_finite = nf[i];
+      }
+    }
   }
   // A far block that failed its checksum was read this step: those sequences are recomputed (and
   // left out of the commit and the sampling); everything else stands.
   const std::vector<bool> redo = redo_corrupt(slices);
-  std::vector<std::pair<uint64_t, FinishReason>> done;
+  std::vector<Finished> done;
   score_prompts(slices, b, redo);
   const StepCounts n = sample_step(slices, b, redo, &done);
   const bool any_redo = std::find(redo.begin(), redo.end(), true) != redo.end();
@@ -624,7 +651,7 @@ void LocalEngine::step() {
     ++stats_.steps_total;
     stats_.max_seqs_in_step = std::max<int32_t>(stats_.max_seqs_in_step, static_cast<int32_t>(slices.size()));
   }
-  for (const auto& [id, reason] : done) finish(id, reason);
+  for (Finished& f : done) finish(f.id, f.reason, std::move(f.error));
 }
 
 LocalEngine::StepBatch LocalEngine::build_batch(const std::vector<ScheduledSlice>& slices,
@@ -667,7 +694,7 @@ LocalEngine::StepBatch LocalEngine::build_batch(const std::vector<ScheduledSlice
 
 LocalEngine::StepCounts LocalEngine::sample_step(std::vector<ScheduledSlice>& slices, const StepBatch& b,
                                                  const std::vector<bool>& redo,
-                                                 std::vector<std::pair<uint64_t, FinishReason>>* done) {
+                                                 std::vector<Finished>* done) {
   // The token sampled from row j is compared with draft token j; the first mismatch (or a finish)
   // ends the run. Kept: the next token and the matching draft tokens.
   const int32_t vocab = info_.vocab_size;
@@ -677,7 +704,7 @@ LocalEngine::StepCounts LocalEngine::sample_step(std::vector<ScheduledSlice>& sl
     ScheduledSlice& sl = slices[i];
     Sequence& seq = *sl.seq;
     if (requests_.at(seq.id)->max_new_tokens == 0) {  // a prompt scored, nothing to generate
-      done->emplace_back(seq.id, FinishReason::kLength);
+      done->push_back({seq.id, FinishReason::kLength, Status()});
       continue;
     }
     const std::vector<int32_t> draft = std::move(seq.draft);
@@ -686,11 +713,17 @@ LocalEngine::StepCounts LocalEngine::sample_step(std::vector<ScheduledSlice>& sl
     bool finished = false;
     for (int32_t j = 0;; ++j) {
       const int32_t proposed = j < sl.num_draft ? draft[j] : -1;
-      std::optional<FinishReason> reason =
-          sample_next(seq, &logits_[(b.sample_row[i] + j) * static_cast<size_t>(vocab)], proposed);
+      float* row = &logits_[(b.sample_row[i] + j) * static_cast<size_t>(vocab)];
+      if (!all_finite(row, vocab)) {
+        // Sampling from NaN would print garbage: the request fails, saying where it broke.
+        done->push_back({seq.id, FinishReason::kError, non_finite_logits(*requests_.at(seq.id), static_cast<int64_t>(seq.tokens.size()) - 1)});
+        finished = true;
+        break;
+      }
+      std::optional<FinishReason> reason = sample_next(seq, row, proposed);
       ++n.new_tokens;
       if (reason) {
-        done->emplace_back(seq.id, *reason);
+        done->push_back({seq.id, *reason, Status()});
         finished = true;
         break;
       }

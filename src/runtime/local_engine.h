@@ -93,8 +93,17 @@ class LocalEngine : public Engine {
   // Samples every slice that samples (not those in `redo`) and verifies drafts: row j of a
   // speculative slice holds the logits after its j-th draft token. Rejected draft positions are
   // cut from the slices (they roll back at commit); finished sequences go to `done`.
+  // A sequence that finished in a step, and why (error: with kError).
+  struct Finished {
+    uint64_t id;
+    FinishReason reason;
+    Status error;
+  };
   StepCounts sample_step(std::vector<ScheduledSlice>& slices, const StepBatch& b, const std::vector<bool>& redo,
-                         std::vector<std::pair<uint64_t, FinishReason>>* done);
+                         std::vector<Finished>* done);
+  // The error of a request whose logits row (predicting the token after `position`) holds a NaN
+  // or an infinity.
+  Status non_finite_logits(const Request& r, int64_t position) const;
   // Prompt logprobs: scores the prompt positions of this step's slices for the requests that asked,
   // and sends a request's scores once its prompt has run (before its first token is sampled).
   void score_prompts(const std::vector<ScheduledSlice>& slices, const StepBatch& b, const std::vector<bool>& redo);

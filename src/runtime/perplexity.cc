@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/finite.h"
 #include "model/device_model.h"
 #include "runtime/device_sequence.h"
 #include "runtime/single_sequence.h"
@@ -17,8 +18,11 @@ namespace {
 // One window's logits, [window][vocab], from an empty cache.
 using WindowEval = std::function<Result<const std::vector<float>*>(const std::vector<int32_t>& window)>;
 
+// Where a window's activations first stopped being finite, when the model checks them (else null).
+using NonFiniteSite = std::function<std::optional<Model::NonFinite>()>;
+
 Result<PerplexityResult> score_windows(const WindowEval& eval, int32_t vocab, const std::vector<int32_t>& tokens,
-                                       const PerplexityOptions& opts) {
+                                       const PerplexityOptions& opts, const NonFiniteSite& where = nullptr) {
   PerplexityResult r;
   r.vocab = vocab;
   const int64_t num_windows = static_cast<int64_t>(tokens.size()) / opts.ctx;
@@ -32,6 +36,16 @@ Result<PerplexityResult> score_windows(const WindowEval& eval, int32_t vocab, co
     const std::vector<float>& logits = *all;
     for (int32_t j = first; j < opts.ctx - 1; ++j) {
       const float* l = &logits[static_cast<size_t>(j) * vocab];
+      if (!all_finite(l, vocab)) {
+        const std::optional<Model::NonFinite> site = where ? where() : std::nullopt;
+        return Status(StatusCode::kInternal,
+                      fmt::format("the model's logits after position {} of window {} are not finite (NaN or infinity): "
+                                  "its weights or activations are broken; {}",
+                                  j, w + 1,
+                                  site ? "the first non-finite activations came out of " + Model::describe(*site)
+                                  : where ? std::string("every layer's activations were finite, so the output head produced them")
+                                          : std::string("--check-finite finds the layer that produced them")));
+      }
       double m = *std::max_element(l, l + vocab), sum = 0;
       for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(l[i]) - m);
       const double lse = m + std::log(sum);
@@ -79,7 +93,8 @@ Result<PerplexityResult> compute_perplexity(Model& model, ThreadPool& pool, cons
         seq.reset();
         return &seq.append(win, /*all_logits=*/true);
       },
-      vocab, tokens, opts);
+      vocab, tokens, opts,
+      model.check_finite() ? NonFiniteSite([&] { return seq.non_finite(); }) : NonFiniteSite());
 }
 
 Result<PerplexityResult> compute_perplexity_on_device(const Model& model, cuda::Backend& backend,

@@ -73,6 +73,7 @@ void SingleSequence::reset() {
   far_cursor_ = 0;
   block_table_.clear();
   num_tokens_ = 0;
+  non_finite_.reset();
 }
 
 Status SingleSequence::truncate(int64_t n) {
@@ -99,6 +100,7 @@ Status SingleSequence::truncate(int64_t n) {
   }
   far_cursor_ = std::min<int64_t>(far_cursor_, keep);
   num_tokens_ = n;
+  if (non_finite_ && non_finite_->position >= n) non_finite_.reset();
   return Status::ok_status();
 }
 
@@ -196,6 +198,8 @@ void SingleSequence::run(const int32_t* tokens, int32_t n, bool all_logits, std:
   s.block_table = block_table_.data();
   s.all_logits = all_logits;
   model_.forward({s}, *kv_, pool_, logits);
+  if (!non_finite_ && model_.check_finite() && !model_.non_finite().empty() && model_.non_finite()[0])
+    non_finite_ = model_.non_finite()[0];
   // Never served: a far block that failed its checksum (a disk fault) stops the tool here.
   if (far_) HZ_CHECK_MSG(far_->take_corrupt().empty(), "KV far tier: a block read back from disk failed its checksum");
   num_tokens_ += n;

@@ -53,6 +53,9 @@ class SingleSequence {
   // pool (options.ram_tokens) up to max_tokens. Call before the first token.
   Status enable_far(const std::string& dir, uint64_t budget_bytes);
   const FarTier* far() const { return far_.get(); }
+  // With Model::set_check_finite: the first stage whose output was not finite since the last
+  // reset (none when every activation was finite, or without the check).
+  const std::optional<Model::NonFinite>& non_finite() const { return non_finite_; }
 
  private:
   void run(const int32_t* tokens, int32_t n, bool all_logits, std::vector<float>* logits);
@@ -68,6 +71,7 @@ class SingleSequence {
   int64_t far_cursor_ = 0;  // blocks before it are all far
   std::vector<BlockRef> block_table_;
   int64_t num_tokens_ = 0;
+  std::optional<Model::NonFinite> non_finite_;
   int32_t prefill_chunk_ = 0;
   std::vector<float> logits_;
 };

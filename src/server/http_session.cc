@@ -626,6 +626,12 @@ void HttpSession::complete_request(int status) {
                   g.final_event.cached_tokens, g.finished ? finish_reason_name(g.final_event.finish_reason) : "-",
                   ttft_ms, total_ms);
     }
+    // The engine failed it (a device error, a full KV cache, non-finite logits): the operator sees
+    // why, whatever the client did with the message.
+    if (g.finished && g.final_event.finish_reason == FinishReason::kError) {
+      HZ_LOG_ERROR("request {} failed: {}", g.plan.response.id,
+                   g.final_event.error.ok() ? "the engine failed it" : g.final_event.error.message());
+    }
     // The disconnect watcher has nothing left to watch; stop it before the next read.
     beast::error_code ignored;
     stream_.socket().cancel(ignored);

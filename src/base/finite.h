@@ -1,0 +1,34 @@
+// Finding NaN and infinities in float arrays: what the engine checks logits (and, on request,
+// activations) with before it trusts them.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace hz {
+
+// Whether every value of x[0, n) is finite (no NaN, no infinity). One pass of integer compares
+// on the exponent bits, which the compiler vectorizes (the float compare would be reordered only
+// under fast-math).
+inline bool all_finite(const float* x, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    bad |= static_cast<uint32_t>((b & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+// The index of the first NaN or infinity in x[0, n), or -1.
+inline int64_t first_non_finite(const float* x, int64_t n) {
+  if (all_finite(x, n)) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    if ((b & 0x7f800000u) == 0x7f800000u) return i;
+  }
+  return -1;
+}
+
+}  // namespace hz
