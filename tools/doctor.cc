@@ -101,7 +101,7 @@ int run_doctor(DoctorOptions& d) {
   struct {
     std::string model, host, api_key;
     int port;
-  } o{engine_opts.ok() ? engine_opts->model_path : std::string(), d.serve.server.host, d.serve.server.api_key,
+  } o{engine_opts.ok() ? engine_opts->model_path : std::string(), d.serve.server.host, d.serve.server.api_keys.empty() ? std::string() : d.serve.server.api_keys.front(),
       d.serve.server.port};
 
   // CPU: the AVX2 kernels need avx2 + fma + f16c; without them the scalar kernels still run.

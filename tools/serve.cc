@@ -57,7 +57,7 @@ std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std
   s += fmt::format("  max sequences  {} (queue {})\n", o.max_num_seqs, o.max_queue);
   s += fmt::format("  threads        {}\n", threads);
   s += fmt::format("  chat template  {}\n", tmpl);
-  s += fmt::format("  URL            {}{}\n", url, f.server.api_key.empty() ? "" : " (API key required)");
+  s += fmt::format("  URL            {}{}\n", url, f.server.api_keys.empty() ? "" : " (API key required)");
   return s;
 }
 

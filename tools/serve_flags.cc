@@ -5,8 +5,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "base/log.h"
 #include "base/mapped_file.h"
@@ -28,7 +31,17 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_option("--host", o.host, "Address or host name to bind (localhost, 0.0.0.0, ::1)")->capture_default_str();
   app.add_option("--port", o.port, "Port to listen on (0 = any free port)")->capture_default_str()->check(
       CLI::Range(0, 65535));
-  app.add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on /v1/* (or env HORIZON_API_KEY)");
+  app.add_option("--api-key", api_keys,
+                 "Require 'Authorization: Bearer KEY' on /v1/* (or env HORIZON_API_KEY); several keys: repeat the "
+                 "flag or separate them with commas")
+      ->delimiter(',');
+  app.add_option("--api-key-file", api_key_file,
+                 "Accept the API keys listed in FILE too, one per line (blank lines and lines starting with # are "
+                 "skipped)");
+  app.add_option("--rate-limit", o.rate_limit_rpm,
+                 "Generation requests per minute per API key (per client address without keys), in bursts of up "
+                 "to as many; over it: 429 with Retry-After (default 0: no limit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--metrics-auth", o.metrics_auth, "/metrics and /metrics.json need the API key too");
   app.add_option("--allowed-origins", allowed_origins,
                  "Browser origins that may call the API (CORS): comma-separated or a JSON list, * for any "
@@ -43,6 +56,10 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();
   app.add_option("--request-timeout", request_timeout_s, "Seconds a request may run (0 = no limit)")
       ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--first-token-timeout", first_token_timeout_s,
+                 "Seconds a request may wait for its first token (queue and prompt); past it: 504 (default 0: only "
+                 "--request-timeout applies)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--idle-timeout", idle_timeout_s, "Seconds to read a request / keep an idle connection")
       ->capture_default_str()
@@ -74,24 +91,55 @@ void ServeFlags::add_to(CLI::App& app) {
 }
 
 Status ServeFlags::resolve_server(bool warn) {
-  if (server.api_key.empty()) {
-    const char* env = std::getenv("HORIZON_API_KEY");
-    if (env != nullptr) server.api_key = env;
+  server.api_keys.clear();
+  auto add_key = [&](std::string k, const std::string& from) -> Status {
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.back()))) k.pop_back();
+    while (!k.empty() && std::isspace(static_cast<unsigned char>(k.front()))) k.erase(k.begin());
+    if (k.empty()) return Status();
+    for (unsigned char c : k) {
+      if (c < 0x21 || c > 0x7e) return invalid_argument("{}: an API key must be printable ASCII without spaces", from);
+    }
+    if (std::find(server.api_keys.begin(), server.api_keys.end(), k) == server.api_keys.end())
+      server.api_keys.push_back(std::move(k));
+    return Status();
+  };
+  for (const std::string& k : api_keys) HZ_RETURN_IF_ERROR(add_key(k, "--api-key"));
+  if (!api_key_file.empty()) {
+    auto text = read_file(api_key_file);
+    if (!text.ok()) return invalid_argument("--api-key-file {}: {}", api_key_file, text.status().message());
+    std::istringstream lines(*text);
+    std::string line;
+    for (int n = 1; std::getline(lines, line); ++n) {
+      const size_t first = line.find_first_not_of(" \t\r");
+      if (first == std::string::npos || line[first] == '#') continue;
+      HZ_RETURN_IF_ERROR(add_key(line, fmt::format("--api-key-file {} line {}", api_key_file, n)));
+    }
+    if (server.api_keys.empty()) return invalid_argument("--api-key-file {} lists no key", api_key_file);
   }
-  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  if (api_keys.empty() && api_key_file.empty()) {
+    if (const char* env = std::getenv("HORIZON_API_KEY"); env != nullptr) {
+      std::istringstream parts(env);
+      for (std::string k; std::getline(parts, k, ',');) HZ_RETURN_IF_ERROR(add_key(k, "HORIZON_API_KEY"));
+    }
+  }
+  // Whole milliseconds; a positive time under one is one (0 means "no limit").
+  auto ms = [](double s) {
+    return std::chrono::milliseconds(s > 0 ? std::max<int64_t>(1, static_cast<int64_t>(s * 1000)) : 0);
+  };
   server.request_timeout = ms(request_timeout_s);
+  server.first_token_timeout = ms(first_token_timeout_s);
   server.shutdown_grace = ms(shutdown_grace_s);
   server.idle_timeout = ms(idle_timeout_s);
   server.access_log = !disable_log_requests;
   server.metrics_vllm_names = metrics_compat == "vllm";
-  if (server.metrics_auth && server.api_key.empty()) return invalid_argument("--metrics-auth needs --api-key (or HORIZON_API_KEY)");
+  if (server.metrics_auth && server.api_keys.empty()) return invalid_argument("--metrics-auth needs --api-key (or HORIZON_API_KEY)");
   if (!engine.opts.served_model_name.empty()) server.served_model_name = engine.opts.served_model_name;
   if (!allowed_origins.empty()) {
     HZ_ASSIGN_OR_RETURN(server.allowed_origins, CorsPolicy::parse_flag(allowed_origins));
   }
 
   HZ_ASSIGN_OR_RETURN(std::string address, resolve_host(server.host));
-  if (warn && !is_loopback_address(address) && server.api_key.empty()) {
+  if (warn && !is_loopback_address(address) && server.api_keys.empty()) {
     HZ_LOG_WARN("--host {} is reachable from other machines and no --api-key is set: anyone who can reach it can use it",
                 server.host);
   }

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "server/server_options.h"
@@ -16,6 +17,9 @@ struct ServeFlags {
   EngineFlags engine;
   ServerOptions server;
   double request_timeout_s = 600;
+  double first_token_timeout_s = 0;
+  std::vector<std::string> api_keys;      // --api-key, repeated or comma-separated
+  std::string api_key_file;               // --api-key-file: one key per line
   double shutdown_grace_s = 10;
   double idle_timeout_s = 60;
   bool disable_log_requests = false;

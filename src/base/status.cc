@@ -14,6 +14,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kIoError: return "i/o error";
     case StatusCode::kCancelled: return "cancelled";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kDeadlineExceeded: return "deadline exceeded";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@ enum class StatusCode {
   kIoError,
   kCancelled,
   kInternal,
+  kDeadlineExceeded,  // a time limit passed first
 };
 
 const char* status_code_name(StatusCode code);

@@ -104,6 +104,9 @@ struct GenerationRequest {
   SamplingParams sampling;
   std::shared_ptr<GenerationSink> sink;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // finish with kTimeout after this
+  // No first token by then: finish with kError (StatusCode::kDeadlineExceeded). A request that
+  // only scores its prompt (max_tokens 0) is exempt.
+  std::optional<std::chrono::steady_clock::time_point> first_token_deadline;
   // false: never drafted for, even on an engine that speculates (bench spec runs its plain side
   // on the speculating engine itself, so both sides share one copy of the weights).
   bool speculate = true;

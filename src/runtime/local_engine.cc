@@ -31,6 +31,7 @@ struct LocalEngine::Request {
   std::shared_ptr<GenerationSink> sink;
   SamplingParams params;
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::optional<std::chrono::steady_clock::time_point> first_token_deadline;
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamingDetokenizer> detok;
   std::unique_ptr<StopMatcher> stop;
@@ -423,6 +424,7 @@ void LocalEngine::drain_inbox() {
     r->sink = std::move(g.sink);
     r->params = g.sampling;
     r->deadline = g.deadline;
+    r->first_token_deadline = g.first_token_deadline;
     uint64_t seed = g.sampling.seed ? *g.sampling.seed : std::random_device{}();
     r->sampler = std::make_unique<Sampler>(g.sampling, seed);
     r->sampler->add_prompt_tokens(g.prompt);
@@ -584,10 +586,24 @@ void LocalEngine::propose_drafts() {
 void LocalEngine::step() {
   const auto now = std::chrono::steady_clock::now();
   std::vector<uint64_t> expired;
+  std::vector<uint64_t> late;
   for (const auto& [id, r] : requests_) {
-    if (r->deadline && now > *r->deadline) expired.push_back(id);
+    if (r->deadline && now > *r->deadline) {
+      expired.push_back(id);
+    } else if (r->first_token_deadline && !r->first_token && r->max_new_tokens > 0 && now > *r->first_token_deadline) {
+      late.push_back(id);
+    }
   }
   for (uint64_t id : expired) finish(id, FinishReason::kTimeout);
+  for (uint64_t id : late) {
+    const Request& r = *requests_.at(id);
+    const double waited = std::chrono::duration<double>(now - r.arrival).count();
+    finish(id, FinishReason::kError,
+           Status(StatusCode::kDeadlineExceeded,
+                  fmt::format("no first token within the first-token time limit: after {:.1f} ms on the engine the "
+                              "request {} (the server is busier than the limit allows)",
+                              waited * 1e3, r.first_scheduled ? "was still processing its prompt" : "was still queued")));
+  }
 
   propose_drafts();
   std::vector<ScheduledSlice> slices = sched_->schedule();

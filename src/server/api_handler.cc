@@ -50,6 +50,7 @@ ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetri
     : engine_(engine),
       options_(options),
       metrics_(metrics),
+      limiter_(options.rate_limit_rpm),
       cors_(options.allowed_origins),
       id_rng_(std::random_device{}()) {
   served_model_name_ = hz::served_model_name(engine, options);
@@ -96,6 +97,21 @@ std::string ApiHandler::new_id(ApiKind kind) {
                      static_cast<uint32_t>(id_rng_()));
 }
 
+HttpReply ApiHandler::rate_limited(const RateLimiter::Decision& d) {
+  metrics_.on_rate_limited();
+  const int64_t retry = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(d.retry_after_s)));
+  ApiError e;
+  e.http_status = 429;
+  e.type = "requests";
+  e.code = "rate_limit_exceeded";
+  e.message = fmt::format("rate limit reached: {} requests per minute; try again in {} s", d.limit, retry);
+  e.headers.emplace_back("Retry-After", std::to_string(retry));
+  e.headers.emplace_back("x-ratelimit-limit-requests", std::to_string(d.limit));
+  e.headers.emplace_back("x-ratelimit-remaining-requests", std::to_string(d.remaining));
+  e.headers.emplace_back("x-ratelimit-reset-requests", fmt::format("{}s", static_cast<int64_t>(std::ceil(d.reset_s))));
+  return error_reply(e);
+}
+
 std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo& req) {
   std::string_view path = req.target.substr(0, req.target.find('?'));
   auto method_not_allowed = [](const char* allow) {
@@ -133,14 +149,18 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     e.http_status = 401;
     e.type = "authentication_error";
     e.code = "invalid_api_key";
-    e.message = req.authorization.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                                          : "invalid API key";
+    e.message = req.authorization.empty() && req.x_api_key.empty()
+                    ? "missing API key: send 'Authorization: Bearer <key>'"
+                    : "invalid API key";
     e.headers.emplace_back("WWW-Authenticate", "Bearer");
     return error_reply(e);
   };
+  // The key the request presents (its index), or -1; with no keys configured every request passes.
+  const int key = options_.api_keys.empty() ? -1 : matching_key(req.authorization, req.x_api_key, options_.api_keys);
+  const bool key_ok = options_.api_keys.empty() || key >= 0;
   if (path == "/metrics") {
     if (!get) return method_not_allowed("GET");
-    if (options_.metrics_auth && !is_authorized(req.authorization, options_.api_key)) return unauthorized();
+    if (options_.metrics_auth && !key_ok) return unauthorized();
     HttpReply r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = metrics_.render(engine_.stats());
@@ -148,27 +168,17 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   }
   if (path == "/metrics.json") {  // the same figures as /metrics, for a status page (shape: server/metrics.h)
     if (!get) return method_not_allowed("GET");
-    if (options_.metrics_auth && !is_authorized(req.authorization, options_.api_key)) return unauthorized();
+    if (options_.metrics_auth && !key_ok) return unauthorized();
     HttpReply r;
     r.content_type = "application/json";
     r.body = metrics_.render_json(engine_.stats());
     return r;
   }
   bool is_v1 = path == "/v1" || path.substr(0, 4) == "/v1/";
-  const bool key_ok = is_authorized(req.authorization, options_.api_key) ||
-                      (!req.x_api_key.empty() && constant_time_equal(req.x_api_key, options_.api_key));
   if (is_v1 && !key_ok) return unauthorized();
   if (path == "/v1/models") return get ? models() : method_not_allowed("GET");
   if (path == "/tokenize" || path == "/detokenize") {
-    if (!is_authorized(req.authorization, options_.api_key)) {
-      ApiError e;
-      e.http_status = 401;
-      e.type = "authentication_error";
-      e.code = "invalid_api_key";
-      e.message = "missing or invalid API key: send 'Authorization: Bearer <key>'";
-      e.headers.emplace_back("WWW-Authenticate", "Bearer");
-      return error_reply(e);
-    }
+    if (!key_ok) return unauthorized();
     if (!post) return method_not_allowed("POST");
     return path == "/tokenize" ? tokenize(req.body) : detokenize(req.body);
   }
@@ -178,6 +188,14 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
     r.body = status_json(engine_.stats(), metrics_, served_model_name_);
     r.headers.emplace_back("Cache-Control", "no-store");
     return r;
+  }
+  const bool generates = path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/embeddings" ||
+                         path == "/v1/messages" || path == "/v1/responses";
+  if (generates && post && limiter_.enabled()) {
+    // Per key; a server without keys limits each client address.
+    const std::string client = key >= 0 ? fmt::format("key {}", key) : std::string(req.peer_address);
+    const RateLimiter::Decision d = limiter_.take(client);
+    if (!d.allowed) return rate_limited(d);
   }
   if (path == "/v1/completions") {
     return post ? generation(ApiKind::kCompletion, req.body) : method_not_allowed("POST");

@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/rate_limit.h"
 #include "server/server_options.h"
 
 namespace hz {
@@ -34,6 +35,7 @@ struct HttpRequestInfo {
   std::string_view cors_method;
   std::string_view cors_headers;
   std::string_view body;
+  std::string_view peer_address;   // the client's IP address (rate limits without API keys)
 };
 
 struct HttpReply {
@@ -96,6 +98,9 @@ class ApiHandler {
   Engine& engine_;
   const ServerOptions& options_;
   ServerMetrics& metrics_;
+  RateLimiter limiter_;
+  // The 429 of a client over --rate-limit, with Retry-After and OpenAI's x-ratelimit-* headers.
+  HttpReply rate_limited(const RateLimiter::Decision& d);
   CorsPolicy cors_;
   std::string served_model_name_;
   std::vector<std::string> model_names_;  // what `model` may say (serves_model)

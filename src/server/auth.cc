@@ -41,6 +41,24 @@ bool names_a_credential(std::string_view name) {
 
 }  // namespace
 
+std::string redact_target(std::string_view target, const std::vector<std::string>& api_keys) {
+  std::string out = redact_target(target);
+  for (const std::string& k : api_keys) out = redact_target(out, k);
+  return out;
+}
+
+int matching_key(std::string_view authorization_header, std::string_view x_api_key,
+                 const std::vector<std::string>& keys) {
+  int found = -1;
+  // Every key is compared (no early exit), so the time does not tell which key came close.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const bool bearer = is_authorized(authorization_header, keys[i]);
+    const bool header = !x_api_key.empty() && constant_time_equal(x_api_key, keys[i]);
+    if ((bearer || header) && found < 0) found = static_cast<int>(i);
+  }
+  return found;
+}
+
 std::string redact_target(std::string_view target, std::string_view api_key) {
   constexpr std::string_view kRedacted = "REDACTED";
   std::string out;

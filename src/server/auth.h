@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hz {
 
@@ -17,5 +18,12 @@ bool is_authorized(std::string_view authorization_header, std::string_view expec
 // carries a credential (key, token, auth, secret, password, signature...) becomes "REDACTED", and so
 // does any occurrence of `api_key` (when set) anywhere in the target. Clients do send keys in URLs.
 std::string redact_target(std::string_view target, std::string_view api_key = {});
+// The same for every key of a server with several.
+std::string redact_target(std::string_view target, const std::vector<std::string>& api_keys);
+
+// Which of `keys` a request presents (`Authorization: Bearer KEY`, or Anthropic's `x-api-key`),
+// as an index; -1 for none. Every key is compared in constant time.
+int matching_key(std::string_view authorization_header, std::string_view x_api_key,
+                 const std::vector<std::string>& keys);
 
 }  // namespace hz

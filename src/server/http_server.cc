@@ -120,7 +120,7 @@ Status HttpServer::start() {
     s.started = true;
   }
   HZ_LOG_INFO("serving {} on http://{}:{} ({} HTTP threads{})", s.handler.served_model_name(), s.options.host, s.port,
-              s.options.http_threads, s.options.api_key.empty() ? "" : ", API key required");
+              s.options.http_threads, s.options.api_keys.empty() ? "" : ", API key required");
   return Status();
 }
 

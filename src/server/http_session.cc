@@ -153,7 +153,8 @@ HttpSession::HttpSession(tcp::socket socket, SessionContext ctx)
   // chunk up to ~40 ms.
   stream_.socket().set_option(tcp::no_delay(true), ec);
   auto ep = stream_.socket().remote_endpoint(ec);
-  peer_ = ec ? "?" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  peer_address_ = ec ? "?" : ep.address().to_string();
+  peer_ = ec ? "?" : fmt::format("{}:{}", peer_address_, ep.port());
 }
 
 HttpSession::~HttpSession() = default;
@@ -206,7 +207,7 @@ void HttpSession::begin_request() {
   const auto& req = parser_->get();
   method_ = std::string(req.method_string());
   // Redacted before truncation, so that a cut cannot leave part of a key in the log.
-  path_ = redact_target(std::string_view(req.target().data(), req.target().size()), ctx_.options->api_key).substr(0, 256);
+  path_ = redact_target(std::string_view(req.target().data(), req.target().size()), ctx_.options->api_keys).substr(0, 256);
   http_version_ = req.version() == 10 ? 10 : 11;
   auto origin = req.find(http::field::origin);
   cors_headers_ = ctx_.handler->cors().response_headers(
@@ -257,6 +258,7 @@ void HttpSession::on_read(beast::error_code ec) {
   info.cors_method = field(http::field::access_control_request_method);
   info.cors_headers = field(http::field::access_control_request_headers);
   info.body = req.body();
+  info.peer_address = peer_address_;
   // Bodies (JSON, chat rendering, tokenization: up to a second for megabytes) are handled by the
   // worker threads; the request's bytes stay in parser_, untouched until the answer is back.
   if (req.method() != http::verb::post || ctx_.workers == nullptr) return on_handled(ctx_.handler->handle(info));
@@ -390,6 +392,8 @@ Status HttpSession::submit_choice(size_t i) {
   request.prompt_logprobs = g.plan.response.echo_prompt && g.plan.response.logprobs;
   request.sink = std::make_shared<ChannelSink>(c.channel);
   if (ctx_.options->request_timeout.count() > 0) request.deadline = request_start_ + ctx_.options->request_timeout;
+  if (ctx_.options->first_token_timeout.count() > 0)
+    request.first_token_deadline = request_start_ + ctx_.options->first_token_timeout;
   auto id = ctx_.engine->submit(std::move(request));
   if (!id.ok()) return id.status();
   c.engine_id = *id;

@@ -92,6 +92,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::shared_ptr<boost::beast::http::response<boost::beast::http::string_body>> reply_;
   SessionContext ctx_;
   std::string peer_;
+  std::string peer_address_;  // the IP alone (rate limits)
   std::shared_ptr<std::array<char, 4096>> discard_;  // lingering close: bytes read and dropped
   size_t discarded_bytes_ = 0;
 

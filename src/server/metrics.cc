@@ -157,7 +157,9 @@ ServerMetrics::ServerMetrics(MetricsOptions options)
       finish_counts_(registry_.labeled_counter("horizon_requests_finished_total",
                                                "Finished generation requests by finish reason.", "finish_reason")),
       http_status_counts_(registry_.labeled_counter("horizon_http_requests_total",
-                                                    "HTTP requests answered, by status code.", "status")) {}
+                                                    "HTTP requests answered, by status code.", "status")),
+      rate_limited_(registry_.counter("horizon_requests_rate_limited_total",
+                                      "Generation requests refused (429) for being over the per-client rate limit.")) {}
 
 void ServerMetrics::on_http_status(int status) { http_status_counts_.inc(std::to_string(status)); }
 

@@ -49,6 +49,7 @@ class ServerMetrics {
   explicit ServerMetrics(MetricsOptions options = {});
 
   void on_http_status(int status);
+  void on_rate_limited() { rate_limited_.inc(); }
   void observe_ttft(double seconds) { ttft_.observe(seconds); }
   // One inter-token sample per token in an event: gap since the previous event / tokens.
   void observe_inter_token(double seconds_per_token, uint64_t num_tokens) { itl_.observe(seconds_per_token, num_tokens); }
@@ -81,6 +82,7 @@ class ServerMetrics {
   stats::Counter& completion_tokens_;
   stats::LabeledCounter& finish_counts_;
   stats::LabeledCounter& http_status_counts_;
+  stats::Counter& rate_limited_;
 };
 
 }  // namespace hz

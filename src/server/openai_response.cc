@@ -98,6 +98,11 @@ std::optional<ApiError> finish_error(const GenerationEvent& e) {
     err.http_status = 500;
     err.type = "server_error";
     err.message = e.error.ok() ? "the engine failed this request" : e.error.message();
+    if (e.error.code() == StatusCode::kDeadlineExceeded) {  // --first-token-timeout
+      err.http_status = 504;
+      err.type = "timeout";
+      err.code = "first_token_timeout";
+    }
     return err;
   }
   if (e.finish_reason == FinishReason::kCancelled) {

@@ -11,8 +11,12 @@ namespace hz {
 struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback by default: exposing the server is an explicit choice
   int port = 8080;                 // 0 = an ephemeral port (tests); HttpServer::port() tells which
-  std::string api_key;             // empty = no auth; else `Authorization: Bearer KEY` on /v1/*
-  bool metrics_auth = false;       // /metrics needs the API key too (when one is set)
+  // None = no auth; else `Authorization: Bearer KEY` (or `x-api-key: KEY`) with one of them on /v1/*.
+  std::vector<std::string> api_keys;
+  bool metrics_auth = false;       // /metrics needs an API key too (when keys are set)
+  // Generation requests per minute per API key (per client address without keys); 0 = no limit.
+  // Over it: 429 with Retry-After.
+  int32_t rate_limit_rpm = 0;
   // CORS: browser origins allowed to call the server ("*" = any); empty = CORS off (see cors.h).
   std::vector<std::string> allowed_origins;
   bool metrics_vllm_names = false; // /metrics also carries vLLM's names (--metrics-compat vllm)
@@ -29,6 +33,9 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60'000};     // reading one request (and keep-alive idle)
   std::chrono::milliseconds write_timeout{30'000};    // one write to a client that stopped reading
   std::chrono::milliseconds request_timeout{600'000}; // generation deadline per request; 0 = none
+  // A request with no first token this long after it arrived (queue + prefill) fails with 504
+  // instead of waiting on; 0 = none (request_timeout still bounds it).
+  std::chrono::milliseconds first_token_timeout{0};
   std::chrono::milliseconds shutdown_grace{10'000};   // SIGTERM: running requests get this long
   // /ready turns 503 when the engine loop has shown no progress for this long.
   std::chrono::milliseconds ready_stall{10'000};

@@ -218,6 +218,34 @@ TEST(LocalEngineTest, OutputIsCutAtMaxModelLen) {
   EXPECT_EQ(s->final_event.completion_tokens, 12);
 }
 
+// A first-token deadline already past: the request fails with kDeadlineExceeded and no token,
+// whether it is the only one or queued behind another; the others run as usual; a request that
+// only scores its prompt (max_tokens 0) is exempt.
+TEST(LocalEngineTest, FirstTokenDeadlineFailsOnlyTheLateRequest) {
+  auto e = make_engine(/*max_seqs=*/1);
+  ASSERT_NE(e, nullptr);
+  const test::GoldenFile g = test::load_golden("stories260K.json");
+  const auto& c = g.cases.at(0);
+  auto a = std::make_shared<CollectSink>(), b = std::make_shared<CollectSink>(), s = std::make_shared<CollectSink>();
+  ASSERT_TRUE(e->submit(greedy(c.prompt_ids, static_cast<int>(c.output_ids.size()), a)).ok());
+  GenerationRequest late = greedy(c.prompt_ids, 8, b);
+  late.first_token_deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  ASSERT_TRUE(e->submit(std::move(late)).ok());
+  GenerationRequest scored = greedy(c.prompt_ids, 0, s);
+  scored.prompt_logprobs = true;
+  scored.first_token_deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  ASSERT_TRUE(e->submit(std::move(scored)).ok());
+  ASSERT_TRUE(a->wait() && b->wait() && s->wait());
+  EXPECT_EQ(b->final_event.finish_reason, FinishReason::kError);
+  EXPECT_EQ(b->final_event.error.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(b->final_event.error.message().find("no first token"), std::string::npos) << b->final_event.error.message();
+  EXPECT_TRUE(b->ids.empty());
+  EXPECT_EQ(a->ids, c.output_ids);
+  EXPECT_EQ(a->final_event.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(s->final_event.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(s->prompt_chosen.size(), c.prompt_ids.size());
+}
+
 TEST(LocalEngineTest, StopStringEndsGenerationWithoutEmittingIt) {
   auto e = make_engine();
   ASSERT_NE(e, nullptr);

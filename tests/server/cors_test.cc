@@ -51,7 +51,7 @@ class CorsServerTest : public ::testing::Test {
     ServerOptions o;
     o.port = 0;
     o.access_log = false;
-    o.api_key = "k";
+    o.api_keys = {"k"};
     o.allowed_origins = std::move(origins);
     server_ = std::make_unique<HttpServer>(*engine_, o);
     ASSERT_TRUE(server_->start().ok());

@@ -1,6 +1,6 @@
 // FakeEngine: an Engine for server tests. A background thread "generates" deterministic tokens:
 // the prompt's bytes echoed cyclically (one token per byte, id = byte + 3, BOS = 1), one token per
-// running request per step. Prompt logprobs: prompt token i scores -0.25 * i (BOS's piece is ""). Honours max_tokens, stop strings, deadlines, cancel and drain; can be
+// running request per step. Prompt logprobs: prompt token i scores -0.25 * i (BOS's piece is ""). Honours max_tokens, stop strings, deadlines (total and first-token), cancel and drain; can be
 // slowed (token_delay), paused (nothing leaves the waiting queue) or made to fail.
 #pragma once
 
@@ -291,8 +291,13 @@ class FakeEngine : public Engine {
         for (auto it = q.begin(); it != q.end();) {
           bool cancelled = cancelled_.count(it->id) > 0;
           bool late = it->req.deadline && Clock::now() > *it->req.deadline;
+          bool no_first_token = it->req.first_token_deadline && it->generated == 0 &&
+                                it->req.sampling.max_tokens > 0 && Clock::now() > *it->req.first_token_deadline;
           if (cancelled || late) {
             finish(*it, cancelled ? FinishReason::kCancelled : FinishReason::kTimeout, out);
+            it = q.erase(it);
+          } else if (no_first_token) {  // as LocalEngine: an error, not a finish reason
+            finish(*it, FinishReason::kError, out, Status(StatusCode::kDeadlineExceeded, "no first token in time"));
             it = q.erase(it);
           } else {
             ++it;

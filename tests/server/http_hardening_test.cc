@@ -107,7 +107,7 @@ TEST_F(HttpHardeningTest, WellFramedRequestsStillServed) {
 
 TEST_F(HttpHardeningTest, MetricsAuthPutsMetricsBehindTheKey) {
   ServerOptions o;
-  o.api_key = "sekret-key";
+  o.api_keys = {"sekret-key"};
   o.metrics_auth = true;
   start(o);
   HttpResponse r = http_request(port_, "GET", "/metrics");
@@ -121,7 +121,7 @@ TEST_F(HttpHardeningTest, MetricsAuthPutsMetricsBehindTheKey) {
 
 TEST_F(HttpHardeningTest, MetricsOpenWithoutMetricsAuth) {
   ServerOptions o;
-  o.api_key = "sekret-key";
+  o.api_keys = {"sekret-key"};
   start(o);
   EXPECT_EQ(http_request(port_, "GET", "/metrics").status, 200);
 }
@@ -139,7 +139,7 @@ TEST_F(HttpHardeningTest, AccessLogNeverShowsAKeyFromTheUrl) {
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
   spdlog::default_logger()->sinks().push_back(sink);
   ServerOptions o;
-  o.api_key = "sekret-key";
+  o.api_keys = {"sekret-key"};
   o.access_log = true;
   start(o);
   EXPECT_EQ(http_request(port_, "GET", "/v1/models?api_key=sekret-key").status, 401);

@@ -120,7 +120,7 @@ TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
 
 TEST_F(HttpServerTest, MetricsJsonTwin) {
   ServerOptions o;
-  o.api_key = "sekret-key";  // like /metrics, the twin needs no key
+  o.api_keys = {"sekret-key"};  // like /metrics, the twin needs no key
   start(o);
   ASSERT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3})", {"Authorization: Bearer sekret-key"}).status,
             200);
@@ -727,7 +727,7 @@ TEST_F(HttpServerTest, MalformedHttpIs400) {
 
 TEST_F(HttpServerTest, ApiKeyGuardsV1Only) {
   ServerOptions o;
-  o.api_key = "sekret-key";
+  o.api_keys = {"sekret-key"};
   start(o);
   const std::string body = R"({"prompt": "a", "max_tokens": 1})";
   HttpResponse r = post("/v1/completions", body);

@@ -23,7 +23,7 @@ TEST(OpenAiClientTest, OfficialClientDrivesCompletionsAndChat) {
   test::FakeEngine engine;
   ServerOptions o;
   o.port = 0;
-  o.api_key = "test-key";
+  o.api_keys = {"test-key"};
   o.served_model_name = "horizon-test";
   o.access_log = false;
   HttpServer server(engine, o);

@@ -26,7 +26,7 @@ class WebPagesTest : public ::testing::Test {
     ServerOptions o;
     o.port = 0;
     o.access_log = false;
-    o.api_key = api_key;
+    if (!api_key.empty()) o.api_keys = {api_key};
     server_ = std::make_unique<HttpServer>(*engine_, o);
     Status s = server_->start();
     ASSERT_TRUE(s.ok()) << s.to_string();
