@@ -633,8 +633,12 @@ void HttpSession::complete_request(int status) {
     // The engine failed it (a device error, a full KV cache, non-finite logits): the operator sees
     // why, whatever the client did with the message.
     if (g.finished && g.final_event.finish_reason == FinishReason::kError) {
-      HZ_LOG_ERROR("request {} failed: {}", g.plan.response.id,
-                   g.final_event.error.ok() ? "the engine failed it" : g.final_event.error.message());
+      const Status& err = g.final_event.error;
+      if (err.code() == StatusCode::kDeadlineExceeded) {  // --first-token-timeout: the operator's limit
+        HZ_LOG_WARN("request {} failed: {}", g.plan.response.id, err.message());
+      } else {
+        HZ_LOG_ERROR("request {} failed: {}", g.plan.response.id, err.ok() ? "the engine failed it" : err.message());
+      }
     }
     // The disconnect watcher has nothing left to watch; stop it before the next read.
     beast::error_code ignored;
