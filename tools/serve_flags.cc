@@ -106,7 +106,7 @@ Status ServeFlags::resolve_server(bool warn) {
   for (const std::string& k : api_keys) HZ_RETURN_IF_ERROR(add_key(k, "--api-key"));
   if (!api_key_file.empty()) {
     auto text = read_file(api_key_file);
-    if (!text.ok()) return invalid_argument("--api-key-file {}: {}", api_key_file, text.status().message());
+    if (!text.ok()) return invalid_argument("--api-key-file: {}", text.status().message());
     std::istringstream lines(*text);
     std::string line;
     for (int n = 1; std::getline(lines, line); ++n) {

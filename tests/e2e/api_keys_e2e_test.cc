@@ -55,7 +55,7 @@ TEST(ApiKeysE2eTest, BadKeyFlagsAreRefusedAtStart) {
   const std::string bin = HORIZON_BINARY;
   const std::string model = test::model_path("stories260K.gguf");
   EXPECT_NE(test::run_command(bin + " serve -m " + model + " --port 0 --api-key-file /nonexistent/keys", &out, &err), 0);
-  EXPECT_NE(err.find("--api-key-file /nonexistent/keys"), std::string::npos) << err;
+  EXPECT_NE(err.find("--api-key-file: /nonexistent/keys"), std::string::npos) << err;
   const std::string dir = test::make_temp_dir("keys");
   std::ofstream(dir + "/empty") << "# nothing here\n";
   EXPECT_NE(test::run_command(bin + " serve -m " + model + " --port 0 --api-key-file " + dir + "/empty", &out, &err), 0);
