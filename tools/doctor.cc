@@ -99,9 +99,10 @@ int run_doctor(DoctorOptions& d) {
   if (!engine_opts.ok()) checks.push_back({CheckLevel::kFail, "flags", engine_opts.status().message()});
   if (!server_flags.ok()) checks.push_back({CheckLevel::kFail, "flags", server_flags.message()});
   struct {
-    std::string model, host, api_key;
+    std::string model, host;
+    bool keys;
     int port;
-  } o{engine_opts.ok() ? engine_opts->model_path : std::string(), d.serve.server.host, d.serve.server.api_keys.empty() ? std::string() : d.serve.server.api_keys.front(),
+  } o{engine_opts.ok() ? engine_opts->model_path : std::string(), d.serve.server.host, !d.serve.server.api_keys.empty(),
       d.serve.server.port};
 
   // CPU: the AVX2 kernels need avx2 + fma + f16c; without them the scalar kernels still run.
@@ -183,10 +184,10 @@ int run_doctor(DoctorOptions& d) {
   }
 
   if (server_flags.ok()) checks.push_back(check_port(o.host, o.port));
-  if (server_flags.ok() && !is_loopback_address(o.host) && o.api_key.empty()) {
+  if (server_flags.ok() && !is_loopback_address(o.host) && !o.keys) {
     checks.push_back({CheckLevel::kWarn, "auth", fmt::format("--host {} is reachable beyond this machine and no --api-key is set", o.host)});
   } else if (server_flags.ok()) {
-    checks.push_back({CheckLevel::kPass, "auth", o.api_key.empty() ? "loopback only" : "API key set"});
+    checks.push_back({CheckLevel::kPass, "auth", !o.keys ? "loopback only" : "API key set"});
   }
 
   int failures = 0;

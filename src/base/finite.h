@@ -20,15 +20,4 @@ inline bool all_finite(const float* x, int64_t n) {
   return bad == 0;
 }
 
-// The index of the first NaN or infinity in x[0, n), or -1.
-inline int64_t first_non_finite(const float* x, int64_t n) {
-  if (all_finite(x, n)) return -1;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t b;
-    std::memcpy(&b, x + i, sizeof b);
-    if ((b & 0x7f800000u) == 0x7f800000u) return i;
-  }
-  return -1;
-}
-
 }  // namespace hz

@@ -10,8 +10,6 @@ namespace {
 // cores, one sequence decoding a 2M-parameter model (4 heads of 64): serial was faster at depth
 // 3000 (768K) and slower at 8000 (2M); a 260K-parameter model at depth 300 decoded 1.2x faster.
 constexpr int64_t kSerialAttentionMacs = int64_t{1} << 20;
-}  // namespace
-namespace {
 
 // Copies the scaled queries of kv head `kvh`'s group of token `tok` into `qs`.
 void scaled_queries(const AttnJob& job, int64_t tok, int32_t kvh, int32_t hd, float* qs) {

@@ -257,19 +257,25 @@ void Model::ffn_layer(const LayerWeights& L, int64_t total, ThreadPool& pool) {
   for (int64_t t = 0; t < total; ++t) kernels::add(&x_[t * c.hidden], &ffn_out_[t * c.hidden], c.hidden);
 }
 
-std::string Model::describe(const NonFinite& f) {
-  return f.layer >= 0 ? fmt::format("layer {}'s {} at position {}", f.layer, f.stage, f.position)
-                      : fmt::format("the {} at position {}", f.stage, f.position);
+std::string Model::non_finite_cause(bool checked, const std::optional<NonFinite>& site) {
+  if (!checked) return "run with --check-finite to find the layer that produced them";
+  if (!site) return "every layer's activations were finite, so the output head produced them";
+  const NonFinite& f = *site;
+  return f.layer >= 0 ? fmt::format("the first non-finite activations came out of layer {}'s {} at position {}",
+                                    f.layer, f.stage, f.position)
+                      : fmt::format("the first non-finite activations came out of the {} at position {}", f.stage,
+                                    f.position);
 }
 
-void Model::note_non_finite(const std::vector<SeqSlice>& batch, const float* rows, int64_t stride, int64_t width,
-                            const char* stage, int32_t layer, bool logit_rows_only) {
+void Model::note_non_finite(const std::vector<SeqSlice>& batch, const float* rows, const char* stage, int32_t layer,
+                            bool logit_rows_only) {
+  const int64_t width = cfg_.hidden;
   int64_t row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const SeqSlice& s = batch[i];
     for (int32_t j = 0; j < s.num_tokens; ++j) {
       if (logit_rows_only && !s.all_logits && j != s.num_tokens - 1) continue;
-      const float* r = rows + row++ * stride;
+      const float* r = rows + row++ * width;
       if (!non_finite_[i] && !all_finite(r, width)) non_finite_[i] = NonFinite{stage, layer, s.start_pos + j};
     }
   }
@@ -307,7 +313,7 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
     }
   }
   non_finite_.assign(batch.size(), std::nullopt);
-  if (check_finite_) note_non_finite(batch, x_.data(), c.hidden, c.hidden, "embedding", -1);
+  if (check_finite_) note_non_finite(batch, x_.data(), "embedding", -1);
   kv_reader_.begin_step(kv, batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     const SeqSlice& s = batch[i];
@@ -315,9 +321,9 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
   }
   for (int32_t l = 0; l < c.num_layers; ++l) {
     attention_layer(batch, kv, l, pool);
-    if (check_finite_) note_non_finite(batch, x_.data(), c.hidden, c.hidden, "attention", l);
+    if (check_finite_) note_non_finite(batch, x_.data(), "attention", l);
     ffn_layer(w_.layers[l], total, pool);
-    if (check_finite_) note_non_finite(batch, x_.data(), c.hidden, c.hidden, "feed-forward", l);
+    if (check_finite_) note_non_finite(batch, x_.data(), "feed-forward", l);
   }
   // Every layer has attended: blocks no later query reads exactly or hot get their compact form.
   for (const auto& s : batch) kv.commit(s.block_table, s.start_pos + s.num_tokens - s.num_draft);
@@ -333,7 +339,7 @@ void Model::forward(const std::vector<SeqSlice>& batch, KvCache& kv, ThreadPool&
       }
     }
   }
-  if (check_finite_) note_non_finite(batch, xn_.data(), c.hidden, c.hidden, "output norm", -1, true);
+  if (check_finite_) note_non_finite(batch, xn_.data(), "output norm", -1, true);
   if (hidden != nullptr) hidden->assign(xn_.begin(), xn_.begin() + num_logit_rows * c.hidden);
   if (logits == nullptr) return;
   logits->resize(static_cast<size_t>(num_logit_rows) * c.vocab);

@@ -87,8 +87,10 @@ class Model {
   void set_check_finite(bool on) { check_finite_ = on; }
   bool check_finite() const { return check_finite_; }
   const std::vector<std::optional<NonFinite>>& non_finite() const { return non_finite_; }
-  // "layer 2's feed-forward at position 7", "the embedding at position 3".
-  static std::string describe(const NonFinite& f);
+  // Why logits came out non-finite, for an error message: "the first non-finite activations came
+  // out of layer 2's feed-forward at position 7" (checked, a site), "... so the output head
+  // produced them" (checked, none), else a pointer to --check-finite.
+  static std::string non_finite_cause(bool checked, const std::optional<NonFinite>& site);
 
  private:
   Model(GgufFile file, ModelConfig cfg, ModelWeights w, std::unique_ptr<TensorSource> tensors = nullptr);
@@ -104,10 +106,10 @@ class Model {
   void matmul(std::span<const MatOut> outs, const float* x, int64_t num_tokens, ThreadPool& pool, bool same_input = false);
   void attention_layer(const std::vector<SeqSlice>& batch, KvCache& kv, int32_t layer, ThreadPool& pool);
   void ffn_layer(const LayerWeights& L, int64_t num_tokens, ThreadPool& pool);
-  // With check_finite_: records, per slice without a record yet, the first row of `rows` (stride
-  // `stride`, `width` floats each; the step's token order) that is not finite.
-  void note_non_finite(const std::vector<SeqSlice>& batch, const float* rows, int64_t stride, int64_t width,
-                       const char* stage, int32_t layer, bool logit_rows_only = false);
+  // With check_finite_: records, per slice without a record yet, the first row of `rows` (hidden
+  // floats each, in the step's token order) that is not finite.
+  void note_non_finite(const std::vector<SeqSlice>& batch, const float* rows, const char* stage, int32_t layer,
+                       bool logit_rows_only = false);
 
   GgufFile file_;
   std::unique_ptr<TensorSource> tensors_;  // Hugging Face folders: the mappings the weights point into

@@ -533,17 +533,13 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row, 
 }
 
 Status LocalEngine::non_finite_logits(const Request& r, int64_t position) const {
-  std::string where;
-  if (device_model_ == nullptr && model_->check_finite()) {
-    where = r.non_finite ? "; the first non-finite activations came out of " + Model::describe(*r.non_finite)
-                         : "; every layer's activations were finite, so the output head produced them";
-  } else if (device_model_ == nullptr) {
-    where = "; run with --check-finite to find the layer that produced them";
-  }
+  // On the device the activations are not checked (--check-finite is CPU only): no cause to give.
+  const std::string cause =
+      device_model_ == nullptr ? "; " + Model::non_finite_cause(model_->check_finite(), r.non_finite) : "";
   return Status(StatusCode::kInternal,
                 fmt::format("the model's logits after position {} are not finite (NaN or infinity): its weights or "
                             "activations are broken{}",
-                            position, where));
+                            position, cause));
 }
 
 void LocalEngine::adapt_draft(Request& r, int32_t drafted, int32_t kept) {

@@ -37,14 +37,10 @@ Result<PerplexityResult> score_windows(const WindowEval& eval, int32_t vocab, co
     for (int32_t j = first; j < opts.ctx - 1; ++j) {
       const float* l = &logits[static_cast<size_t>(j) * vocab];
       if (!all_finite(l, vocab)) {
-        const std::optional<Model::NonFinite> site = where ? where() : std::nullopt;
         return Status(StatusCode::kInternal,
                       fmt::format("the model's logits after position {} of window {} are not finite (NaN or infinity): "
                                   "its weights or activations are broken; {}",
-                                  j, w + 1,
-                                  site ? "the first non-finite activations came out of " + Model::describe(*site)
-                                  : where ? std::string("every layer's activations were finite, so the output head produced them")
-                                          : std::string("--check-finite finds the layer that produced them")));
+                                  j, w + 1, Model::non_finite_cause(where != nullptr, where ? where() : std::nullopt)));
       }
       double m = *std::max_element(l, l + vocab), sum = 0;
       for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(l[i]) - m);

@@ -86,6 +86,8 @@ class ApiHandler {
   void set_shutting_down() { shutting_down_.store(true); }
 
  private:
+  // The 429 of a client over --rate-limit, with Retry-After and OpenAI's x-ratelimit-* headers.
+  HttpReply rate_limited(const RateLimiter::Decision& d);
   ApiError model_not_found(std::string_view requested) const;
   HttpReply ready() const;
   HttpReply models() const;
@@ -99,8 +101,6 @@ class ApiHandler {
   const ServerOptions& options_;
   ServerMetrics& metrics_;
   RateLimiter limiter_;
-  // The 429 of a client over --rate-limit, with Retry-After and OpenAI's x-ratelimit-* headers.
-  HttpReply rate_limited(const RateLimiter::Decision& d);
   CorsPolicy cors_;
   std::string served_model_name_;
   std::vector<std::string> model_names_;  // what `model` may say (serves_model)

@@ -39,11 +39,20 @@ bool names_a_credential(std::string_view name) {
   return false;
 }
 
+// Every occurrence of `key` (when set) in `out` becomes REDACTED.
+void redact_key(std::string& out, std::string_view key) {
+  constexpr std::string_view kRedacted = "REDACTED";
+  if (key.empty()) return;
+  for (size_t at = out.find(key); at != std::string::npos; at = out.find(key, at + kRedacted.size())) {
+    out.replace(at, key.size(), kRedacted);
+  }
+}
+
 }  // namespace
 
 std::string redact_target(std::string_view target, const std::vector<std::string>& api_keys) {
   std::string out = redact_target(target);
-  for (const std::string& k : api_keys) out = redact_target(out, k);
+  for (const std::string& k : api_keys) redact_key(out, k);
   return out;
 }
 
@@ -84,11 +93,7 @@ std::string redact_target(std::string_view target, std::string_view api_key) {
       query.remove_prefix(amp + 1);
     }
   }
-  if (!api_key.empty()) {
-    for (size_t at = out.find(api_key); at != std::string::npos; at = out.find(api_key, at + kRedacted.size())) {
-      out.replace(at, api_key.size(), kRedacted);
-    }
-  }
+  redact_key(out, api_key);
   return out;
 }
 

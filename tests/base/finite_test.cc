@@ -10,7 +10,7 @@
 namespace hz {
 namespace {
 
-TEST(FiniteTest, FindsTheFirstNanOrInfinityAnywhere) {
+TEST(FiniteTest, FindsANanOrInfinityAnywhere) {
   const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::signaling_NaN(), std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()};
@@ -20,14 +20,11 @@ TEST(FiniteTest, FindsTheFirstNanOrInfinityAnywhere) {
     std::vector<float> x(n);
     for (auto& v : x) v = d(rng);
     EXPECT_TRUE(all_finite(x.data(), n)) << n;
-    EXPECT_EQ(first_non_finite(x.data(), n), -1) << n;
     for (float s : specials) {
       for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
         std::vector<float> y = x;
         y[at] = s;
-        if (at + 1 < n) y[n - 1] = s;  // a later one too: the first is reported
         EXPECT_FALSE(all_finite(y.data(), n)) << n << " " << at;
-        EXPECT_EQ(first_non_finite(y.data(), n), at) << n << " " << at;
       }
     }
   }
@@ -39,7 +36,6 @@ TEST(FiniteTest, ExtremeFiniteValuesAreFinite) {
                                 -std::numeric_limits<float>::denorm_min(), 0.0f, -0.0f, 1.0f};
   EXPECT_TRUE(all_finite(x.data(), static_cast<int64_t>(x.size())));
   EXPECT_TRUE(all_finite(nullptr, 0));
-  EXPECT_EQ(first_non_finite(nullptr, 0), -1);
 }
 
 }  // namespace

@@ -30,15 +30,7 @@ std::unique_ptr<LocalEngine> make_engine(int max_seqs = 8, int max_queue = 64, b
   return e.ok() ? std::move(e).value() : nullptr;
 }
 
-GenerationRequest greedy(std::vector<int32_t> prompt, int n, std::shared_ptr<GenerationSink> sink) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = n;
-  r.sampling.ignore_eos = true;
-  r.sink = std::move(sink);
-  return r;
-}
+using test::greedy_request;
 
 TEST(LocalEngineTest, ConcurrentGreedyRequestsMatchGoldenAndShareSteps) {
   auto e = make_engine();
@@ -48,7 +40,7 @@ TEST(LocalEngineTest, ConcurrentGreedyRequestsMatchGoldenAndShareSteps) {
   for (int rep = 0; rep < 2; ++rep) {
     for (const auto& c : g.cases) {
       auto s = std::make_shared<CollectSink>();
-      ASSERT_TRUE(e->submit(greedy(c.prompt_ids, static_cast<int>(c.output_ids.size()), s)).ok());
+      ASSERT_TRUE(e->submit(greedy_request(c.prompt_ids, static_cast<int>(c.output_ids.size()), s)).ok());
       sinks.push_back(s);
     }
   }
@@ -80,7 +72,7 @@ TEST(LocalEngineTest, PromptLogprobsEqualTheLogprobsOfTheTokensGenerated) {
   const std::vector<int32_t> prompt = test::load_golden("stories260K.json").cases.at(0).prompt_ids;
   constexpr int kGen = 20;
   auto gen = std::make_shared<CollectSink>();
-  GenerationRequest g = greedy(prompt, kGen, gen);
+  GenerationRequest g = greedy_request(prompt, kGen, gen);
   g.sampling.logprobs = true;
   g.sampling.top_logprobs = 3;
   ASSERT_TRUE(e->submit(std::move(g)).ok());
@@ -93,7 +85,7 @@ TEST(LocalEngineTest, PromptLogprobsEqualTheLogprobsOfTheTokensGenerated) {
   for (int rep = 0; rep < 2; ++rep) {
     SCOPED_TRACE(rep);
     auto score = std::make_shared<CollectSink>();
-    GenerationRequest r = greedy(all, 0, score);
+    GenerationRequest r = greedy_request(all, 0, score);
     r.prompt_logprobs = true;
     r.sampling.logprobs = true;
     r.sampling.top_logprobs = 3;
@@ -126,7 +118,7 @@ TEST(LocalEngineTest, PromptLogprobsEqualTheLogprobsOfTheTokensGenerated) {
 
   // Scoring and generating: the prompt's event first, then the same tokens as plain generation.
   auto both = std::make_shared<CollectSink>();
-  GenerationRequest r = greedy(prompt, 5, both);
+  GenerationRequest r = greedy_request(prompt, 5, both);
   r.prompt_logprobs = true;
   ASSERT_TRUE(e->submit(std::move(r)).ok());
   ASSERT_TRUE(both->wait());
@@ -137,7 +129,7 @@ TEST(LocalEngineTest, PromptLogprobsEqualTheLogprobsOfTheTokensGenerated) {
 
   // max_tokens 0 is for scoring only.
   auto none = std::make_shared<CollectSink>();
-  Result<uint64_t> refused = e->submit(greedy(prompt, 0, none));
+  Result<uint64_t> refused = e->submit(greedy_request(prompt, 0, none));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("max_tokens must be at least 1"), std::string::npos);
 }
@@ -149,8 +141,8 @@ TEST(LocalEngineTest, FinalEventTellsWhereTheRequestsTimeWent) {
   auto first = std::make_shared<CollectSink>();
   auto second = std::make_shared<CollectSink>();
   const auto before_first = std::chrono::steady_clock::now();
-  ASSERT_TRUE(e->submit(greedy({1, 403, 407, 3}, 24, first)).ok());
-  ASSERT_TRUE(e->submit(greedy({1, 403, 407, 5}, 6, second)).ok());
+  ASSERT_TRUE(e->submit(greedy_request({1, 403, 407, 3}, 24, first)).ok());
+  ASSERT_TRUE(e->submit(greedy_request({1, 403, 407, 5}, 6, second)).ok());
   const double submit_gap = std::chrono::duration<double>(std::chrono::steady_clock::now() - before_first).count();
   ASSERT_TRUE(first->wait());
   ASSERT_TRUE(second->wait());
@@ -174,7 +166,7 @@ TEST(LocalEngineTest, CancelFreesBlocks) {
   auto e = make_engine();
   ASSERT_NE(e, nullptr);
   auto s = std::make_shared<CollectSink>();
-  auto id = e->submit(greedy({1, 403, 407}, 400, s));
+  auto id = e->submit(greedy_request({1, 403, 407}, 400, s));
   ASSERT_TRUE(id.ok());
   while (true) {
     {
@@ -194,15 +186,15 @@ TEST(LocalEngineTest, RefusesRequestsThatCanNeverRun) {
   auto e = make_engine();
   ASSERT_NE(e, nullptr);
   auto s = std::make_shared<CollectSink>();
-  auto empty = e->submit(greedy({}, 4, s));
+  auto empty = e->submit(greedy_request({}, 4, s));
   EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
   std::vector<int32_t> huge(600, 5);  // stories260K: 512-token context
-  auto too_long = e->submit(greedy(huge, 4, s));
+  auto too_long = e->submit(greedy_request(huge, 4, s));
   EXPECT_EQ(too_long.status().code(), StatusCode::kOutOfRange);
   EXPECT_NE(too_long.status().message().find("512"), std::string::npos);
-  auto bad_id = e->submit(greedy({1, 99999}, 4, s));
+  auto bad_id = e->submit(greedy_request({1, 99999}, 4, s));
   EXPECT_EQ(bad_id.status().code(), StatusCode::kInvalidArgument);
-  auto zero = e->submit(greedy({1}, 0, s));
+  auto zero = e->submit(greedy_request({1}, 0, s));
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -212,7 +204,7 @@ TEST(LocalEngineTest, OutputIsCutAtMaxModelLen) {
   auto s = std::make_shared<CollectSink>();
   std::vector<int32_t> prompt(500, 5);
   prompt[0] = 1;
-  ASSERT_TRUE(e->submit(greedy(prompt, 100, s)).ok());
+  ASSERT_TRUE(e->submit(greedy_request(prompt, 100, s)).ok());
   ASSERT_TRUE(s->wait());
   EXPECT_EQ(s->final_event.finish_reason, FinishReason::kLength);
   EXPECT_EQ(s->final_event.completion_tokens, 12);
@@ -227,11 +219,11 @@ TEST(LocalEngineTest, FirstTokenDeadlineFailsOnlyTheLateRequest) {
   const test::GoldenFile g = test::load_golden("stories260K.json");
   const auto& c = g.cases.at(0);
   auto a = std::make_shared<CollectSink>(), b = std::make_shared<CollectSink>(), s = std::make_shared<CollectSink>();
-  ASSERT_TRUE(e->submit(greedy(c.prompt_ids, static_cast<int>(c.output_ids.size()), a)).ok());
-  GenerationRequest late = greedy(c.prompt_ids, 8, b);
+  ASSERT_TRUE(e->submit(greedy_request(c.prompt_ids, static_cast<int>(c.output_ids.size()), a)).ok());
+  GenerationRequest late = greedy_request(c.prompt_ids, 8, b);
   late.first_token_deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
   ASSERT_TRUE(e->submit(std::move(late)).ok());
-  GenerationRequest scored = greedy(c.prompt_ids, 0, s);
+  GenerationRequest scored = greedy_request(c.prompt_ids, 0, s);
   scored.prompt_logprobs = true;
   scored.first_token_deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
   ASSERT_TRUE(e->submit(std::move(scored)).ok());
@@ -250,7 +242,7 @@ TEST(LocalEngineTest, StopStringEndsGenerationWithoutEmittingIt) {
   auto e = make_engine();
   ASSERT_NE(e, nullptr);
   auto s = std::make_shared<CollectSink>();
-  GenerationRequest r = greedy(e->tokenize("Once upon a time", true, false), 64, s);
+  GenerationRequest r = greedy_request(e->tokenize("Once upon a time", true, false), 64, s);
   r.sampling.stop = {"Lily"};
   ASSERT_TRUE(e->submit(std::move(r)).ok());
   ASSERT_TRUE(s->wait());
@@ -265,7 +257,7 @@ TEST(LocalEngineTest, QueueFullIsResourceExhaustedAndDrainRefuses) {
   int rejected = 0;
   for (int i = 0; i < 6; ++i) {
     auto s = std::make_shared<CollectSink>();
-    auto r = e->submit(greedy({1, 403}, 200, s));
+    auto r = e->submit(greedy_request({1, 403}, 200, s));
     if (r.ok()) sinks.push_back(s);
     else if (r.status().code() == StatusCode::kResourceExhausted) ++rejected;
   }
@@ -273,7 +265,7 @@ TEST(LocalEngineTest, QueueFullIsResourceExhaustedAndDrainRefuses) {
   EXPECT_GT(e->stats().queue_rejections_total, 0u);
   e->begin_drain();
   auto s = std::make_shared<CollectSink>();
-  EXPECT_EQ(e->submit(greedy({1}, 2, s)).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(e->submit(greedy_request({1}, 2, s)).status().code(), StatusCode::kCancelled);
   EXPECT_TRUE(e->wait_idle(std::chrono::seconds(60)));
   for (auto& x : sinks) EXPECT_TRUE(x->wait());
 }

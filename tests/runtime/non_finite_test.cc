@@ -61,13 +61,7 @@ std::vector<int32_t> prompt() { return test::load_golden("stories260K.json").cas
 
 std::shared_ptr<CollectSink> run(LocalEngine& e, const std::vector<int32_t>& ids, int n = 8) {
   auto sink = std::make_shared<CollectSink>();
-  GenerationRequest r;
-  r.prompt = ids;
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = n;
-  r.sampling.ignore_eos = true;
-  r.sink = sink;
-  EXPECT_TRUE(e.submit(std::move(r)).ok());
+  EXPECT_TRUE(e.submit(test::greedy_request(ids, n, sink)).ok());
   EXPECT_TRUE(sink->wait());
   return sink;
 }

@@ -8,8 +8,7 @@
 #include <sstream>
 
 #include "server/auth.h"
-#include "server/fake_engine.h"
-#include "server/http_server.h"
+#include "server/fake_server.h"
 #include "server/http_test_client.h"
 
 namespace hz {
@@ -20,20 +19,8 @@ using test::http_request;
 using test::HttpResponse;
 using test::TestConnection;
 
-class HttpHardeningTest : public ::testing::Test {
+class HttpHardeningTest : public test::FakeServerTest {
  protected:
-  void start(ServerOptions o = {}) {
-    engine_ = std::make_unique<FakeEngine>();
-    o.port = 0;
-    server_ = std::make_unique<HttpServer>(*engine_, o);
-    Status s = server_->start();
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    port_ = server_->port();
-  }
-  void TearDown() override {
-    server_.reset();
-    engine_.reset();
-  }
 
   // Sends `head` (and `body`) on a fresh connection: expects 400 naming `needle`, then the
   // connection closed, and nothing submitted to the engine.
@@ -49,10 +36,6 @@ class HttpHardeningTest : public ::testing::Test {
     EXPECT_TRUE(c.wait_closed());
     EXPECT_EQ(engine_->submitted(), 0);
   }
-
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  int port_ = 0;
 };
 
 const std::string kBody = R"({"prompt": "abc", "max_tokens": 2})";

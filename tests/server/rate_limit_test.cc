@@ -9,8 +9,7 @@
 #include <string>
 
 #include "server/auth.h"
-#include "server/fake_engine.h"
-#include "server/http_server.h"
+#include "server/fake_server.h"
 #include "server/http_test_client.h"
 
 namespace hz {
@@ -72,28 +71,13 @@ TEST(MatchingKeyTest, EitherHeaderAndAnyKey) {
   EXPECT_EQ(redact_target("/v1/x?q=alpha-key&r=beta-key", keys), "/v1/x?q=REDACTED&r=REDACTED");
 }
 
-class ServerLimitsTest : public ::testing::Test {
+class ServerLimitsTest : public test::FakeServerTest {
  protected:
-  void start(ServerOptions o, FakeEngine::Options eo = {}) {
-    engine_ = std::make_unique<FakeEngine>(eo);
-    o.port = 0;
-    server_ = std::make_unique<HttpServer>(*engine_, o);
-    Status s = server_->start();
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    port_ = server_->port();
-  }
   HttpResponse complete(const std::string& key) {
     std::vector<std::string> headers = {"Content-Type: application/json"};
     if (!key.empty()) headers.push_back("Authorization: Bearer " + key);
     return http_request(port_, "POST", "/v1/completions", R"({"prompt": "abc", "max_tokens": 2})", headers);
   }
-  void TearDown() override {
-    server_.reset();
-    engine_.reset();
-  }
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  int port_ = 0;
 };
 
 TEST_F(ServerLimitsTest, EachKeyHasItsOwnBucket) {

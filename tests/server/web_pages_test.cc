@@ -6,8 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "server/fake_engine.h"
-#include "server/http_server.h"
+#include "server/fake_server.h"
 #include "server/http_test_client.h"
 #include "server/web_assets.h"
 
@@ -19,30 +18,17 @@ using test::FakeEngine;
 using test::http_request;
 using test::HttpResponse;
 
-class WebPagesTest : public ::testing::Test {
+class WebPagesTest : public test::FakeServerTest {
  protected:
   void start(const std::string& api_key = "") {
-    engine_ = std::make_unique<FakeEngine>(FakeEngine::Options{});
     ServerOptions o;
-    o.port = 0;
     o.access_log = false;
     if (!api_key.empty()) o.api_keys = {api_key};
-    server_ = std::make_unique<HttpServer>(*engine_, o);
-    Status s = server_->start();
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    port_ = server_->port();
+    FakeServerTest::start(o);
   }
   HttpResponse get(const std::string& path, const std::vector<std::string>& headers = {}) {
     return http_request(port_, "GET", path, "", headers);
   }
-  void TearDown() override {
-    server_.reset();
-    engine_.reset();
-  }
-
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  int port_ = 0;
 };
 
 TEST_F(WebPagesTest, PagesComeWithTheirTypesAndAStrictPolicy) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -13,6 +14,17 @@
 #include "runtime/engine_api.h"
 
 namespace hz::test {
+
+// A greedy request for `n` tokens (EOS ignored) whose events go to `sink`.
+inline GenerationRequest greedy_request(std::vector<int32_t> prompt, int n, std::shared_ptr<GenerationSink> sink) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = n;
+  r.sampling.ignore_eos = true;
+  r.sink = std::move(sink);
+  return r;
+}
 
 class CollectSink : public GenerationSink {
  public:
