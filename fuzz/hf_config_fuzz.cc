@@ -1,6 +1,7 @@
 // libFuzzer target for config.json: any bytes through the bounded JSON parse, then the engine's
 // reader (ModelConfig::from_hf_config, and back to GGUF metadata) and the planner's
-// (model_shape_from_hf_config): a config or an error with a message, never a crash.
+// (model_shape_from_hf_config) and quantization_config's (parse_hf_quant_config): a config or an
+// error with a message, never a crash.
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 
 #include "format/json_limits.h"
 #include "model/hf_config.h"
+#include "model/hf_quant.h"
 #include "model/model_config.h"
 #include "model/model_shape.h"
 
@@ -25,6 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto kv = hz::gguf_hparams(*cfg);
     if (kv.empty()) __builtin_trap();
   } else if (cfg.status().message().empty()) {
+    __builtin_trap();
+  }
+  auto quant = hz::parse_hf_quant_config(*j, "config.json");
+  if (quant.ok()) {
+    if (quant->describe().empty()) __builtin_trap();
+  } else if (quant.status().message().empty()) {
     __builtin_trap();
   }
   auto shape = hz::model_shape_from_hf_config(*j, "config.json");

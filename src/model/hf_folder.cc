@@ -63,7 +63,8 @@ Result<HfFolder> HfFolder::open(const std::string& dir) {
   std::string base = root.filename().string();
   if (base.empty()) base = root.parent_path().filename().string();
   cfg.name = base;
-  HZ_ASSIGN_OR_RETURN(std::unique_ptr<HfTensorSource> tensors, HfTensorSource::open(dir));
+  HZ_ASSIGN_OR_RETURN(HfQuantConfig quant, parse_hf_quant_config(config, (root / "config.json").string()));
+  HZ_ASSIGN_OR_RETURN(std::unique_ptr<HfTensorSource> tensors, HfTensorSource::open(dir, quant));
   cfg.tied_embeddings = tensors->get_tensor("output.weight") == nullptr;
   // The embedding's shape bounds the vocabulary: checked before anything is sized by config.json's
   // vocab_size or by tokenizer.json's ids, so a hostile folder cannot make either allocate.

@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "base/finite.h"
+#include "base/log.h"
 #include "kernels/kernels.h"
 #include "model/attention.h"
 #include "model/hf_folder.h"
@@ -23,6 +24,15 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
   if (is_hf_folder(path)) {
     // TODO(#9): RoPE overrides for Hugging Face folders (config.json's rope_scaling is read).
     HZ_ASSIGN_OR_RETURN(HfFolder hf, HfFolder::open(path));
+    if (const HfTensorSource::Dequantized& d = hf.tensors->dequantized(); d.num_tensors > 0) {
+      std::string types;
+      for (DType t : d.types) {
+        if (!types.empty()) types += '/';
+        types += dtype_name(t);
+      }
+      HZ_LOG_INFO("{}: dequantized {} matrices ({}) at load, stored as {} ({} MiB)", path, d.num_tensors, d.from, types,
+                  d.bytes >> 20);
+    }
     HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*hf.tensors, hf.config));
     if (pack) w.pack(/*release_source=*/false);
     return std::unique_ptr<Model>(new Model(std::move(hf.metadata), std::move(hf.config), std::move(w), std::move(hf.tensors)));

@@ -325,6 +325,10 @@ Result<ModelShape> model_shape_from_hf_config(const nlohmann::json& config, cons
       break;
     }
   }
+  if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
+    const nlohmann::json& q = j["quantization_config"];
+    s.prequantized = q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "unknown";
+  }
 
   HZ_ASSIGN_OR_RETURN(s.num_experts, r.uint_any({"num_local_experts", "num_experts", "n_routed_experts"}, uint64_t{0}));
   HZ_ASSIGN_OR_RETURN(s.ffn, r.uint_any({"intermediate_size", "ffn_dim", "n_inner"}, s.num_experts > 0 ? std::optional<uint64_t>(0) : std::nullopt));

@@ -53,6 +53,7 @@ struct ModelShape {
   uint64_t max_positions = 0;       // trained (or extended) context length
   RopeScalingInfo rope_scaling;
   std::string checkpoint_dtype;     // config.json's torch_dtype: "bfloat16", "float16", "float32" or ""
+  std::string prequantized;         // config.json's quantization_config.quant_method ("gptq", "fp8"...) or ""
   // Present when read from a GGUF: the file's real tensor figures.
   std::optional<uint64_t> file_weight_bytes;
   std::optional<uint64_t> file_params;

@@ -260,9 +260,16 @@ Result<PlanReport> make_plan(const ModelShape& s, const PlanOptions& o) {
   } else {
     // A Hugging Face checkpoint as shipped: its torch_dtype, bf16 when unstated.
     DType t = s.checkpoint_dtype == "float32" ? DType::kF32 : s.checkpoint_dtype == "float16" ? DType::kF16 : DType::kBF16;
-    r.weight_type = dtype_name(t);
-    r.weights_bytes = weights_bytes(s, t);
-    current_bpw = bits_per_weight(t);
+    if (!s.prequantized.empty()) {
+      // Pre-quantized matrices load as q8_0; the embedding and head keep the checkpoint's type.
+      r.weight_type = fmt::format("q8_0 (from {})", s.prequantized);
+      r.weights_bytes = weights_bytes(s, DType::kQ8_0, t);
+      current_bpw = bits_per_weight(DType::kQ8_0);
+    } else {
+      r.weight_type = dtype_name(t);
+      r.weights_bytes = weights_bytes(s, t);
+      current_bpw = bits_per_weight(t);
+    }
   }
   for (DType t : plannable_weight_types()) r.weights_bytes_by_type.emplace_back(dtype_name(t), weights_bytes(s, t));
 

@@ -36,10 +36,13 @@ const std::vector<DType>& plannable_weight_types() {
   return kTypes;
 }
 
-uint64_t weights_bytes(const ModelShape& s, DType t) {
+uint64_t weights_bytes(const ModelShape& s, DType t) { return weights_bytes(s, t, t); }
+
+uint64_t weights_bytes(const ModelShape& s, DType t, DType head) {
   uint64_t bytes = 0;
   for (const auto& c : enumerate_weights(s)) {
-    DType et = c.quantizable ? effective_weight_type(t, c.row_len) : DType::kF32;
+    const bool is_head = c.name == "token_embd.weight" || c.name == "output.weight";
+    DType et = c.quantizable ? effective_weight_type(is_head ? head : t, c.row_len) : DType::kF32;
     bytes += row_bytes(et, c.row_len) * c.rows * c.count;
   }
   return bytes;

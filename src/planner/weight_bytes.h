@@ -28,5 +28,8 @@ DType effective_weight_type(DType t, uint64_t row_len);
 const std::vector<DType>& plannable_weight_types();
 // Bytes of all weights with every quantizable matrix at `t` and the rest f32.
 uint64_t weights_bytes(const ModelShape& s, DType t);
+// The same with the token embedding and the output head at `head` (a pre-quantized checkpoint
+// loaded as `t`: its embedding and head usually ship unquantized).
+uint64_t weights_bytes(const ModelShape& s, DType t, DType head);
 
 }  // namespace hz

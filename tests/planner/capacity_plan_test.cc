@@ -108,6 +108,24 @@ TEST(CapacityPlanTest, Llama3_8B) {
   EXPECT_TRUE(check_startup_fits(*r).ok());
 }
 
+// A GPTQ checkpoint of the same shape loads its matrices as q8_0 and keeps the embedding and the
+// head (2 x 128256 x 4096) in bf16.
+TEST(CapacityPlanTest, PrequantizedCheckpointPlansQ8_0Matrices) {
+  std::ifstream in(fixture("llama-3-8b.json"));
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}};
+  auto s = model_shape_from_hf_config(j, "gptq.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->prequantized, "gptq");
+  PlanOptions o;
+  o.memory_bytes = 24 * kGiB;
+  auto r = make_plan(*s, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->weight_type, "q8_0 (from gptq)");
+  const uint64_t head = 2ull * 128256 * 4096;
+  EXPECT_EQ(r->weights_bytes, (8029995008ull - head) / 32 * 34 + head * 2 + 266240 * 4);
+}
+
 TEST(CapacityPlanTest, Qwen2_7B) {
   ModelShape s = load("qwen2-7b.json");
   EXPECT_TRUE(s.attention_bias);

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 
@@ -118,6 +120,28 @@ TEST(DoctorTest, MissingShardFails) {
   std::string line = line_of(out, "shards");
   EXPECT_EQ(line.rfind("FAIL", 0), 0u) << out;
   EXPECT_NE(line.find("1 of 2 shards missing: model-00002-of-00002.safetensors"), std::string::npos) << line;
+  fs::remove_all(dir);
+}
+
+// A pre-quantized checkpoint: the doctor says how it loads, or why it cannot.
+TEST(DoctorTest, QuantizationConfigPassesOrFails) {
+  std::string dir = make_hf_folder();
+  auto with_quant = [&](const nlohmann::json& q) {
+    std::ifstream in(fixture("llama-3-8b.json"));
+    nlohmann::json config = nlohmann::json::parse(in);
+    config["quantization_config"] = q;
+    std::ofstream(dir + "/config.json") << config.dump();
+    for (const auto& c : check_model_files(dir)) {
+      if (c.name == "quant") return c;
+    }
+    return CheckResult{CheckLevel::kPass, "none", ""};
+  };
+  CheckResult ok = with_quant({{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"version", "gemm"}});
+  EXPECT_EQ(ok.level, CheckLevel::kPass);
+  EXPECT_NE(ok.detail.find("AWQ 4-bit, groups of 128"), std::string::npos) << ok.detail;
+  CheckResult bad = with_quant({{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}});
+  EXPECT_EQ(bad.level, CheckLevel::kFail);
+  EXPECT_NE(bad.detail.find("quant_method 'bitsandbytes' is not supported"), std::string::npos) << bad.detail;
   fs::remove_all(dir);
 }
 
