@@ -273,9 +273,11 @@ int run_bench_serve(const ServeBenchFlags& f) {
     if (int rc = write_svg(f.svg, title, bench::serve_plots(r)); rc != 0) return rc;
     r.erase("timeline");  // the plot shows it; the report stays one line per figure
   }
+  // A run in which nothing completed measured nothing: say so in the exit status too.
+  const bool none_completed = r.value("requests", 0) > 0 && r.value("completed", 0) == 0;
   if (f.json) {
     std::puts(r.dump(2).c_str());
-    return 0;
+    return none_completed ? 1 : 0;
   }
   const json& c = r["conditions"];
   std::string out = fmt::format("server: {} model {} ({})\n", c.value("url", "?"), c.value("model", "?"),
@@ -304,6 +306,7 @@ int run_bench_serve(const ServeBenchFlags& f) {
   }
   for (const auto& e : r["error_samples"]) out += "error: " + e.get<std::string>() + "\n";
   std::fputs(out.c_str(), stdout);
+  if (none_completed) return fail("no request completed");
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "tools/compat_args.h"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 #include <utility>
@@ -8,7 +9,7 @@ namespace hz::cli {
 namespace {
 
 // llama.cpp's multi-letter short flags (CLI11 would read "-np" as "-n p").
-constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kShortSpellings = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 11> kShortSpellings = {{
     {"-np", "--parallel"},
     {"-ctk", "--cache-type-k"},
     {"-ctv", "--cache-type-v"},
@@ -18,6 +19,8 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kShortSpe
     {"-nkvo", "--no-kv-offload"},
     {"-ub", "--ubatch-size"},
     {"-tb", "--threads-batch"},
+    {"-cnv", "--conversation"},  // llama-cli's (for a hint: CLI11 would read "-c nv")
+    {"-to", "--timeout"},        // llama-server's (CLI11 would read "-t o")
 }};
 
 struct Hint {
@@ -50,7 +53,8 @@ constexpr Hint kHints[] = {
     {"--tensor-parallel-size", "one process serves on one machine; drop the flag"},
     {"-tp", "one process serves on one machine; drop the flag"},
     {"--pipeline-parallel-size", "one process serves on one machine; drop the flag"},
-    {"--quantization", "weights keep the file's type; convert with `horizon quantize --type TYPE`"},
+    {"--quantization", "weights keep the file's type (pre-quantized fp8, gptq and awq folders are read from config.json); "
+                       "convert with `horizon quantize --type TYPE`"},
     {"--tokenizer", "the tokenizer is read from the model (GGUF or tokenizer.json in the folder)"},
     {"--max-num-batched-tokens", "give it after `serve` (it is a server flag)"},
     {"--disable-log-stats", "use --disable-log-requests"},
@@ -69,6 +73,14 @@ constexpr Hint kHints[] = {
     {"--max-seq-len-to-capture", "there is no graph capture here; drop the flag"},
     {"--rope-scale", "use --rope-freq-scale"},
     {"--defrag-thold", "the paged KV cache needs no defragmentation; drop the flag"},
+    {"--reasoning-parser", "reasoning text (<think>...</think>) comes back in content; there is no reasoning_content"},
+    {"--max-logprobs", "top_logprobs is at most 20 per request; drop the flag"},
+    {"--disable-frontend-multiprocessing", "HTTP threads and the engine thread are one process; drop the flag"},
+    {"--chat-template-content-format", "message content (string or parts) is handled by the server; drop the flag"},
+    {"--task", "this server generates (and embeds with --embeddings); drop the flag"},
+    {"--no-webui", "the web page at / is read-only and needs no flag; drop it"},
+    {"--threads-http", "use --http-threads N"},
+    {"--conversation", "use `horizon chat -m MODEL` for a conversation"},
 };
 
 std::string flag_name(const std::string& arg) {
@@ -108,6 +120,21 @@ std::string compat_hint(const std::string& arg) {
     if (name == h.flag) return std::string(h.text);
   }
   return "";
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace hz::cli

@@ -16,4 +16,7 @@ std::vector<std::string> rewrite_compat_args(const std::vector<std::string>& arg
 // of llama-server or vLLM that horizon knows about.
 std::string compat_hint(const std::string& arg);
 
+// Levenshtein distance (for "did you mean").
+size_t edit_distance(const std::string& a, const std::string& b);
+
 }  // namespace hz::cli

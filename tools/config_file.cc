@@ -106,6 +106,7 @@ std::string effective_config_yaml(const CLI::App& app, const std::string& indent
   YAML::Emitter out;
   out << YAML::BeginMap;
   std::string positional_model;
+  bool key_given = false;
   for (const CLI::Option* op : app.get_options()) {
     if (op->get_lnames().empty() && op->get_name() == "MODEL" && op->count() > 0) positional_model = op->results().front();
   }
@@ -113,6 +114,11 @@ std::string effective_config_yaml(const CLI::App& app, const std::string& indent
     if (op->get_lnames().empty()) continue;
     const std::string key = op->get_lnames().front();
     if (key == "help" || key == "config") continue;
+    if (key == "api-key") {
+      // A secret: never printed, and no placeholder a file read back would take for a key.
+      for (const std::string& v : op->results()) key_given |= !v.empty();
+      continue;
+    }
     std::vector<std::string> values;
     if (op->count() > 0) {
       values = op->results();
@@ -126,7 +132,6 @@ std::string effective_config_yaml(const CLI::App& app, const std::string& indent
       values = {op->get_default_str()};
     }
     if (values.empty()) continue;
-    if (key == "api-key") values = {"(set)"};  // never print a secret
     out << YAML::Key << key << YAML::Value;
     if (values.size() == 1 && op->get_expected_max() <= 1) {
       out << values.front();
@@ -138,6 +143,7 @@ std::string effective_config_yaml(const CLI::App& app, const std::string& indent
   std::istringstream lines(out.c_str());
   std::string line, text;
   while (std::getline(lines, line)) text += indent + line + "\n";
+  if (key_given) text += indent + "# api-key: set (not printed)\n";
   return text;
 }
 

@@ -162,6 +162,22 @@ int run_doctor(DoctorOptions& d) {
         if (!plan.ok()) {
           checks.push_back({CheckLevel::kFail, "plan", plan.status().message()});
         } else if (plan->fits) {
+          if (shape->max_positions > 0 && plan->requested_context > shape->max_positions &&
+              !engine_opts->model_overrides.rope.scaling)
+            checks.push_back({CheckLevel::kWarn, "context",
+                              fmt::format("--max-model-len {} is beyond the model's context length of {} tokens and no "
+                                          "--rope-scaling is set: output degrades past {}",
+                                          plan->requested_context, shape->max_positions, shape->max_positions)});
+          if (engine_opts->kv_budget_bytes > 0 && engine_opts->kv_disk_dir.empty()) {
+            // The pool serve would make: can one sequence of the whole context fit in it?
+            const uint64_t tokens = max_tokens_per_seq(shape->kv_geometry(), opts->kv, opts->block_tokens,
+                                                       engine_opts->kv_budget_bytes, 1);
+            if (tokens < plan->requested_context)
+              checks.push_back({CheckLevel::kFail, "kv",
+                                fmt::format("--kv-budget {} holds {} tokens, less than one sequence of {}: requests that "
+                                            "long would be refused (raise --kv-budget or lower --max-model-len)",
+                                            format_bytes(engine_opts->kv_budget_bytes), tokens, plan->requested_context)});
+          }
           checks.push_back({CheckLevel::kPass, "plan",
                             fmt::format("{} sequence(s) x {} tokens at {} KV need {} of {}", opts->max_num_seqs,
                                         plan->requested_context, kv_precision_name(opts->kv), format_bytes(plan->required_bytes),

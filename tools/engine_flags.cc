@@ -15,14 +15,19 @@
 
 namespace hz::cli {
 
-void EngineFlags::add_to(CLI::App& app, bool server) {
+void EngineFlags::add_to(CLI::App& app, bool with_server_flags) {
+  server = with_server_flags;
   app.add_option("MODEL", model_positional, "GGUF model file or Hugging Face folder (same as -m)");
   app.add_option("-m,--model", opts.model_path, "GGUF model file or Hugging Face folder");
   app.add_option("-t,--threads", opts.threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--max-model-len,--ctx", opts.max_model_len, "Tokens per sequence, prompt + output (0 = the model's)");
-  app.add_option("-c,--ctx-size", total_ctx,
-                 "Tokens of all sequences together, shared by --max-num-seqs (llama-server's meaning: -c 8192 -np 4 "
-                 "gives 2048 per sequence)");
+  if (server) {
+    app.add_option("-c,--ctx-size", total_ctx,
+                   "Tokens of all sequences together, shared by --max-num-seqs (llama-server's meaning: -c 8192 -np 4 "
+                   "gives 2048 per sequence)");
+  } else {
+    app.add_option("-c,--ctx-size", total_ctx, "Context size in tokens (llama.cpp's -c; here the same as --max-model-len)");
+  }
   app.add_option("--kv-cache-dtype", kv_dtype,
                  "KV cache element type: auto (= f16), f32, f16, bf16, fp8 (fp8_e4m3), int8 (q8_0), int4 (q4_0), "
                  "int8c / int4c (8 / 4 bits with a scale and an offset per channel of each 16-token block: 9 / 5 "
@@ -112,7 +117,7 @@ void EngineFlags::add_to(CLI::App& app, bool server) {
     app.add_option("--prefill-while-decoding", opts.prefill_with_decode,
                    "Prompt tokens in a step that also decodes (default 128; 0 = up to --max-num-batched-tokens): "
                    "bounds the pause between two streamed tokens while other prompts prefill");
-    app.add_option("--max-queue", opts.max_queue, "Waiting requests before new ones get 429");
+    app.add_option("--max-queue", opts.max_queue, "Requests that may wait beyond the running ones (--max-num-seqs) before new ones get 429 (0: none wait)");
     app.add_option("--served-model-name,--alias", opts.served_model_name,
                    "Model name in API responses (llama-server: --alias)");
   }
@@ -152,9 +157,9 @@ Result<EngineOptions> EngineFlags::resolve(bool need_model) const {
   if (total_ctx != 0) {
     if (total_ctx < 0) return invalid_argument("-c/--ctx-size must be more than 0, got {}", total_ctx);
     if (opts.max_model_len != 0)
-      return invalid_argument("-c/--ctx-size {} (shared by all sequences) and --max-model-len {} (per sequence): give one", total_ctx,
-                              opts.max_model_len);
-    const int32_t seqs = std::max<int32_t>(opts.max_num_seqs, 1);
+      return invalid_argument("-c/--ctx-size {} and --max-model-len {}: give one", total_ctx, opts.max_model_len);
+    // One sequence unless the command schedules many (serve, plan).
+    const int32_t seqs = server ? std::max<int32_t>(opts.max_num_seqs, 1) : 1;
     o.max_model_len = total_ctx / seqs;
     if (o.max_model_len < 1)
       return invalid_argument("-c/--ctx-size {} shared by {} sequences leaves no context per sequence", total_ctx, seqs);

@@ -26,6 +26,7 @@ struct EngineFlags {
   std::string spec = "off";  // speculative decoding: off or ngram
   bool quiet = false;     // no progress bars or start-up summary
   int32_t total_ctx = 0;  // llama.cpp's -c: context of all sequences together (0 = unset)
+  bool server = false;    // added with the scheduler flags: -c is shared by --max-num-seqs
 
   // Accepted for command lines written for GPU servers; each gets one warning when given.
   std::string flash_attn;       // -fa on|off|auto

@@ -38,9 +38,30 @@ int main(int argc, char** argv) {
       action = run;
     });
   }
-  if (argc == 1) {
+  if (argc == 1 || std::string(argv[1]) == "help") {
     std::fputs(app.help().c_str(), stdout);
     return 0;
+  }
+  // The first argument names the command: an unknown one is said so, with the nearest name.
+  if (argv[1][0] != '-') {
+    const std::string first = argv[1];
+    bool known = false;
+    std::string nearest;
+    size_t best = 3;  // suggest names at most 2 edits away
+    for (const auto& def : defs) {
+      known |= def.name == first;
+      size_t d = hz::cli::edit_distance(first, def.name);
+      if (first.size() >= 3 && def.name.rfind(first, 0) == 0) d = std::min<size_t>(d, 1);  // a prefix: "perp"
+      if (d < best) {
+        best = d;
+        nearest = def.name;
+      }
+    }
+    if (!known) {
+      std::fprintf(stderr, "error: '%s' is not a horizon command%s (horizon --help lists them)\n", first.c_str(),
+                   nearest.empty() ? "" : (" (did you mean '" + nearest + "'?)").c_str());
+      return 2;
+    }
   }
   // llama-server's -np, -ctk ... become long flags; CLI11 takes the arguments in reverse order.
   std::vector<std::string> args = hz::cli::rewrite_compat_args(std::vector<std::string>(argv + 1, argv + argc));

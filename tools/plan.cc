@@ -93,7 +93,8 @@ Subcommand kPlan("plan", "Plan memory: will a model (GGUF, HF folder or config.j
                  [](CLI::App& app) {
                    auto o = std::make_shared<PlanCliOptions>();
                    add_config_flag(app);
-                   // The engine's flags with the engine's meaning; plan for one sequence unless told.
+                   // The engine's flags with the engine's meaning; plan for one sequence unless told (the
+                   // report says that serve runs more).
                    o->engine.opts.max_num_seqs = 1;
                    o->engine.add_to(app, /*server=*/true);
                    app.add_flag("--json", o->json, "Print JSON");

@@ -94,6 +94,8 @@ int run_prompt(const RunOptions& o) {
   if (o.n_predict < 1) return fail("-n must be at least 1");
   if (!(o.temperature >= 0)) return fail("--temp must be >= 0");
   if (!(o.top_p > 0 && o.top_p <= 1)) return fail("--top-p must be in (0, 1]");
+  if (!(o.repeat_penalty > 0 && o.repeat_penalty <= 10))
+    return fail(fmt::format("--repeat-penalty must be > 0 and <= 10 (1 = off), got {}", o.repeat_penalty));
   if (!(o.min_p >= 0 && o.min_p <= 1)) return fail("--min-p must be in [0, 1]");
   if (o.top_k < 0) return fail("--top-k must be >= 0");
   auto opts = o.engine.resolve();

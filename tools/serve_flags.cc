@@ -85,6 +85,11 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_flag("--metrics", metrics, "Accepted for llama-server command lines: /metrics is always served");
   app.add_flag("--cont-batching", cont_batching, "Accepted for llama-server command lines (-cb): batching is always continuous");
   app.add_flag("--enforce-eager", enforce_eager, "Accepted for vLLM command lines: no effect on the CPU");
+  app.add_flag("--enable-auto-tool-choice", enable_auto_tool_choice,
+               "Accepted for vLLM command lines: tool calling is always on (tool_choice auto, none, required or named)");
+  app.add_option("--tool-call-parser", tool_call_parser,
+                 "Accepted for vLLM command lines: tool calls are parsed in the format the chat template teaches "
+                 "(hermes, mistral, llama3_json), else the server's own JSON form");
   app.add_flag("--trust-remote-code", trust_remote_code,
                "Accepted for vLLM command lines: no code is ever run from a model folder");
   app.add_option("--dtype", dtype, "Accepted for vLLM command lines as auto (weights keep the file's types)");
@@ -171,6 +176,10 @@ Status ServeFlags::resolve_server(bool warn) {
   if (metrics && warn) HZ_LOG_WARN("--metrics has no effect: /metrics is always served");
   if (cont_batching && warn) HZ_LOG_WARN("--cont-batching has no effect: batching is always continuous");
   if (enforce_eager && warn) HZ_LOG_WARN("--enforce-eager has no effect: nothing is captured on the CPU");
+  if (enable_auto_tool_choice && warn) HZ_LOG_WARN("--enable-auto-tool-choice has no effect: tool calling is always on");
+  if (!tool_call_parser.empty() && warn)
+    HZ_LOG_WARN("--tool-call-parser {} has no effect: tool calls are parsed in the format the chat template teaches",
+                tool_call_parser);
   if (trust_remote_code && warn) HZ_LOG_WARN("--trust-remote-code has no effect: no code is ever run from a model folder");
   if (!dtype.empty() && dtype != "auto") {
     return invalid_argument("--dtype {}: weights keep the file's types here (only auto is taken); convert with "

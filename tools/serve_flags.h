@@ -29,7 +29,9 @@ struct ServeFlags {
   bool jinja = false;                     // llama-server's --jinja (always on here)
   bool metrics = false;                   // llama-server's --metrics (always on here)
   bool cont_batching = false;             // llama-server's --cont-batching / -cb (always on here)
-  bool enforce_eager = false;             // vLLM's --enforce-eager (nothing is captured on the CPU)
+  bool enforce_eager = false;
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;             // vLLM's --enforce-eager (nothing is captured on the CPU)
   bool trust_remote_code = false;         // vLLM's --trust-remote-code (no code is run from a model)
   std::string dtype;                      // vLLM's --dtype: only auto (the file's types) is taken
   std::string metrics_compat = "none";    // --metrics-compat: none or vllm

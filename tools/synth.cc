@@ -60,8 +60,10 @@ bool preset(const std::string& name, SynthShape* s) {
 struct SynthOptions {
   std::string out;
   std::string preset_name;
-  int64_t layers = -1, hidden = -1, heads = -1, kv_heads = -1, ffn = -1, vocab = -1;
-  int64_t experts = -1, experts_used = -1, ctx = -1;
+  // kUnset: the preset's (any other value is checked, negative ones included).
+  static constexpr int64_t kUnset = INT64_MIN;
+  int64_t layers = kUnset, hidden = kUnset, heads = kUnset, kv_heads = kUnset, ffn = kUnset, vocab = kUnset;
+  int64_t experts = kUnset, experts_used = kUnset, ctx = kUnset;
   std::string type = "f16";
   bool quiet = false;
   uint64_t seed = 42;
@@ -204,7 +206,7 @@ int run_synth(const SynthOptions& o) {
     s = SynthShape{"llama", 2, 64, 4, 2, 128, 512, 0, 0, 4096, 10000.0, 1e-5, false, false, ""};
   }
   auto over = [](int64_t flag, int64_t& field) {
-    if (flag >= 0) field = flag;
+    if (flag != SynthOptions::kUnset) field = flag;
   };
   over(o.layers, s.layers);
   over(o.hidden, s.hidden);
@@ -215,7 +217,9 @@ int run_synth(const SynthOptions& o) {
   over(o.experts_used, s.experts_used);
   over(o.ctx, s.ctx);
   if (o.experts == 0) s.experts_used = 0;
-  if (o.vocab >= 0) {
+  // Experts without a count of used ones: two, as Mixtral's.
+  if (s.experts > 0 && s.experts_used == 0 && o.experts_used == SynthOptions::kUnset) s.experts_used = std::min<int64_t>(2, s.experts);
+  if (o.vocab != SynthOptions::kUnset) {
     s.vocab = o.vocab;
     s.tokenizer.clear();  // an explicit size replaces the preset's tokenizer with a byte-level one
   }
@@ -240,7 +244,7 @@ int run_synth(const SynthOptions& o) {
     if (!tokens.ok()) return fail(tokens.status().message());
     if ((*tokens)->empty()) return fail(fmt::format("--tokenizer-from {}: no tokenizer.ggml.tokens", s.tokenizer));
     int64_t n = static_cast<int64_t>((*tokens)->size());
-    if (o.vocab >= 0 && o.vocab != n && !o.tokenizer_from.empty())
+    if (o.vocab != SynthOptions::kUnset && o.vocab != n && !o.tokenizer_from.empty())
       return fail(fmt::format("--vocab {} disagrees with the {} tokens of {} (llama.cpp refuses such a model)", o.vocab, n, s.tokenizer));
     s.vocab = n;
     for (const auto& [key, value] : f->metadata()) {

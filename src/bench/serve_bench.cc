@@ -94,8 +94,10 @@ RequestRecord one_request(const HttpUrl& url, const ServeBenchOptions& o, const 
   const auto t0 = Clock::now();
   Clock::time_point last{};
   // A non-200 body is not SSE: no `data:` lines, nothing counted; the status decides below.
+  std::string head;  // the body's beginning: a refusal's error message
   auto on_body = [&](std::string_view bytes) {
     const auto now = Clock::now();
+    if (head.size() < 4096) head.append(bytes.substr(0, 4096 - head.size()));
     sse.feed(bytes, [&](std::string_view data) {
       if (data == "[DONE]") return;
       json j = json::parse(data, nullptr, false);
@@ -137,6 +139,10 @@ RequestRecord one_request(const HttpUrl& url, const ServeBenchOptions& o, const 
   r.status = *res;
   if (*res != 200) {
     r.error = "HTTP " + std::to_string(*res);
+    json body = json::parse(head, nullptr, false);
+    if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("message") &&
+        body["error"]["message"].is_string())
+      r.error += ": " + body["error"]["message"].get<std::string>();
     return r;
   }
   if (!r.error.empty()) return r;

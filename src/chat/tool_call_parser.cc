@@ -95,9 +95,94 @@ ParsedReply parse_llama3(std::string_view reply) {
   return out;
 }
 
+// The elements of a JSON array (s starts after its '[') that are complete: a reply cut off by
+// max_tokens keeps the calls it finished.
+std::vector<std::string_view> complete_elements(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  for (;;) {
+    while (i < s.size() && (is_space(s[i]) || s[i] == ',')) ++i;
+    if (i >= s.size() || s[i] == ']') return out;
+    const size_t begin = i;
+    int depth = 0;
+    bool in_string = false;
+    for (; i < s.size(); ++i) {
+      const char c = s[i];
+      if (in_string) {
+        if (c == '\\') ++i;
+        else if (c == '"') in_string = false;
+        continue;
+      }
+      if (c == '"') in_string = true;
+      else if (c == '{' || c == '[') ++depth;
+      else if (c == '}' || c == ']') {
+        if (--depth == 0) break;
+      }
+    }
+    if (i >= s.size()) return out;  // cut off inside this element
+    out.push_back(s.substr(begin, ++i - begin));
+  }
+}
+
+// The text of a JSON string whose opening quote has been read and which may be cut off: as much
+// of it as decodes (an escape or surrogate cut in half is dropped).
+std::string partial_string(std::string_view s) {
+  size_t end = 0;
+  for (; end < s.size(); ++end) {
+    if (s[end] == '\\') ++end;
+    else if (s[end] == '"') break;
+  }
+  std::string raw(s.substr(0, std::min(end, s.size())));
+  for (int dropped = 0; dropped <= 12 && !raw.empty(); ++dropped) {
+    json j = json::parse("\"" + raw + "\"", nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && j.is_string()) return j.get<std::string>();
+    raw.pop_back();
+  }
+  return "";
+}
+
+// After `{` and optional spaces: whether `key` follows as a member name with its colon, and where
+// the value starts.
+bool member(std::string_view body, std::string_view key, size_t* value_at) {
+  size_t i = 1;
+  while (i < body.size() && is_space(body[i])) ++i;
+  if (body.substr(i, key.size() + 2) != "\"" + std::string(key) + "\"") return false;
+  i += key.size() + 2;
+  while (i < body.size() && is_space(body[i])) ++i;
+  if (i >= body.size() || body[i] != ':') return false;
+  ++i;
+  while (i < body.size() && is_space(body[i])) ++i;
+  *value_at = i;
+  return true;
+}
+
+// A generic reply that does not parse whole was cut off (the grammar allows nothing else): the
+// calls it completed, or the text of its response so far. Never the JSON envelope itself, which
+// is the server's protocol with the model, not something the model said to the user.
+ParsedReply salvage_generic(std::string_view body) {
+  ParsedReply out;
+  size_t at = 0;
+  if (body.empty() || body.front() != '{') return as_content(body);
+  if (member(body, "tool_calls", &at)) {
+    if (at < body.size() && body[at] == '[') {
+      for (std::string_view e : complete_elements(body.substr(at + 1))) {
+        auto j = parse_json(e);
+        std::optional<ToolCall> call = j ? call_from_json(*j, "arguments") : std::nullopt;
+        if (call) out.tool_calls.push_back(std::move(*call));
+      }
+    }
+    return out;
+  }
+  if (member(body, "response", &at)) {
+    if (at < body.size() && body[at] == '"') out.content = partial_string(body.substr(at + 1));
+    return out;
+  }
+  return out;
+}
+
 ParsedReply parse_generic(std::string_view reply) {
   auto j = parse_json(trim(reply));
-  if (!j || !j->is_object()) return as_content(reply);
+  if (!j || !j->is_object()) return salvage_generic(trim(reply));
   auto response = j->find("response");
   if (response != j->end() && response->is_string() && j->size() == 1) {
     return ParsedReply{response->get<std::string>(), {}};

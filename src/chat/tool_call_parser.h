@@ -34,9 +34,11 @@ struct ParsedReply {
   std::vector<ToolCall> tool_calls;
 };
 
-// Splits a finished reply into content and tool calls. NOTE: a call that does not parse (cut off
-// by max_tokens, broken JSON, no name) is not dropped: the whole reply is returned as content,
-// with no calls, so nothing the model wrote is lost.
+// Splits a finished reply into content and tool calls. NOTE: in the model's own formats a call
+// that does not parse (cut off by max_tokens, broken JSON, no name) is not dropped: the whole
+// reply is returned as content, with no calls, so nothing the model wrote is lost. The generic
+// form is the server's envelope, never content: a reply cut off inside it keeps the calls it
+// completed, or the text of its {"response": ...} so far.
 ParsedReply parse_tool_calls(std::string_view reply, ToolCallFormat format);
 
 }  // namespace hz

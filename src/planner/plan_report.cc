@@ -152,6 +152,8 @@ std::string plan_to_text(const PlanReport& r) {
                    kv_precision_name(o.kv), o.max_num_seqs, o.max_num_seqs == 1 ? "" : "s", r.requested_context,
                    format_bytes(r.required_bytes), format_bytes(r.weights_bytes), format_bytes(r.overhead.total()),
                    format_bytes(r.requested_kv_bytes), format_bytes(o.memory_bytes), r.fits ? "fits" : "DOES NOT FIT"));
+  if (o.max_num_seqs == 1)
+    line("  (one sequence: `horizon serve` decodes up to 16 at once unless told; --max-num-seqs 16 plans for that)");
   if (!r.remedies.empty()) {
     line("remedies, in order:");
     int i = 1;

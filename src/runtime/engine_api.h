@@ -44,11 +44,17 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings; the matched text is not emitted
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  int32_t min_tokens = 0;    // end-of-generation and stop_token_ids tokens are not sampled before this many
   bool logprobs = false;     // return the chosen token's log-probability
   int32_t top_logprobs = 0;  // and this many alternatives (0..20)
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, added to its logit), before the mask
   std::shared_ptr<LogitMask> logit_mask;               // none: every token allowed
 };
+
+// Whether sampling parameters are usable (finite and in range: temperature >= 0, top_p in (0, 1],
+// min_p in [0, 1], top_k >= 0, repetition_penalty in (0, 10], presence and frequency penalties in
+// [-2, 2], top_logprobs 0..20); the error names the field as the OpenAI API does.
+Status check_sampling(const SamplingParams& s);
 
 enum class FinishReason { kStop, kLength, kCancelled, kTimeout, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "timeout", "error"

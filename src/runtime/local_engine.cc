@@ -75,6 +75,7 @@ Status check_engine_options(const EngineOptions& opts) {
   if (opts.max_num_batched_tokens < 1) return invalid_argument("--max-num-batched-tokens must be at least 1");
   if (opts.prefill_chunk < 1) return invalid_argument("--prefill-chunk must be at least 1");
   if (opts.prefill_with_decode < 0) return invalid_argument("--prefill-while-decoding must be 0 or more");
+  if (opts.max_queue < 0) return invalid_argument("--max-queue must be 0 or more (0: no request waits beyond the running ones)");
   if (opts.max_model_len < 0) return invalid_argument("--max-model-len must be positive");
   if (opts.check_finite && opts.device != EngineDevice::kCpu)
     return invalid_argument("--check-finite checks the CPU forward pass; it does not run with --device cuda");
@@ -125,8 +126,15 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::create(const EngineOptions& op
     return data_loss("{}: the tokenizer has {} tokens but token_embd.weight has {} rows", opts.model_path,
                      e->tokenizer_->vocab_size(), c.vocab);
   HZ_RETURN_IF_ERROR(check_engine_options(opts));
+  for (int32_t id = 0; id < c.vocab; ++id) {
+    if (e->tokenizer_->is_eog(id)) e->eog_ids_.push_back(id);
+  }
   e->model_->set_check_finite(opts.check_finite);
   e->opts_.max_model_len = opts.max_model_len > 0 ? opts.max_model_len : c.train_ctx;
+  if (c.train_ctx > 0 && e->opts_.max_model_len > c.train_ctx && c.rope.scaling == RopeScaling::kNone)
+    HZ_LOG_WARN("--max-model-len {} is beyond the model's context length of {} tokens and no RoPE scaling is set: "
+                "output degrades past {} (--rope-scaling yarn or linear extends the context)",
+                e->opts_.max_model_len, c.train_ctx, c.train_ctx);
   // KvOptions::validate composes the KV features (the prefix store, hot retention, the far tier).
   KvOptions ko = kv_options(opts);
   if (on_device) {
@@ -303,6 +311,7 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   if (static_cast<int64_t>(req.prompt.size()) >= max_len)
     return out_of_range("the prompt has {} tokens; --max-model-len {} allows at most {} prompt tokens", req.prompt.size(),
                         max_len, max_len - 1);
+  HZ_RETURN_IF_ERROR(check_sampling(req.sampling));
   if (req.sampling.max_tokens < (req.prompt_logprobs ? 0 : 1))
     return invalid_argument("max_tokens must be at least {}, got {}", req.prompt_logprobs ? 0 : 1, req.sampling.max_tokens);
   const int64_t total = std::min<int64_t>(max_len, static_cast<int64_t>(req.prompt.size()) + req.sampling.max_tokens);
@@ -315,9 +324,13 @@ Result<uint64_t> LocalEngine::submit(GenerationRequest req) {
   if (!req.sink) return invalid_argument("no event sink");
   std::lock_guard<std::mutex> lk(mu_);
   if (draining_ || stop_) return Status(StatusCode::kCancelled, "the server is shutting down");
-  if (num_queued_ >= opts_.max_queue) {
+  // Requests that free sequence slots will take at the next step are not waiting: the queue is
+  // what stands beyond them.
+  const int32_t waiting = num_queued_ - std::max(0, opts_.max_num_seqs - num_running_);
+  if (waiting >= opts_.max_queue) {
     ++stats_.queue_rejections_total;
-    return Status(StatusCode::kResourceExhausted, fmt::format("the request queue is full ({} waiting)", num_queued_));
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("the request queue is full ({} waiting, --max-queue {})", waiting, opts_.max_queue));
   }
   uint64_t id = next_id_++;
   ++num_queued_;
@@ -505,6 +518,13 @@ std::optional<FinishReason> LocalEngine::sample_next(Sequence& seq, float* row, 
   TokenLogprob chosen;
   std::vector<TokenLogprob> top;
   const bool want_lp = r.params.logprobs || r.params.top_logprobs > 0;
+  if (r.generated < r.params.min_tokens) {
+    // Not yet: the tokens that would end the output cannot be chosen.
+    for (int32_t id : eog_ids_) row[id] = -std::numeric_limits<float>::infinity();
+    for (int32_t id : r.params.stop_token_ids) {
+      if (id >= 0 && id < vocab) row[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
   const int32_t tok = draft >= 0 ? r.sampler->sample_draft(row, vocab, draft, nullptr, want_lp ? &chosen : nullptr,
                                                            want_lp ? &top : nullptr)
                                   : r.sampler->sample(row, vocab, want_lp ? &chosen : nullptr, want_lp ? &top : nullptr);
@@ -836,6 +856,7 @@ void LocalEngine::publish_stats() {
                          kvm_->remote_tier() ? kvm_->remote_tier()->stats() : RemoteTierStats{}};
   std::lock_guard<std::mutex> lk(mu_);
   num_queued_ = static_cast<int32_t>(inbox_.size()) + sched_->num_waiting();
+  num_running_ = sched_->num_running();
   stats_.waiting = num_queued_;
   stats_.kv_disk_enabled = disk_tier_ != nullptr;
   stats_.kv_far_enabled = far_ != nullptr;

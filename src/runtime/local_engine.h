@@ -133,6 +133,7 @@ class LocalEngine : public Engine {
   std::unique_ptr<DeviceModel> device_model_;  // --device cuda: the weights and forward pass on the device
   KvPlan plan_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<int32_t> eog_ids_;  // end-of-generation tokens (held back before min_tokens)
   std::unique_ptr<KvManager> kvm_;  // the KV cache: arena, prefix cache, tiers
   // Parts of kvm_, not owned (null when off): the arena, the disk store (with --kv-disk-dir), the
   // far tier (--kv-disk-dir: running sequences' far blocks), the prefix cache
@@ -176,7 +177,8 @@ class LocalEngine : public Engine {
   std::deque<Incoming> inbox_;
   std::vector<uint64_t> cancels_;
   std::deque<EmbeddingJob> embed_inbox_;
-  int32_t num_queued_ = 0;  // inbox + scheduler waiting, for admission
+  int32_t num_queued_ = 0;   // inbox + scheduler waiting, for admission
+  int32_t num_running_ = 0;  // the scheduler's running sequences (free slots take requests at once)
   bool stop_ = false;
   bool draining_ = false;
   uint64_t next_id_ = 1;

@@ -177,6 +177,12 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo
   bool is_v1 = path == "/v1" || path.substr(0, 4) == "/v1/";
   if (is_v1 && !key_ok) return unauthorized();
   if (path == "/v1/models") return get ? models() : method_not_allowed("GET");
+  if (path.substr(0, 11) == "/v1/models/") {  // one model (the openai client's models.retrieve)
+    if (!get) return method_not_allowed("GET");
+    const std::string_view id = path.substr(11);
+    if (!serves_model(id)) return error_reply(model_not_found(id));
+    return json_reply(200, model_object());
+  }
   if (path == "/tokenize" || path == "/detokenize") {
     if (!key_ok) return unauthorized();
     if (!post) return method_not_allowed("POST");
@@ -383,15 +389,16 @@ HttpReply ApiHandler::ready() const {
   return json_reply(200, {{"status", "ready"}});
 }
 
-HttpReply ApiHandler::models() const {
+nlohmann::json ApiHandler::model_object() const {
   const ModelInfo& info = engine_.model_info();
-  json model = {{"id", served_model_name_},
-                {"object", "model"},
-                {"created", info.created_unix},
-                {"owned_by", "horizon"},
-                {"max_model_len", info.max_model_len}};
-  return json_reply(200, {{"object", "list"}, {"data", json::array({model})}});
+  return {{"id", served_model_name_},
+          {"object", "model"},
+          {"created", info.created_unix},
+          {"owned_by", "horizon"},
+          {"max_model_len", info.max_model_len}};
 }
+
+HttpReply ApiHandler::models() const { return json_reply(200, {{"object", "list"}, {"data", json::array({model_object()})}}); }
 
 std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std::string_view body) {
   GenerationPlan plan;
@@ -442,7 +449,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     }
     plan.response.tool_format = tool_setup.format;
     plan.response.parallel_tool_calls = r.tools.parallel;
-    auto chat = render_chat_prompt(chat_model_, r.messages, r.tools, tool_setup);
+    auto chat = render_chat_prompt(chat_model_, r.messages, r.tools, tool_setup, r.template_kwargs);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
     if (auto reply = too_long(chat->text, prompt_field)) return *reply;
     plan.prompts.push_back(options_.allow_special_in_content

@@ -90,6 +90,7 @@ class ApiHandler {
   HttpReply rate_limited(const RateLimiter::Decision& d);
   ApiError model_not_found(std::string_view requested) const;
   HttpReply ready() const;
+  nlohmann::json model_object() const;  // one entry of /v1/models
   HttpReply models() const;
   HttpReply tokenize(std::string_view body) const;
   HttpReply detokenize(std::string_view body) const;

@@ -27,11 +27,13 @@ Result<std::shared_ptr<const ChatFormatter>> cached_formatter(const ModelInfo& m
 }  // namespace
 
 Result<ChatPrompt> render_chat_prompt(const ModelInfo& model, const std::vector<ChatMessage>& messages,
-                                      const ToolRequest& tools, const ToolSetup& setup) {
+                                      const ToolRequest& tools, const ToolSetup& setup,
+                                      const nlohmann::ordered_json& template_kwargs) {
   auto formatter = cached_formatter(model);
   if (!formatter.ok()) return Status(StatusCode::kInternal, "the model's " + formatter.status().message());
   const ToolCallFormat native = detect_tool_call_format(model.chat_template);
-  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  // The request's chat_template_kwargs (names the server sets are refused when parsing it).
+  nlohmann::ordered_json extra = template_kwargs.is_object() ? template_kwargs : nlohmann::ordered_json::object();
   if (native != ToolCallFormat::kNone && setup.format == native) extra["tools"] = tools.tools;
   auto render = [&](bool system_in_user) {
     return (*formatter)->format(template_messages(messages, native, setup.system_text, system_in_user),

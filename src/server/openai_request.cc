@@ -381,6 +381,14 @@ std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& 
     }
   }
   r.read_bool("ignore_eos", &s.ignore_eos);  // vLLM extension
+  if (r.read_int("min_tokens", 0, 1 << 30, &i)) s.min_tokens = static_cast<int32_t>(i);  // vLLM extension
+  bool skip_special = true;
+  r.read_bool("skip_special_tokens", &skip_special);  // vLLM: control tokens are never printed here
+  if (!r.error && !skip_special)
+    r.fail("'skip_special_tokens': false is not supported by this server: control tokens never appear in the text",
+           "skip_special_tokens");
+  bool cache_prompt = true;
+  r.read_bool("cache_prompt", &cache_prompt);  // llama-server: the output is the same either way here
   if (const json* v = r.get("stop_token_ids")) {
     if (!v->is_array()) {
       r.type_error("stop_token_ids", "an array of token ids", *v);
@@ -428,11 +436,12 @@ std::optional<ApiError> check_fields(ApiKind kind, const json& body) {
   static const char* const kCommon[] = {
       "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k", "min_p",
       "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "ignore_eos", "stop_token_ids", "stop",
-      "n", "logprobs", "logit_bias", "response_format", "grammar",
+      "n", "logprobs", "logit_bias", "response_format", "grammar", "min_tokens", "skip_special_tokens", "cache_prompt",
       // Accepted and ignored: no behaviour of their own (README lists them).
       "user", "metadata", "store", "service_tier", "parallel_tool_calls"};
   static const char* const kCompletion[] = {"prompt", "echo", "best_of", "suffix"};
-  static const char* const kChat[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice"};
+  static const char* const kChat[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
+                                      "chat_template_kwargs"};
   for (const auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* k : kCommon) known = known || key == k;
@@ -571,6 +580,9 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
     r.read_string("model", &out->model);
     r.read_bool("stream", &out->stream);
     if (const json* so = r.get("stream_options")) {
+      if (!out->stream && !r.error) {
+        return bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options");
+      }
       if (!so->is_object()) {
         r.type_error("stream_options", "an object", *so);
       } else {
@@ -593,6 +605,19 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
       return bad_request(fmt::format("{} prompts with n = {} ask for {} completions; one request may ask for at most {}",
                                      out->prompts.size(), out->n, sequences, kMaxRequestSequences),
                          "prompt");
+    }
+    if (kind == ApiKind::kChat && j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
+      const nlohmann::ordered_json kw = nlohmann::ordered_json::parse(body)["chat_template_kwargs"];
+      if (!kw.is_object()) return bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      for (const auto& [key, value] : kw.items()) {
+        // The variables the server sets itself.
+        for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}) {
+          if (key == reserved)
+            return bad_request(fmt::format("'chat_template_kwargs.{}' is set by the server; send it as a request field", key),
+                               "chat_template_kwargs." + key);
+        }
+      }
+      out->template_kwargs = kw;
     }
     if (kind == ApiKind::kChat && (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))) {
       if (auto e = parse_tool_request(nlohmann::ordered_json::parse(body), &out->tools)) return e;

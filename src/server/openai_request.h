@@ -62,6 +62,9 @@ struct ParsedRequest {
 
   // Chat: tools, tool_choice, parallel_tool_calls.
   ToolRequest tools;
+  // Chat: chat_template_kwargs, extra variables for the chat template (vLLM's; e.g. Qwen3's
+  // enable_thinking). An object; empty when not sent.
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
 
   // Constrained output: grammar text (grammar/grammar.h) from `grammar` or compiled from
   // `response_format`; empty = none. grammar_field names the request field for errors.

@@ -134,6 +134,15 @@ TEST(BenchServeCliTest, DrivesARealServer) {
   ASSERT_EQ(rc, 0) << err;
   EXPECT_NE(out.find("ttft_ms"), std::string::npos) << out;
   EXPECT_NE(out.find("errors 0"), std::string::npos) << out;
+
+  // Every request refused (prompts beyond the 512-token context): the server's reason is shown and
+  // the run fails.
+  rc = test::run_command(bin() + " bench serve --url " + url + " -c 1 --requests 2 --input-tokens 2000 --output-tokens 2",
+                         &out, &err);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("error: HTTP 400: "), std::string::npos) << out;
+  EXPECT_NE(out.find("512"), std::string::npos) << out;
+  EXPECT_NE(err.find("no request completed"), std::string::npos) << err;
 }
 
 TEST(BenchServeCliTest, PoissonArrivalsCountRefusalsApartAndPlot) {

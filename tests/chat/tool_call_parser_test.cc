@@ -100,5 +100,47 @@ TEST(ToolCallParserTest, Llama3JsonReply) {
   }
 }
 
+TEST(ToolCallParserTest, GenericEnvelope) {
+  ParsedReply r = parse_tool_calls(R"( {"tool_calls": [{"name": "a", "arguments": {"x": "}]"}}, {"name": "b", "arguments": {}}]} )",
+                                   ToolCallFormat::kGeneric);
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].arguments, R"({"x":"}]"})");
+  EXPECT_EQ(r.content, "");
+  r = parse_tool_calls(R"({"response": "Hi \"there\"\n"})", ToolCallFormat::kGeneric);
+  EXPECT_TRUE(r.tool_calls.empty());
+  EXPECT_EQ(r.content, "Hi \"there\"\n");
+}
+
+// Cut off by max_tokens: the envelope never becomes content; finished calls are kept, as is the
+// response text so far.
+TEST(ToolCallParserTest, GenericEnvelopeCutOff) {
+  const std::string full = R"({ "tool_calls" : [ { "name" : "get_weather" , "arguments" : { "city" : "Yes, \"}\"" } }, )"
+                           R"({ "name" : "get_time" , "arguments" : { } }, { "name" : "get_weather" , "arguments" : { "city" : "Oslo" } } ] })";
+  ASSERT_EQ(parse_tool_calls(full, ToolCallFormat::kGeneric).tool_calls.size(), 3u);
+  size_t calls_seen = 0;
+  for (size_t n = 0; n < full.size(); ++n) {
+    SCOPED_TRACE(full.substr(0, n));
+    ParsedReply r = parse_tool_calls(full.substr(0, n), ToolCallFormat::kGeneric);
+    EXPECT_EQ(r.content, "");
+    // Calls appear in order, each once its closing brace is in.
+    EXPECT_GE(r.tool_calls.size(), calls_seen);
+    calls_seen = r.tool_calls.size();
+    if (!r.tool_calls.empty()) EXPECT_EQ(r.tool_calls[0].arguments, R"({"city":"Yes, \"}\""})");
+  }
+  EXPECT_EQ(calls_seen, 3u);  // cuts after the third call's brace but before the envelope closes
+  const std::string text = R"({"response": "Once upon a \"time\" \u00e9\u00e9 \ud83d\ude00 end"})";
+  std::string last;
+  for (size_t n = 0; n < text.size(); ++n) {
+    ParsedReply r = parse_tool_calls(text.substr(0, n), ToolCallFormat::kGeneric);
+    EXPECT_TRUE(r.tool_calls.empty());
+    // The decoded text only grows, never shows an escape or the envelope.
+    EXPECT_EQ(r.content.compare(0, last.size(), last), 0) << text.substr(0, n) << " -> " << r.content;
+    EXPECT_EQ(r.content.find('\\'), std::string::npos) << r.content;
+    EXPECT_EQ(r.content.find("response"), std::string::npos) << r.content;
+    last = r.content;
+  }
+  EXPECT_EQ(last, "Once upon a \"time\" \xc3\xa9\xc3\xa9 \xf0\x9f\x98\x80 end");
+}
+
 }  // namespace
 }  // namespace hz

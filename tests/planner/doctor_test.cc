@@ -145,6 +145,23 @@ TEST(DoctorTest, QuantizationConfigPassesOrFails) {
   fs::remove_all(dir);
 }
 
+// A KV budget that cannot hold one whole context fails (serve would refuse such requests); a
+// context beyond the model's without RoPE scaling warns.
+TEST(DoctorTest, KvBudgetAndContextBeyondTheModel) {
+  std::string out, err;
+  const std::string base = std::string(HORIZON_BINARY) + " doctor -m " + test::model_path("stories260K.gguf") + " --port " +
+                           std::to_string(free_port());
+  EXPECT_NE(test::run_command(base + " --kv-budget 10KiB --max-model-len 512", &out, &err), 0);
+  EXPECT_EQ(line_of(out, "kv").rfind("FAIL", 0), 0u) << out;
+  EXPECT_NE(line_of(out, "kv").find("holds 16 tokens, less than one sequence of 512"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(base + " --kv-budget 1MiB --max-model-len 512", &out, &err), 0) << out;
+  EXPECT_EQ(line_of(out, "kv"), "") << out;
+  EXPECT_EQ(test::run_command(base + " --max-model-len 4096", &out, &err), 0) << out;
+  EXPECT_EQ(line_of(out, "context").rfind("WARN", 0), 0u) << out;
+  EXPECT_EQ(test::run_command(base + " --max-model-len 4096 --rope-scaling linear --rope-freq-scale 0.125", &out, &err), 0) << out;
+  EXPECT_EQ(line_of(out, "context"), "") << out;
+}
+
 TEST(DoctorTest, TruncatedShardAndMissingTokenizerFail) {
   std::string dir = make_hf_folder();
   write_safetensors(fs::path(dir) / "model-00001-of-00002.safetensors", 16, /*truncate=*/true);

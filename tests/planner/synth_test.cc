@@ -231,6 +231,8 @@ TEST_F(SynthTest, BadFlagsFail) {
            {"--vocab 100", "--vocab 100"},
            {"--experts 4 --experts-used 5", "--experts-used"},
            {"--layers 0", "--layers"},
+           {"--layers -5", "--layers -5 is out of range"},
+           {"--hidden -64", "--hidden -64 is out of range"},
            {"--tokenizer-from " + test::testdata_path("vocab/ggml-vocab-llama-spm.gguf") + " --vocab 100", "disagrees"},
            {"--tokenizer-from /nonexistent.gguf", "--tokenizer-from"},
            {"--hidden 64 --heads 4 --outlier-channels 3", "--outlier-channels 3"},

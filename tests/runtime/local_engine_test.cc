@@ -196,6 +196,16 @@ TEST(LocalEngineTest, RefusesRequestsThatCanNeverRun) {
   EXPECT_EQ(bad_id.status().code(), StatusCode::kInvalidArgument);
   auto zero = e->submit(greedy_request({1}, 0, s));
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  // Sampling parameters the sampler cannot use (a penalty of 0 divides by zero) are refused,
+  // whoever sends them.
+  GenerationRequest bad_penalty = greedy_request({1, 403}, 4, s);
+  bad_penalty.sampling.repetition_penalty = 0;
+  auto r = e->submit(std::move(bad_penalty));
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("repetition_penalty must be > 0"), std::string::npos) << r.status().message();
+  GenerationRequest nan_temp = greedy_request({1, 403}, 4, s);
+  nan_temp.sampling.temperature = std::nanf("");
+  EXPECT_EQ(e->submit(std::move(nan_temp)).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(LocalEngineTest, OutputIsCutAtMaxModelLen) {
@@ -263,10 +273,62 @@ TEST(LocalEngineTest, QueueFullIsResourceExhaustedAndDrainRefuses) {
   }
   EXPECT_GT(rejected, 0);
   EXPECT_GT(e->stats().queue_rejections_total, 0u);
+  // One may run and one may wait: a burst of six gets (at least, should one finish meanwhile) two in.
+  EXPECT_GE(sinks.size(), 2u);
   e->begin_drain();
   auto s = std::make_shared<CollectSink>();
   EXPECT_EQ(e->submit(greedy_request({1}, 2, s)).status().code(), StatusCode::kCancelled);
   EXPECT_TRUE(e->wait_idle(std::chrono::seconds(60)));
+  for (auto& x : sinks) EXPECT_TRUE(x->wait());
+}
+
+// min_tokens holds back the tokens that would end the output: a stop token that greedy decoding
+// picks first cannot come before min_tokens tokens.
+TEST(LocalEngineTest, MinTokensHoldsBackStopTokens) {
+  auto e = make_engine();
+  ASSERT_NE(e, nullptr);
+  auto first = std::make_shared<CollectSink>();
+  ASSERT_TRUE(e->submit(greedy_request({1, 403}, 8, first)).ok());
+  ASSERT_TRUE(first->wait());
+  ASSERT_FALSE(first->ids.empty());
+  const int32_t stop_tok = first->ids[0];
+  auto run = [&](int32_t min_tokens) {
+    auto s = std::make_shared<CollectSink>();
+    GenerationRequest req = greedy_request({1, 403}, 8, s);
+    req.sampling.stop_token_ids = {stop_tok};
+    req.sampling.min_tokens = min_tokens;
+    EXPECT_TRUE(e->submit(std::move(req)).ok());
+    EXPECT_TRUE(s->wait());
+    return s;
+  };
+  auto plain = run(0);
+  EXPECT_EQ(plain->ids, std::vector<int32_t>{stop_tok});
+  EXPECT_EQ(plain->final_event.finish_reason, FinishReason::kStop);
+  auto held = run(3);
+  ASSERT_GE(held->ids.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NE(held->ids[i], stop_tok) << i;
+}
+
+// --max-queue counts what waits beyond the running sequences: free slots take a burst at once,
+// and --max-queue 0 still runs max_num_seqs requests.
+TEST(LocalEngineTest, FreeSlotsAreNotQueue) {
+  auto e = make_engine(/*max_seqs=*/3, /*max_queue=*/0);
+  ASSERT_NE(e, nullptr);
+  std::vector<std::shared_ptr<CollectSink>> sinks;
+  for (int i = 0; i < 3; ++i) {
+    sinks.push_back(std::make_shared<CollectSink>());
+    auto r = e->submit(greedy_request({1, 403}, 400, sinks.back()));
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status().message();
+  }
+  // A fourth finds every slot taken (unless one of the three finished meanwhile).
+  auto fourth = std::make_shared<CollectSink>();
+  auto r = e->submit(greedy_request({1, 403}, 400, fourth));
+  if (r.ok()) {
+    sinks.push_back(fourth);
+  } else {
+    EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(r.status().message().find("(0 waiting, --max-queue 0)"), std::string::npos) << r.status().message();
+  }
   for (auto& x : sinks) EXPECT_TRUE(x->wait());
 }
 

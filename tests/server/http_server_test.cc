@@ -102,6 +102,13 @@ TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
   EXPECT_EQ(m["object"], "list");
   EXPECT_EQ(m["data"][0]["id"], "fake-model");
   EXPECT_EQ(m["data"][0]["max_model_len"], 256);
+  // One model by id (the openai client's models.retrieve); another id is model_not_found.
+  HttpResponse one = http_request(port_, "GET", "/v1/models/fake-model");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(parse(one.body), m["data"][0]);
+  HttpResponse other = http_request(port_, "GET", "/v1/models/other-model");
+  EXPECT_EQ(other.status, 404) << other.body;
+  EXPECT_EQ(parse(other.body)["error"]["code"], "model_not_found");
 
   ASSERT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3})").status, 200);
   HttpResponse metrics = http_request(port_, "GET", "/metrics");

@@ -195,9 +195,18 @@ TEST(OpenAiRequestTest, ErrorsNameTheField) {
                        "\"content\": [{\"type\": \"text\", \"text\": \"x\xC3\"}]}]}",
        "messages[1].content[0].text"},
       {ApiKind::kCompletion, R"({"prompt": "a", "stop": ["ok", "a\u0000"]})", "stop[1]"},
-      {ApiKind::kCompletion, R"({"prompt": "a", "stream_options": {"include_usage": 1}})",
+      {ApiKind::kCompletion, R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}})",
        "stream_options.include_usage"},
-      {ApiKind::kCompletion, R"({"prompt": "a", "stream_options": []})", "stream_options"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "stream": true, "stream_options": []})", "stream_options"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "skip_special_tokens": false})", "skip_special_tokens"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "min_tokens": -1})", "min_tokens"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "cache_prompt": "yes"})", "cache_prompt"},
+      {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]})", "chat_template_kwargs"},
+      {ApiKind::kChat, R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"tools": []}})",
+       "chat_template_kwargs.tools"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "chat_template_kwargs": {}})", "chat_template_kwargs"},
+      // Only with stream (as OpenAI and vLLM answer).
+      {ApiKind::kCompletion, R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options"},
       {ApiKind::kCompletion, R"({"prompt": "a", "temperature": 2.5})", "temperature"},
       {ApiKind::kCompletion, R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty"},
       {ApiKind::kCompletion, R"({"prompt": "a", "logprobs": 21})", "logprobs"},
@@ -301,6 +310,27 @@ TEST(OpenAiRequestTest, DeepNestingIsRefusedWithoutRecursion) {
   EXPECT_NE(e->message.find("nests deeper"), std::string::npos);
   // Brackets inside strings do not count.
   EXPECT_FALSE(parse(ApiKind::kCompletion, "{\"prompt\": \"" + std::string(1000, '[') + "\"}", &r));
+}
+
+// Fields vLLM and llama-server clients send: min_tokens reaches the sampler, cache_prompt and
+// skip_special_tokens: true describe what the server does, chat_template_kwargs reach the template.
+TEST(OpenAiRequestTest, VllmAndLlamaServerExtras) {
+  ParsedRequest r;
+  auto e = parse(ApiKind::kChat, R"({"messages": [{"role": "user", "content": "x"}], "min_tokens": 5, "cache_prompt": false,
+      "skip_special_tokens": true, "chat_template_kwargs": {"enable_thinking": false, "style": {"a": 1}}})",
+                 &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.sampling.min_tokens, 5);
+  EXPECT_EQ(r.template_kwargs.dump(), R"({"enable_thinking":false,"style":{"a":1}})");
+  ModelInfo info;
+  info.chat_template = "{% if enable_thinking is defined and not enable_thinking %}NO-THINK {% endif %}"
+                       "{% for m in messages %}{{ m.content }}{% endfor %}";
+  auto p = render_chat_prompt(info, r.messages, {}, {}, r.template_kwargs);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->text, "NO-THINK x");
+  p = render_chat_prompt(info, r.messages);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->text, "x");
 }
 
 TEST(ChatPromptTest, DefaultTemplateIsChatMl) {

@@ -31,6 +31,21 @@ TEST(EngineFlagsCliTest, PlanTakesServeSpellingsAndKeepsTheOldOnes) {
   EXPECT_EQ(plan_json("-c 1024 -np 4").dump(), plan_json("--max-model-len 256 --max-num-seqs 4").dump());
 }
 
+// In the one-sequence commands -c is the context, as llama-cli's and llama-perplexity's: not shared
+// by serve's 16 sequences.
+TEST(EngineFlagsCliTest, CtxSizeIsTheContextOfOneSequenceCommands) {
+  std::string out, err;
+  ASSERT_EQ(test::run_command(bin() + " run -m " + model() + " -p Once -n 60 --temp 0 -t 1 -c 128", &out, &err), 0) << err;
+  EXPECT_NE(err.find("generated: 60 tokens"), std::string::npos) << err;
+  std::string by_c, by_ctx;
+  const std::string text = test::testdata_path("corpus/stories260K-samples.txt");
+  ASSERT_EQ(test::run_command(bin() + " perplexity -m " + model() + " -f " + text + " -t 1 -c 64", &by_c, &err), 0) << err;
+  ASSERT_EQ(test::run_command(bin() + " perplexity -m " + model() + " -f " + text + " -t 1 --ctx 64", &by_ctx, &err), 0) << err;
+  EXPECT_NE(by_c.find("ctx 64 |"), std::string::npos) << by_c;
+  // The same windows, the same perplexity (the timing differs).
+  EXPECT_EQ(by_c.substr(by_c.find("perplexity:")), by_ctx.substr(by_ctx.find("perplexity:")));
+}
+
 TEST(EngineFlagsCliTest, ColdTypeDefaultsToInt8Everywhere) {
   // The engine keeps blocks beyond the window in int8 unless told; the plan assumes the same.
   auto def = plan_json("--kv-cache-dtype f16 --kv-hot-window 64");
@@ -149,6 +164,12 @@ TEST(EngineFlagsCliTest, ServePrintsTheEffectiveConfigurationUsableAsAFile) {
     EXPECT_NE(err.find(line), std::string::npos) << line << "\n" << err;
   }
   EXPECT_NE(err.find("effective configuration"), std::string::npos) << err;
+  // No key: no api-key line (a placeholder read back would become the key).
+  EXPECT_EQ(err.find("api-key"), std::string::npos) << err;
+  // A key: said to be set, never printed.
+  EXPECT_NE(test::run_command(bin() + " serve --config " + dir + "/a.yaml --api-key sekrit --kv-budget 10", &out, &err), 0);
+  EXPECT_NE(err.find("# api-key: set (not printed)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("sekrit"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -172,6 +172,12 @@ TEST(ServeCompatTest, MismatchesAndForeignFlagsGetClearErrors) {
       {"serve -m " + model() + " --mlock", "memory-mapped"},
       {"serve " + model() + " -m /elsewhere.gguf", "the model is given twice"},
       {"serve --port 0", "no model"},
+      {"serve -m " + model() + " --reasoning-parser qwen3", "no reasoning_content"},
+      {"run -m " + model() + " -p hi -cnv", "use `horizon chat -m MODEL`"},
+      {"serve -m " + model() + " -to 30", "--timeout: use --request-timeout"},
+      {"server " + model(), "'server' is not a horizon command (did you mean 'serve'?)"},
+      {"perp -m " + model(), "did you mean 'perplexity'?"},
+      {"xyzzy", "'xyzzy' is not a horizon command (horizon --help"},
   };
   for (const auto& c : cases) {
     std::string out, err;
@@ -180,6 +186,18 @@ TEST(ServeCompatTest, MismatchesAndForeignFlagsGetClearErrors) {
     EXPECT_NE(rc, 0) << c.args;
     EXPECT_NE(err.find(c.expect), std::string::npos) << c.args << ": " << err;
   }
+}
+
+// vLLM's tool-calling flags describe what the server always does: accepted with one warning each.
+TEST(ServeCompatTest, VllmToolFlagsAreAcceptedWithAWarning) {
+  std::string out, err;
+  // A bad block size stops serve after its flags are resolved.
+  test::run_command(bin() + " serve -m " + model() + " --enable-auto-tool-choice --tool-call-parser hermes --block-size 17", &out, &err);
+  EXPECT_NE(err.find("--enable-auto-tool-choice has no effect"), std::string::npos) << err;
+  EXPECT_NE(err.find("--tool-call-parser hermes has no effect"), std::string::npos) << err;
+  EXPECT_NE(err.find("--block-size 17"), std::string::npos) << err;
+  ASSERT_EQ(test::run_command(bin() + " help", &out, &err), 0);
+  EXPECT_NE(out.find("serve"), std::string::npos) << out;
 }
 
 TEST(ServeCompatTest, NonLoopbackWithoutKeyWarns) {
