@@ -3,11 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bitset>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 namespace hz::grammar {
 namespace {
@@ -85,6 +88,243 @@ void natural_range(uint64_t lo, std::optional<uint64_t> hi, std::vector<std::str
   if (!hi && ld < 19) out->push_back(fmt::format("[1-9] [0-9]{{{},18}}", ld));
 }
 
+// One character as a JSON string's text holds it ('"' and '\' escaped), as a grammar literal.
+std::string json_char_literal(char c) {
+  if (c == '"') return R"("\\\"")";
+  if (c == '\\') return R"("\\\\")";
+  return literal(std::string(1, c));
+}
+
+// Regular expression (pattern) -> grammar expression over a JSON string's text.
+class RegexTranslator {
+ public:
+  explicit RegexTranslator(std::string_view re) : re_(re) {}
+
+  Result<std::string> translate() {
+    bool start = false, end = false;
+    std::string_view body = re_;
+    if (!body.empty() && body.front() == '^') {
+      start = true;
+      body.remove_prefix(1);
+    }
+    if (!body.empty() && body.back() == '$' && (body.size() < 2 || body[body.size() - 2] != '\\')) {
+      end = true;
+      body.remove_suffix(1);
+    }
+    re_ = body;
+    HZ_ASSIGN_OR_RETURN(std::string e, alternation(0));
+    if (i_ != re_.size()) return fail("unbalanced ')'");
+    return std::string(start ? "" : "json-char* ") + "(" + e + ")" + (end ? "" : " json-char*");
+  }
+
+ private:
+  Status fail(const std::string& what) const {
+    return invalid_argument("pattern: {} at offset {} (supported: literals, \\d \\w \\s, classes, '.', groups, '|', "
+                            "* + ? {{n,m}}, ^ and $ at the ends)", what, i_);
+  }
+
+  Result<std::string> alternation(int depth) {
+    if (depth > 32) return fail("groups nested too deep");
+    std::string out;
+    HZ_ASSIGN_OR_RETURN(out, sequence(depth));
+    while (i_ < re_.size() && re_[i_] == '|') {
+      ++i_;
+      std::string next;
+      HZ_ASSIGN_OR_RETURN(next, sequence(depth));
+      out += " | " + next;
+    }
+    return out;
+  }
+
+  Result<std::string> sequence(int depth) {
+    std::string out;
+    while (i_ < re_.size() && re_[i_] != '|' && re_[i_] != ')') {
+      std::string a;
+      HZ_ASSIGN_OR_RETURN(a, atom(depth));
+      HZ_ASSIGN_OR_RETURN(a, quantified(a));
+      out += (out.empty() ? "" : " ") + a;
+    }
+    return out.empty() ? std::string("\"\"") : out;
+  }
+
+  Result<std::string> quantified(const std::string& a) {
+    if (i_ >= re_.size()) return a;
+    const char q = re_[i_];
+    std::string out;
+    if (q == '*' || q == '+' || q == '?') {
+      ++i_;
+      out = "(" + a + ")" + std::string(1, q);
+    } else if (q == '{') {
+      const size_t close = re_.find('}', i_);
+      if (close == std::string_view::npos) return fail("'{' without '}'");
+      const std::string inner(re_.substr(i_ + 1, close - i_ - 1));
+      int64_t lo = 0, hi = -1;
+      const size_t comma = inner.find(',');
+      auto num = [&](const std::string& t, int64_t* v) {
+        if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+        *v = std::stoll(t);
+        return *v <= kMaxRepeat;
+      };
+      if (comma == std::string::npos) {
+        if (!num(inner, &lo)) return fail("bad repetition");
+        hi = lo;
+      } else if (!num(inner.substr(0, comma), &lo) || (comma + 1 < inner.size() && !num(inner.substr(comma + 1), &hi))) {
+        return fail("bad repetition");
+      }
+      if (hi >= 0 && hi < lo) return fail("repetition {n,m} with m < n");
+      i_ = close + 1;
+      out = "(" + a + ")" + (hi < 0 ? fmt::format("{{{},}}", lo) : fmt::format("{{{},{}}}", lo, hi));
+    } else {
+      return a;
+    }
+    if (i_ < re_.size() && re_[i_] == '?') ++i_;  // lazy: the same strings
+    if (i_ < re_.size() && (re_[i_] == '*' || re_[i_] == '+' || re_[i_] == '?' || re_[i_] == '{'))
+      return fail("a quantifier after a quantifier");
+    return out;
+  }
+
+  Result<std::string> atom(int depth) {
+    const char c = re_[i_];
+    if (c == '(') {
+      ++i_;
+      if (i_ < re_.size() && re_[i_] == '?') {
+        if (i_ + 1 < re_.size() && re_[i_ + 1] == ':') {
+          i_ += 2;
+        } else {
+          return fail("lookarounds and named groups are not supported");
+        }
+      }
+      std::string inner;
+      HZ_ASSIGN_OR_RETURN(inner, alternation(depth + 1));
+      if (i_ >= re_.size() || re_[i_] != ')') return fail("'(' without ')'");
+      ++i_;
+      return "(" + inner + ")";
+    }
+    if (c == '[') return char_class();
+    if (c == '.') {  // any character, as written in JSON (escapes included)
+      ++i_;
+      return std::string("json-char");
+    }
+    if (c == '^' || c == '$') return fail("'^' and '$' are supported only at the ends");
+    if (c == '*' || c == '+' || c == '?' || c == '{') return fail("a quantifier with nothing to repeat");
+    if (c == '\\') return escape();
+    if (static_cast<unsigned char>(c) < 0x20) return fail("a control character");
+    ++i_;
+    return json_char_literal(c);
+  }
+
+  // \d \w \s and their negations as classes; other escapes are the character itself.
+  Result<std::string> escape() {
+    if (i_ + 1 >= re_.size()) return fail("a trailing '\\'");
+    const char e = re_[i_ + 1];
+    i_ += 2;
+    switch (e) {
+      case 'd': return std::string("[0-9]");
+      case 'w': return std::string("[A-Za-z0-9_]");
+      case 's': return std::string("\" \"");
+      case 'D': return std::string(R"([^0-9"\\\x00-\x1F])");
+      case 'W': return std::string(R"([^A-Za-z0-9_"\\\x00-\x1F])");
+      case 'S': return std::string(R"([^ "\\\x00-\x1F])");
+      default: break;
+    }
+    if (std::isalnum(static_cast<unsigned char>(e))) return fail(fmt::format("the escape '\\{}'", e));
+    return json_char_literal(e);
+  }
+
+  // [...] / [^...] over ASCII: ranges and escapes. The JSON text holds '"' and '\' escaped and no
+  // control characters, so those become their escapes or are left out; a negated class also takes
+  // every non-ASCII character.
+  Result<std::string> char_class() {
+    ++i_;
+    bool negated = false;
+    if (i_ < re_.size() && re_[i_] == '^') {
+      negated = true;
+      ++i_;
+    }
+    std::bitset<128> in;
+    bool first = true;
+    auto take = [&](char* ch) -> Status {
+      const char c = re_[i_];
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80)
+        return fail("a class with a control or non-ASCII character");
+      ++i_;
+      if (c != '\\') {
+        *ch = c;
+        return Status();
+      }
+      if (i_ >= re_.size()) return fail("a trailing '\\'");
+      const char e = re_[i_++];
+      if (e == 'd' || e == 'w' || e == 's') {
+        *ch = 0;  // a set, added by the caller
+        for (int k = 0; k < 128; ++k) {
+          const bool m = e == 'd' ? std::isdigit(k) : e == 'w' ? (std::isalnum(k) || k == '_') : k == ' ';
+          if (m) in.set(k);
+        }
+        return Status();
+      }
+      if (std::isalnum(static_cast<unsigned char>(e))) return fail(fmt::format("the escape '\\{}' in a class", e));
+      *ch = e;
+      return Status();
+    };
+    while (i_ < re_.size() && (re_[i_] != ']' || first)) {
+      first = false;
+      char lo = 0;
+      HZ_RETURN_IF_ERROR(take(&lo));
+      if (lo != 0 && i_ + 1 < re_.size() && re_[i_] == '-' && re_[i_ + 1] != ']') {
+        ++i_;
+        char hi = 0;
+        HZ_RETURN_IF_ERROR(take(&hi));
+        if (hi == 0 || hi < lo) return fail("a bad range in a class");
+        for (int k = lo; k <= hi; ++k) in.set(k);
+      } else if (lo != 0) {
+        in.set(static_cast<unsigned char>(lo));
+      }
+    }
+    if (i_ >= re_.size()) return fail("'[' without ']'");
+    ++i_;
+    // The raw characters (printable ASCII but '"' and '\'), as ranges.
+    std::bitset<128> raw = negated ? ~in : in;
+    auto ranges = [](const std::bitset<128>& b) {
+      std::string out;
+      for (int k = 0x20; k < 128;) {
+        if (!b.test(k) || k == '"' || k == '\\' || k == 0x7F) {
+          ++k;
+          continue;
+        }
+        int j = k;
+        while (j + 1 < 127 && b.test(j + 1) && j + 1 != '"' && j + 1 != '\\') ++j;
+        auto esc = [](int c) { return (c == ']' || c == '[' || c == '-' || c == '^') ? std::string("\\") + static_cast<char>(c) : std::string(1, static_cast<char>(c)); };
+        out += esc(k);
+        if (j > k) out += "-" + esc(j);
+        k = j + 1;
+      }
+      return out;
+    };
+    std::vector<std::string> alts;
+    if (negated) {
+      // Everything but the class: non-ASCII too. The excluded ASCII characters are listed.
+      std::string excluded;
+      for (int k = 0x20; k < 128; ++k) {
+        if (in.test(k) && k != '"' && k != '\\') excluded += ranges(std::bitset<128>().set(k));
+      }
+      alts.push_back("[^" + excluded + R"("\\\x00-\x1F\x7F])");
+    } else {
+      const std::string r = ranges(raw);
+      if (!r.empty()) alts.push_back("[" + r + "]");
+    }
+    if (raw.test('"')) alts.push_back(R"("\\\"")");
+    if (raw.test('\\')) alts.push_back(R"("\\\\")");
+    if (alts.empty()) return fail("a class that matches no character a JSON string can hold");
+    if (alts.size() == 1) return alts[0];
+    std::string out = "(";
+    for (size_t k = 0; k < alts.size(); ++k) out += (k ? " | " : "") + alts[k];
+    return out + ")";
+  }
+
+  std::string_view re_;
+  size_t i_ = 0;
+};
+
 template <typename json>
 class SchemaCompiler {
  public:
@@ -127,7 +367,7 @@ class SchemaCompiler {
     if (!s.is_object()) return error(path, "a schema must be an object");
     static const std::set<std::string> kKnown = {"type", "properties", "required", "additionalProperties", "enum", "const",
                                                  "items", "minItems", "maxItems", "minLength", "maxLength", "minimum",
-                                                 "maximum", "anyOf", "$defs", "definitions", "$ref"};
+                                                 "maximum", "anyOf", "$defs", "definitions", "$ref", "pattern", "format"};
     for (const auto& [key, value] : s.items()) {
       if (kKnown.count(key) == 0 && !is_annotation(key))
         return error(path, fmt::format("unsupported keyword '{}'", key));
@@ -193,7 +433,8 @@ class SchemaCompiler {
                                  int depth) {
     auto refuse_others = [&](std::initializer_list<const char*> allowed) -> Status {
       static const std::set<std::string> kTyped = {"properties", "required", "additionalProperties", "items", "minItems",
-                                                   "maxItems", "minLength", "maxLength", "minimum", "maximum"};
+                                                   "maxItems", "minLength", "maxLength", "minimum", "maximum",
+                                                   "pattern", "format"};
       for (const auto& item : s.items()) {
         const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one
         if (kTyped.count(key) == 0) continue;
@@ -203,7 +444,11 @@ class SchemaCompiler {
       return Status();
     };
     if (t == "string") {
-      HZ_RETURN_IF_ERROR(refuse_others({"minLength", "maxLength"}));
+      HZ_RETURN_IF_ERROR(refuse_others({"minLength", "maxLength", "pattern", "format"}));
+      const int shapes = s.contains("pattern") + s.contains("format") + (s.contains("minLength") || s.contains("maxLength"));
+      if (shapes > 1) return error(path, "give one of 'pattern', 'format' and 'minLength'/'maxLength' on a string");
+      if (s.contains("pattern")) return pattern_rule(s["pattern"], path + "/pattern", hint);
+      if (s.contains("format")) return format_rule(s["format"], path + "/format", hint);
       if (!s.contains("minLength") && !s.contains("maxLength")) return std::string("json-string");
       int64_t lo = 0, hi = -1;
       HZ_ASSIGN_OR_RETURN(lo, count_keyword(s, "minLength", path, 0));
@@ -218,8 +463,9 @@ class SchemaCompiler {
       return integer_range(s, path, hint);
     }
     if (t == "number") {
-      HZ_RETURN_IF_ERROR(refuse_others({}));
-      return std::string("json-number");
+      HZ_RETURN_IF_ERROR(refuse_others({"minimum", "maximum"}));
+      if (!s.contains("minimum") && !s.contains("maximum")) return std::string("json-number");
+      return number_range(s, path, hint);
     }
     if (t == "boolean") {
       HZ_RETURN_IF_ERROR(refuse_others({}));
@@ -251,6 +497,95 @@ class SchemaCompiler {
       return object(s, path, hint, depth);
     }
     return error(path + "/type", fmt::format("unsupported type '{}'", t));
+  }
+
+  // Integer-valued bounds of a number: its integer part ranges over naturals, with any fraction
+  // below a bound and none at it (no exponent), so every value written is in [minimum, maximum].
+  Result<std::string> number_range(const json& s, const std::string& path, const std::string& hint) {
+    constexpr double kLimit = 1e15;
+    std::optional<int64_t> lo, hi;
+    for (const char* key : {"minimum", "maximum"}) {
+      if (!s.contains(key)) continue;
+      const json& v = s[key];
+      if (!v.is_number()) return error(path + "/" + key, fmt::format("'{}' must be a number", key));
+      const double d = v.template get<double>();
+      if (std::fabs(d) > kLimit) return error(path + "/" + key, fmt::format("'{}' is beyond +-1e15", key));
+      if (std::floor(d) != d)
+        return error(path + "/" + key, fmt::format("a '{}' of {} on a number is not supported (integer bounds are)", key, d));
+      (std::string(key) == "minimum" ? lo : hi) = static_cast<int64_t>(d);
+    }
+    if (lo && hi && *hi < *lo) return error(path, "'maximum' is smaller than 'minimum'");
+    const std::string frac = " (\".\" [0-9]{1,16})?";
+    std::vector<std::string> alts;
+    // Integer parts [a, b] (b empty: unbounded) after `sign`, with a fraction or none.
+    auto add = [&](const std::string& sign, uint64_t a, std::optional<uint64_t> b, bool with_fraction) {
+      std::vector<std::string> r;
+      natural_range(a, b, &r);
+      for (const auto& x : r) alts.push_back(sign + "(" + x + ")" + (with_fraction ? frac : ""));
+    };
+    if (!hi || *hi >= 0) {  // values >= 0: integer part I >= max(lo, 0); I = hi only without a fraction
+      const uint64_t a = lo ? static_cast<uint64_t>(std::max<int64_t>(*lo, 0)) : 0;
+      if (!hi) {
+        add("", a, std::nullopt, true);
+      } else {
+        const uint64_t h = static_cast<uint64_t>(*hi);
+        if (h >= a + 1) add("", a, h - 1, true);
+        add("", h, h, false);
+      }
+    }
+    if (!lo || *lo < 0) {  // values < 0: -(I.f) >= lo when I < -lo, or I = -lo without a fraction
+      const uint64_t a = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 0;
+      if (!lo) {
+        add("\"-\" ", a, std::nullopt, true);
+      } else {
+        const uint64_t top = static_cast<uint64_t>(-*lo);
+        if (top >= a + 1) add("\"-\" ", a, top - 1, true);
+        if (top >= a && !(hi && *hi >= 0 && top == 0)) add("\"-\" ", top, top, false);
+      }
+    }
+    std::string body;
+    for (const auto& a : alts) body += (body.empty() ? "" : " | ") + a;
+    return add_rule(hint, body);
+  }
+
+  // String formats: the common ones of OpenAI's structured outputs, written as RFC 3339 / 4122 say.
+  Result<std::string> format_rule(const json& f, const std::string& path, const std::string& hint) {
+    if (!f.is_string()) return error(path, "'format' must be a string");
+    const std::string name = f.template get<std::string>();
+    static const char* const kDate = R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))";
+    static const char* const kTime =
+        R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,9})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))";
+    std::string body;
+    if (name == "date") {
+      body = std::string("(") + kDate + ")";
+    } else if (name == "time") {
+      body = std::string("(") + kTime + ")";
+    } else if (name == "date-time") {
+      body = std::string("(") + kDate + ") \"T\" (" + kTime + ")";
+    } else if (name == "uuid") {
+      body = R"([0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12})";
+    } else if (name == "email") {
+      body = R"([A-Za-z0-9._%+-]{1,64} "@" [A-Za-z0-9-]{1,63} ("." [A-Za-z0-9-]{1,63}){1,8})";
+    } else if (name == "ipv4") {
+      const char* octet = R"(("25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9]))";
+      body = fmt::format("{0} \".\" {0} \".\" {0} \".\" {0}", octet);
+    } else {
+      return error(path, fmt::format("format '{}' is not supported (date, time, date-time, uuid, email, ipv4)", name));
+    }
+    return add_rule(hint, "\"\\\"\" " + body + " \"\\\"\"");
+  }
+
+  // `pattern`: a regular expression (the ECMA-262 subset schemas use: literals, escapes \d \w \s and
+  // their negations, classes, '.', groups, alternation, * + ? {n,m}, ^ and $ at the ends) over the
+  // string's characters. Unanchored ends allow any text there, as JSON Schema patterns match anywhere.
+  Result<std::string> pattern_rule(const json& p, const std::string& path, const std::string& hint) {
+    if (!p.is_string()) return error(path, "'pattern' must be a string");
+    const std::string re = p.template get<std::string>();
+    if (re.size() > 4096) return error(path, "'pattern' is longer than 4096 bytes");
+    RegexTranslator t{re};
+    auto body = t.translate();
+    if (!body.ok()) return error(path, body.status().message());
+    return add_rule(hint, "\"\\\"\" " + *body + " \"\\\"\"");
   }
 
   Result<int64_t> count_keyword(const json& s, const char* key, const std::string& path, int64_t dflt) {

@@ -1,5 +1,6 @@
 #include "grammar/json_schema.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -94,16 +95,88 @@ TEST(JsonSchemaTest, JsonObjectGrammarAcceptsObjectsOnly) {
   EXPECT_FALSE(g->accepts(R"({"a":})"));
 }
 
+// k / 20 in its shortest decimal form ("0.15", "-2", "0.05").
+std::string number_text(int k) {
+  std::string t = fmt::format("{}{}.{:02}", k < 0 ? "-" : "", std::abs(k) / 20, std::abs(k) % 20 * 5);
+  while (t.back() == '0') t.pop_back();
+  if (t.back() == '.') t.pop_back();
+  return t == "-0" ? "0" : t;
+}
+
+TEST(JsonSchemaTest, NumberBounds) {
+  struct Case {
+    const char* schema;
+    double lo, hi;
+  };
+  for (const Case& c : std::vector<Case>{{R"({"type":"number","minimum":0,"maximum":1})", 0, 1},
+                                        {R"({"type":"number","minimum":-5,"maximum":5})", -5, 5},
+                                        {R"({"type":"number","minimum":-12,"maximum":-3})", -12, -3},
+                                        {R"({"type":"number","minimum":3})", 3, 1e300},
+                                        {R"({"type":"number","maximum":-3})", -1e300, -3},
+                                        {R"({"type":"number","minimum":-2})", -2, 1e300}}) {
+    Grammar g = compile(c.schema);
+    int accepted = 0;
+    for (int k = -600; k <= 600; ++k) {
+      const double v = k * 0.05;
+      const std::string t = number_text(k);
+      const bool in = v >= c.lo && v <= c.hi;
+      // Every value written is in range; every value in range is written in its shortest form.
+      EXPECT_EQ(g.accepts(t), in) << c.schema << " " << t;
+      accepted += in;
+    }
+    EXPECT_GT(accepted, 0) << c.schema;
+    EXPECT_FALSE(g.accepts("1e2")) << c.schema;  // no exponent: it could leave the range
+  }
+  Grammar unit = compile(R"({"type":"number","minimum":0,"maximum":1})");
+  for (const char* ok : {"0", "1", "0.5", "0.0001", "0.9999999"}) EXPECT_TRUE(unit.accepts(ok)) << ok;
+  for (const char* bad : {"1.5", "-0.1", "2", "01", "1.0001", "-1"}) EXPECT_FALSE(unit.accepts(bad)) << bad;
+}
+
+TEST(JsonSchemaTest, StringFormats) {
+  check(R"({"type":"string","format":"date"})", {R"("2024-02-29")", R"("1999-12-31")"},
+        {R"("2024-13-01")", R"("24-01-01")", R"("2024-1-01")", R"("2024-01-32")"});
+  check(R"({"type":"string","format":"date-time"})",
+        {R"("2024-01-02T03:04:05Z")", R"("2024-01-02T23:59:59.123+02:00")", R"("2024-01-02T00:00:00-11:30")"},
+        {R"("2024-01-02T03:04:05")", R"("2024-01-02 03:04:05Z")", R"("2024-01-02T24:00:00Z")"});
+  check(R"({"type":"string","format":"time"})", {R"("12:30:00Z")"}, {R"("12:30Z")"});
+  check(R"({"type":"string","format":"uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"},
+        {R"("123e4567e89b12d3a456426614174000")", R"("123e4567-e89b-12d3-a456-42661417400g")"});
+  check(R"({"type":"string","format":"email"})", {R"("a.b+c@example.co.uk")"}, {R"("ab@example")", R"("@x.org")", R"("a b@x.org")"});
+  check(R"({"type":"string","format":"ipv4"})", {R"("192.168.0.1")", R"("0.0.0.0")", R"("255.255.255.255")"},
+        {R"("256.1.1.1")", R"("1.2.3")", R"("01.2.3.4")"});
+}
+
+TEST(JsonSchemaTest, Patterns) {
+  check(R"j({"type":"string","pattern":"^[A-Z]{3}-\\d{2,4}$"})j", {R"j("ABC-12")j", R"j("XYZ-1234")j"},
+        {R"("AB-12")", R"("abc-12")", R"("ABC-12345")", R"("ABC-1")", R"(" ABC-12")"});
+  // Unanchored: the match may sit anywhere.
+  check(R"j({"type":"string","pattern":"abc"})j", {R"j("abc")j", R"j("xxabcyy")j", R"j("\"abc\\")j"}, {R"j("ab")j", R"j("")j"});
+  check(R"j({"type":"string","pattern":"^(cat|dog)s?$"})j", {R"j("cat")j", R"j("dogs")j"}, {R"j("cats!")j", R"j("bird")j", R"j("")j"});
+  check(R"j({"type":"string","pattern":"^a.c$"})j", {R"j("abc")j", R"j("a c")j", R"j("a\u00e9c")j"}, {R"j("ac")j", R"j("abbc")j"});
+  // '"' and '\' in a class are their JSON escapes; a negated class takes non-ASCII characters.
+  check(R"j({"type":"string","pattern":"^[\"a]+$"})j", {R"j("a\"a")j", R"j("\"")j"}, {R"j("b")j", R"j("a"a")j"});
+  check(R"j({"type":"string","pattern":"^[^,]+$"})j", {"\"\xC3\xA9t\xC3\xA9\"", R"j("a\"b")j"}, {R"j("a,b")j", R"j("")j"});
+  check(R"j({"type":"string","pattern":"^\\w+@\\w+\\.com$"})j", {R"j("bob@mail.com")j"}, {R"j("bob@mail.org")j", R"j("b b@mail.com")j"});
+  check(R"j({"type":"string","pattern":"^(?:\\d{3}\\.){2}\\d{3}$"})j", {R"j("123.456.789")j"}, {R"j("123.456.78")j", R"j("123-456-789")j"});
+  check(R"j({"type":"string","pattern":"^[a-c-]*$"})j", {R"j("a-b-c")j", R"j("")j"}, {R"j("d")j"});
+}
+
 TEST(JsonSchemaTest, RefusedKeywordsAreNamed) {
   struct Bad {
     const char* schema;
     const char* message_part;
   };
   for (const Bad& b : std::vector<Bad>{
-           {R"({"type":"string","pattern":"^a"})", "unsupported keyword 'pattern' at '/'"},
-           {R"({"type":"object","properties":{"x":{"type":"string","format":"email"}}})", "'format' at '/properties/x'"},
+           {R"j({"type":"string","pattern":"^(?=a)"})j", "lookarounds"},
+           {R"j({"type":"string","pattern":"a{3"})j", "'{' without '}'"},
+           {R"j({"type":"string","pattern":"(ab"})j", "'(' without ')'"},
+           {R"j({"type":"string","pattern":"a^b"})j", "only at the ends"},
+           {R"j({"type":"string","pattern":"\\bword"})j", "the escape '\\b'"},
+           {R"({"type":"object","properties":{"x":{"type":"string","format":"hostname"}}})", "format 'hostname' is not supported"},
+           {R"({"type":"string","format":"date","maxLength":3})", "give one of"},
            {R"({"oneOf":[{"type":"string"}]})", "unsupported keyword 'oneOf'"},
-           {R"({"type":"number","minimum":1})", "'minimum' is not supported for type 'number'"},
+           {R"({"type":"number","minimum":0.5})", "a 'minimum' of 0.5 on a number is not supported"},
+           {R"j({"type":"number","pattern":"a"})j", "'pattern' is not supported for type 'number'"},
            {R"({"type":"object","additionalProperties":true})", "additionalProperties"},
            {R"({"$ref":"#/$defs/missing"})", "names no definition"},
            {R"({"$ref":"http://x/y"})", "only local references"},
