@@ -81,9 +81,12 @@ int run_inspect(const InspectOptions& o) {
 
 Subcommand kInspect("inspect", "Print a model's metadata and tensor table", [](CLI::App& app) {
   auto o = std::make_shared<InspectOptions>();
-  app.add_option("-m,--model,model_path", o->model, "GGUF file or Hugging Face folder")->required();
+  app.add_option("-m,--model,model_path", o->model, "GGUF file or Hugging Face folder (MODEL or -m MODEL)");
   app.add_flag("--all", o->all_values, "Print whole arrays instead of the first items");
-  return [o] { return run_inspect(*o); };
+  return [o] {
+    if (o->model.empty()) return fail("no model: give MODEL or -m MODEL (a GGUF file or Hugging Face folder)");
+    return run_inspect(*o);
+  };
 });
 
 }  // namespace

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <limits>
 #include <mutex>
 
 #include <cstdlib>
@@ -85,13 +88,16 @@ int run_prompt(const RunOptions& o) {
     return fail("the prompt is empty: give one with -p TEXT or -f FILE");
   }
   std::string prompt = o.prompt;
-  if (!o.prompt_file.empty()) {
+  if (o.prompt_file == "-") {  // the prompt from stdin
+    prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    if (prompt.empty()) return fail("-f -: stdin held no prompt");
+  } else if (!o.prompt_file.empty()) {
     auto text = read_file(o.prompt_file);
     if (!text.ok()) return fail(text.status().message());
     prompt = *text;
     if (prompt.empty()) return fail(o.prompt_file + ": the prompt file is empty");
   }
-  if (o.n_predict < 1) return fail("-n must be at least 1");
+  if (o.n_predict < 1 && o.n_predict != -1) return fail("-n must be at least 1 (or -1: until the end of the text or the context)");
   if (!(o.temperature >= 0)) return fail("--temp must be >= 0");
   if (!(o.top_p > 0 && o.top_p <= 1)) return fail("--top-p must be in (0, 1]");
   if (!(o.repeat_penalty > 0 && o.repeat_penalty <= 10))
@@ -118,7 +124,8 @@ int run_prompt(const RunOptions& o) {
   req.sampling.min_p = o.min_p;
   req.sampling.repetition_penalty = o.repeat_penalty;
   if (o.seed >= 0) req.sampling.seed = static_cast<uint64_t>(o.seed);
-  req.sampling.max_tokens = o.n_predict;
+  // -1 (llama.cpp's "until the end"): the engine stops at the end of generation or of the context.
+  req.sampling.max_tokens = o.n_predict == -1 ? std::numeric_limits<int32_t>::max() : o.n_predict;
   req.sampling.stop = o.stop;
   req.sampling.ignore_eos = o.ignore_eos;
   if (o.print_logprobs) {
@@ -179,8 +186,8 @@ Subcommand kRun("run", "Complete one prompt, streaming the output to the termina
   add_config_flag(app);
   o->engine.add_to(app, /*server=*/false);
   app.add_option("-p,--prompt", o->prompt, "Prompt text");
-  app.add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
-  app.add_option("-n,--n-predict", o->n_predict, "Tokens to generate (at most)");
+  app.add_option("-f,--file", o->prompt_file, "Read the prompt from a file (- = stdin)");
+  app.add_option("-n,--n-predict", o->n_predict, "Tokens to generate (at most; -1 = until the end of the text or the context)");
   app.add_option("--temp,--temperature", o->temperature, "Sampling temperature (0 = greedy)");
   app.add_option("--top-k", o->top_k, "Top-k (0 = off)");
   app.add_option("--top-p", o->top_p, "Top-p (1 = off)");

@@ -97,7 +97,8 @@ int run_tokenize(const TokenizeOptions& o, bool have_prompt) {
 
 Subcommand kTokenize("tokenize", "Print the tokens of a text under a model's vocabulary", [](CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
-  app.add_option("-m,--model", o->model, "GGUF file (a vocabulary-only file is enough)")->required();
+  auto* positional = app.add_option("MODEL", o->model, "GGUF file (same as -m)");
+  app.add_option("-m,--model", o->model, "GGUF file (a vocabulary-only file is enough)")->excludes(positional);
   auto* prompt = app.add_option("-p,--prompt", o->prompt, "Text to tokenize");
   app.add_option("-f,--file", o->file, "Read the text from this file (byte-exact)");
   app.add_flag("--ids", o->ids_only, "Print only the ids, space-separated on one line");
@@ -105,7 +106,10 @@ Subcommand kTokenize("tokenize", "Print the tokens of a text under a model's voc
                "Add no BOS/EOS and do not parse control tokens in the text (user-defined tokens still match)");
   app.footer("Default output: one line per token, ID<TAB>PIECE, the piece's bytes escaped as JSON string "
              "content (bytes outside valid UTF-8 as \\u00XX).");
-  return [o, prompt] { return run_tokenize(*o, prompt->count() > 0); };
+  return [o, prompt] {
+    if (o->model.empty()) return fail("no model: give MODEL or -m MODEL (a GGUF file)");
+    return run_tokenize(*o, prompt->count() > 0);
+  };
 });
 
 }  // namespace

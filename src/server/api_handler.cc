@@ -112,7 +112,39 @@ HttpReply ApiHandler::rate_limited(const RateLimiter::Decision& d) {
   return error_reply(e);
 }
 
+namespace {
+
+// An OpenAI-shaped error reply in Anthropic's shape, its type from the status as Anthropic names it.
+void to_anthropic_error(HttpReply* r) {
+  json j = json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("error") || !j["error"].is_object()) return;
+  const char* type = "api_error";
+  switch (r->status) {
+    case 400: type = "invalid_request_error"; break;
+    case 401: type = "authentication_error"; break;
+    case 403: type = "permission_error"; break;
+    case 404: type = "not_found_error"; break;
+    case 413: type = "request_too_large"; break;
+    case 429: type = "rate_limit_error"; break;
+    case 503: type = "overloaded_error"; break;
+    default: break;
+  }
+  const std::string message = j["error"].value("message", std::string());
+  r->body = json{{"type", "error"}, {"error", {{"type", type}, {"message", message}}}}.dump();
+}
+
+}  // namespace
+
 std::variant<HttpReply, GenerationPlan> ApiHandler::handle(const HttpRequestInfo& req) {
+  auto result = route(req);
+  const std::string_view path = req.target.substr(0, req.target.find('?'));
+  if (path == "/v1/messages") {
+    if (auto* reply = std::get_if<HttpReply>(&result); reply != nullptr && reply->status >= 400) to_anthropic_error(reply);
+  }
+  return result;
+}
+
+std::variant<HttpReply, GenerationPlan> ApiHandler::route(const HttpRequestInfo& req) {
   std::string_view path = req.target.substr(0, req.target.find('?'));
   auto method_not_allowed = [](const char* allow) {
     ApiError e;

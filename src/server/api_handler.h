@@ -71,10 +71,16 @@ class ApiHandler {
  public:
   ApiHandler(Engine& engine, const ServerOptions& options, ServerMetrics& metrics);
 
-  // Either the reply to send now, or the generation to run.
+  // Either the reply to send now, or the generation to run. Errors of /v1/messages come in
+  // Anthropic's shape ({"type": "error", "error": {"type", "message"}}), others in OpenAI's.
   std::variant<HttpReply, GenerationPlan> handle(const HttpRequestInfo& request);
 
   static HttpReply error_reply(const ApiError& e);
+
+ private:
+  std::variant<HttpReply, GenerationPlan> route(const HttpRequestInfo& request);
+
+ public:
   // The name responses carry: --served-model-name, else the engine's model name.
   const std::string& served_model_name() const { return served_model_name_; }
   // Whether a request's `model` names this server's model: the served name, or, without

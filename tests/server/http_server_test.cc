@@ -91,6 +91,24 @@ void expect_failed_request(const HttpResponse& r, bool stream, int status, const
   EXPECT_NE(events[events.size() - 2].find(why), std::string::npos) << r.body;
 }
 
+// /v1/messages answers errors as Anthropic's API does; the OpenAI routes keep OpenAI's shape.
+TEST_F(HttpServerTest, AnthropicRouteErrorsInAnthropicShape) {
+  start();
+  HttpResponse bad = post("/v1/messages", R"({"model": "fake-model", "max_tokens": 5, "messages": "nope"})");
+  ASSERT_EQ(bad.status, 400) << bad.body;
+  json b = parse(bad.body);
+  EXPECT_EQ(b["type"], "error") << bad.body;
+  EXPECT_EQ(b["error"]["type"], "invalid_request_error") << bad.body;
+  EXPECT_NE(b["error"]["message"].get<std::string>().find("messages"), std::string::npos) << bad.body;
+  HttpResponse missing = post("/v1/messages", R"({"model": "other", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_EQ(parse(missing.body)["error"]["type"], "not_found_error") << missing.body;
+  HttpResponse openai = post("/v1/chat/completions", R"({"messages": "nope"})");
+  EXPECT_EQ(openai.status, 400);
+  EXPECT_FALSE(parse(openai.body).contains("type")) << openai.body;
+  EXPECT_TRUE(parse(openai.body)["error"].contains("param")) << openai.body;
+}
+
 TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
   start();
   EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
