@@ -38,7 +38,7 @@ TEST(EngineFlagsCliTest, CtxSizeIsTheContextOfOneSequenceCommands) {
   ASSERT_EQ(test::run_command(bin() + " run -m " + model() + " -p Once -n 60 --temp 0 -t 1 -c 128", &out, &err), 0) << err;
   EXPECT_NE(err.find("generated: 60 tokens"), std::string::npos) << err;
   // -n -1 runs to the end of the context (llama.cpp's meaning); -f - reads the prompt from stdin.
-  ASSERT_EQ(test::run_command("echo Once | " + bin() + " run -m " + model() + " -f - -n -1 --temp 0 -t 1 -c 40", &out, &err), 0) << err;
+  ASSERT_EQ(test::run_command("(echo Once | " + bin() + " run -m " + model() + " -f - -n -1 --temp 0 -t 1 -c 40)", &out, &err), 0) << err;
   EXPECT_NE(err.find("prompt: 3 tokens"), std::string::npos) << err;  // BOS, "Once", the newline
   EXPECT_NE(err.find("generated: 37 tokens"), std::string::npos) << err;
   EXPECT_NE(err.find("stop: length"), std::string::npos) << err;
