@@ -1,5 +1,8 @@
 #include "tools/serve_flags.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -23,6 +26,24 @@ ServeFlags::ServeFlags() {
   // Serving defaults: more sequences per batch than `run` needs.
   engine.opts.max_num_seqs = 16;
 }
+
+namespace {
+
+// Seconds: a finite number, at least `min` (strictly more when `positive`); CLI11's own range
+// checks print the type's whole range ("not in range 0 to 1.79e308").
+CLI::Validator seconds(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double d = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d)) return "'" + v + "' is not a number of seconds";
+        if (positive ? !(d > 0) : !(d >= 0)) return "'" + v + (positive ? "' must be more than 0" : "' must be 0 or more");
+        return "";
+      },
+      positive ? "SECONDS > 0" : "SECONDS >= 0");
+}
+
+}  // namespace
 
 void ServeFlags::add_to(CLI::App& app) {
   EngineFlags& e = engine;
@@ -53,20 +74,28 @@ void ServeFlags::add_to(CLI::App& app) {
       ->check(CLI::IsMember({"none", "vllm"}));
   app.add_option("--http-threads", o.http_threads, "Threads for HTTP I/O")->capture_default_str()->check(
       CLI::Range(1, 64));
-  app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")->capture_default_str();
+  app.add_option("--max-body-bytes", o.max_body_bytes, "Largest request body (larger -> 413)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 12 && std::stoull(v) >= 1024
+                       ? ""
+                       : "'" + v + "' must be a number of bytes, at least 1024";
+          },
+          "BYTES >= 1024"));
   app.add_option("--request-timeout", request_timeout_s, "Seconds a request may run (0 = no limit)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(false));
   app.add_option("--first-token-timeout", first_token_timeout_s,
                  "Seconds a request may wait for its first token (queue and prompt); past it: 504 (default 0: only "
                  "--request-timeout applies)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(false));
   app.add_option("--idle-timeout", idle_timeout_s, "Seconds to read a request / keep an idle connection")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds(true));
   app.add_option("--shutdown-grace", shutdown_grace_s, "Seconds running requests get on SIGTERM/SIGINT")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(false));
   app.add_flag("--normalize-newlines", o.normalize_newlines, "Turn CRLF into LF in prompts and messages");
   app.add_flag("--allow-special-in-content", o.allow_special_in_content,
                "Parse special tokens (e.g. <|im_end|>) written in chat messages; by default they are plain text");

@@ -178,6 +178,10 @@ TEST(ServeCompatTest, MismatchesAndForeignFlagsGetClearErrors) {
       {"server " + model(), "'server' is not a horizon command (did you mean 'serve'?)"},
       {"perp -m " + model(), "did you mean 'perplexity'?"},
       {"xyzzy", "'xyzzy' is not a horizon command (horizon --help"},
+      {"serve -m " + model() + " --request-timeout -1", "--request-timeout: '-1' must be 0 or more"},
+      {"serve -m " + model() + " --max-body-bytes 0", "at least 1024"},
+      {"serve -m " + model() + " --idle-timeout 0", "--idle-timeout: '0' must be more than 0"},
+      {"serve -m " + model() + " --max-queue -1", "--max-queue must be 0 or more"},
   };
   for (const auto& c : cases) {
     std::string out, err;
