@@ -247,7 +247,7 @@ TEST(OpenAiRequestTest, ErrorsNameTheField) {
       {ApiKind::kCompletion, R"({"prompt": "a", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})", "grammar"},
       {ApiKind::kCompletion, R"({"prompt": "a", "response_format": {"type": "xml"}})", "response_format.type"},
       {ApiKind::kCompletion, R"({"prompt": "a", "response_format": {"type": "json_schema"}})", "response_format.json_schema"},
-      {ApiKind::kCompletion, R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a+"}}}})", "response_format.json_schema.schema"},
+      {ApiKind::kCompletion, R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "\\bx"}}}})", "response_format.json_schema.schema"},
   };
   for (const Case& c : cases) {
     ParsedRequest r;
@@ -264,10 +264,10 @@ TEST(OpenAiRequestTest, UnknownFieldsAndUnsupportedKeywordsAreNamed) {
   ASSERT_TRUE(e);
   EXPECT_NE(e->message.find("'frobnicate'"), std::string::npos);
   e = parse(ApiKind::kCompletion,
-            R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "format": "date"}}}})",
+            R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "format": "hostname"}}}})",
             &r);
   ASSERT_TRUE(e);
-  EXPECT_NE(e->message.find("'format'"), std::string::npos) << e->message;
+  EXPECT_NE(e->message.find("format 'hostname'"), std::string::npos) << e->message;
 }
 
 TEST(OpenAiRequestTest, ParsesLogitBiasAndConstraints) {
