@@ -243,7 +243,8 @@ void HttpSession::on_read(beast::error_code ec) {
   keep_alive_ = req.keep_alive() && !ctx_.shutting_down->load();
   HttpRequestInfo info;
   auto sv = [](beast::string_view v) { return std::string_view(v.data(), v.size()); };
-  info.method = sv(req.method_string());
+  // HEAD is answered as GET without the body (load balancers probe /health so).
+  info.method = req.method() == http::verb::head ? std::string_view("GET") : sv(req.method_string());
   info.target = sv(req.target());
   auto auth = req.find(http::field::authorization);
   if (auth != req.end()) info.authorization = sv(auth->value());
@@ -307,6 +308,11 @@ void HttpSession::send_reply(const HttpReply& r, bool keep_alive) {
   reply_->keep_alive(keep_alive);
   reply_->body() = r.body;
   reply_->prepare_payload();
+  if (method_ == "HEAD") {  // the GET reply's headers, Content-Length included, and no body
+    const size_t n = reply_->body().size();
+    reply_->body().clear();
+    reply_->content_length(n);
+  }
   if (gen_) gen_->status = r.status;
   int status = r.status;
   stream_.expires_after(ctx_.options->write_timeout);

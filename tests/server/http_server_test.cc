@@ -112,6 +112,18 @@ TEST_F(HttpServerTest, AnthropicRouteErrorsInAnthropicShape) {
 TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
   start();
   EXPECT_EQ(http_request(port_, "GET", "/health").status, 200);
+  {
+    // HEAD: GET's status and headers, no body; the connection goes on with the next request.
+    TestConnection c(port_);
+    ASSERT_TRUE(c.send_raw("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::string head = c.read_until("\r\n\r\n");
+    EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+    EXPECT_NE(head.find("Content-Length: 15"), std::string::npos) << head;  // {"status":"ok"}
+    ASSERT_TRUE(c.send_raw("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::string both = c.read_until("{\"status\":\"ok\"}");
+    // The GET reply follows the HEAD reply's headers at once: no body came between them.
+    EXPECT_EQ(both.substr(both.find("\r\n\r\n") + 4).rfind("HTTP/1.1 200", 0), 0u) << both;
+  }
   HttpResponse ready = http_request(port_, "GET", "/ready");
   EXPECT_EQ(ready.status, 200) << ready.body;
   HttpResponse models = http_request(port_, "GET", "/v1/models");
