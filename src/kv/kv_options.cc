@@ -158,6 +158,12 @@ Result<KvPlan> KvOptions::validate(const KvDemand& d) const {
     return out_of_range("--kv-budget {} bytes holds no KV block (one block of {} tokens takes {} bytes)", pool_bytes,
                         block_tokens, p.block_bytes);
   p.num_blocks = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
+  if (disk_dir.empty() && budget_bytes > 0 && d.max_model_len > 0 &&
+      static_cast<uint64_t>(p.num_blocks) * static_cast<uint64_t>(block_tokens) < static_cast<uint64_t>(d.max_model_len))
+    p.warnings.push_back(fmt::format(
+        "--kv-budget holds {} tokens, less than one sequence of --max-model-len {}: longer requests are refused (raise "
+        "--kv-budget, lower --max-model-len or add a disk tier, --kv-disk-dir)",
+        static_cast<uint64_t>(p.num_blocks) * static_cast<uint64_t>(block_tokens), d.max_model_len));
   if (!disk_dir.empty()) {
     // What one running sequence must keep in RAM: the blocks a prefill chunk writes, those its
     // queries read hot or exactly, and one partly written block. A smaller pool gains nothing from

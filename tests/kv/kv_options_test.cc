@@ -61,6 +61,20 @@ TEST(KvOptionsTest, BudgetThatHoldsNoBlockIsAnError) {
   EXPECT_NE(p.status().message().find("--kv-budget"), std::string::npos);
 }
 
+// A budget that holds less than one whole context is allowed (shorter requests run) but said.
+TEST(KvOptionsTest, BudgetBelowOneContextWarns) {
+  KvOptions o;
+  const uint64_t block = kv_block_bytes(demand().geometry, KvType::kF16, 16);
+  o.budget_bytes = 10 * block;  // 160 tokens of the 1024 a sequence may take
+  auto p = o.validate(demand());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_TRUE(has_warning(*p, "--kv-budget holds 160 tokens, less than one sequence of --max-model-len 1024"));
+  o.budget_bytes = 64 * block;  // a whole context: no warning
+  p = o.validate(demand());
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(has_warning(*p, "less than one sequence"));
+}
+
 TEST(KvOptionsTest, WindowWhoseTypesMatchIsDropped) {
   KvOptions o;
   o.hot_type = o.cold_type = KvType::kInt8;
