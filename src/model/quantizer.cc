@@ -153,6 +153,7 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, c
     sum.by_type.push_back({t, 1, bytes});
   };
   w.set_u32("general.quantization_version", 2);
+  bool requant_warned = false;
   for (const TensorInfo* tp : tensors) {
     const TensorInfo& t = *tp;
     if (!traits(t.dtype).supported) return unimplemented("{}: tensor '{}' has type {}, which cannot be read", in_path, t.name, dtype_name(t.dtype));
@@ -174,6 +175,13 @@ Status quantize_model(const std::string& in_path, const std::string& out_path, c
       }
     }
     record(target, row_bytes(target, static_cast<int64_t>(t.dims[0])) * (t.num_elements() / t.dims[0]));
+    // Re-encoding a quantized matrix keeps its error and adds the new type's: said once.
+    if (target != t.dtype && traits(t.dtype).block_elems > 1 && !requant_warned) {
+      requant_warned = true;
+      sum.warnings.push_back(fmt::format("{} is already {}: re-encoding quantized weights keeps their error and adds {}'s; "
+                                         "quantize from an F16, BF16 or F32 model where you can",
+                                         t.name, dtype_name(t.dtype), dtype_name(target)));
+    }
     const bool permute = permute_qk && t.dims.size() == 2 &&
                          (t.name.find(".attn_q.weight") != std::string::npos || t.name.find(".attn_k.weight") != std::string::npos);
     if (permute && t.dims[1] % head_dim != 0)

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cmath>
 #include <cstring>
 
@@ -59,6 +61,20 @@ TEST(QuantizerTest, Q8_0CopyStaysCloseToF32) {
   RecordProperty("mean_tv", std::to_string(mean_tv));
   RecordProperty("max_tv", std::to_string(max_tv));
   std::remove(out.c_str());
+}
+
+// Re-encoding an already-quantized file is allowed and said (once); a float file says nothing.
+TEST(QuantizerTest, RequantizingIsSaid) {
+  std::string dir = test::make_temp_dir("requant");
+  QuantizeSummary s;
+  ASSERT_TRUE(quantize_model(test::model_path("stories260K-q8_0.gguf"), dir + "/q4.gguf", {.type = DType::kQ4_0}, nullptr, &s).ok());
+  int said = 0;
+  for (const auto& w : s.warnings) said += w.find("is already q8_0: re-encoding quantized weights") != std::string::npos;
+  EXPECT_EQ(said, 1);
+  QuantizeSummary f;
+  ASSERT_TRUE(quantize_model(test::model_path("stories260K.gguf"), dir + "/q4b.gguf", {.type = DType::kQ4_0}, nullptr, &f).ok());
+  for (const auto& w : f.warnings) EXPECT_EQ(w.find("re-encoding"), std::string::npos) << w;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(QuantizerTest, Q4_0CopyStaysCloseToF32) {
