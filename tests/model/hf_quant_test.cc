@@ -395,6 +395,40 @@ TEST(HfQuantFolderTest, Fp8PerChannelAndPerTensor) {
   }
 }
 
+// compressed-tensors int-quantized (W8A8-INT8 checkpoints): int8 weights, one f32 scale per row.
+TEST(HfQuantFolderTest, Int8PerChannel) {
+  std::map<std::string, std::vector<float>> expected;
+  json q = {{"quant_method", "compressed-tensors"},
+            {"format", "int-quantized"},
+            {"config_groups",
+             {{"group_0", {{"targets", {"Linear"}}, {"weights", {{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}, {"symmetric", true}}}}}}}};
+  std::string dir = quantized_folder(
+      "hfq_i8", q,
+      [](const std::string& name, const std::vector<float>& w, int64_t rows, int64_t cols, SafetensorsWriter& out,
+         std::vector<float>* exp) {
+        if (!is_linear(name)) return false;
+        std::vector<float> scale(rows);
+        std::vector<uint8_t> qv(rows * cols);
+        exp->resize(rows * cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          float amax = 0;
+          for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+          scale[r] = amax > 0 ? amax / 127.0f : 1.0f;
+          for (int64_t c = 0; c < cols; ++c) {
+            const int v = static_cast<int>(std::lround(w[r * cols + c] / scale[r]));
+            qv[r * cols + c] = static_cast<uint8_t>(static_cast<int8_t>(std::clamp(v, -127, 127)));
+            (*exp)[r * cols + c] = static_cast<float>(static_cast<int8_t>(qv[r * cols + c])) * scale[r];
+          }
+        }
+        out.add(name, "I8", {static_cast<uint64_t>(rows), static_cast<uint64_t>(cols)}, qv);
+        out.add(name + "_scale", "F32", {static_cast<uint64_t>(rows), 1}, bytes_of(scale.data(), scale.size() * 4));
+        return true;
+      },
+      &expected);
+  check_folder(dir, expected, 0.02f);
+  fs::remove_all(dir);
+}
+
 void add_packed(const std::string& name, const PackedInt& p, int64_t in, int64_t out, bool awq, SafetensorsWriter& w) {
   const std::string base = name.substr(0, name.size() - 7);
   const uint64_t qrows = awq ? static_cast<uint64_t>(in) : p.qweight.size() / static_cast<uint64_t>(out);
