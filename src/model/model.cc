@@ -34,7 +34,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
                   d.bytes >> 20);
     }
     HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*hf.tensors, hf.config));
-    if (pack) w.pack(/*release_source=*/false);
+    // The packed copies replace the rows they came from: the safetensors pages (re-read from the
+    // file should anything touch them) and the Q8_0 rows of dequantized checkpoints are given back,
+    // so a pre-quantized model does not sit in memory twice.
+    if (pack) w.pack(/*release_source=*/true);
     return std::unique_ptr<Model>(new Model(std::move(hf.metadata), std::move(hf.config), std::move(w), std::move(hf.tensors)));
   }
   HZ_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
