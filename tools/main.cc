@@ -78,21 +78,29 @@ int main(int argc, char** argv) {
     // One line, like every other error of the tool, with what to type instead of a flag that
     // llama-server or vLLM take and horizon does not.
     std::string hints;
+    std::string what = e.what();
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
-      std::string what = e.what();
       size_t colon = what.find(": ");
       std::string list = colon == std::string::npos ? "" : what.substr(colon + 2);
+      std::vector<std::string> extras;
       size_t pos = 0;
       while (pos < list.size()) {
         size_t end = list.find(' ', pos);
         if (end == std::string::npos) end = list.size();
         std::string arg = list.substr(pos, end - pos);
-        std::string hint = hz::cli::compat_hint(arg);
-        if (!hint.empty()) hints += "; " + arg.substr(0, arg.find('=')) + ": " + hint;
+        extras.push_back(arg);
         pos = end + 1;
       }
+      // The parser saw the arguments reversed: name them (and hint) in the order they were typed.
+      std::string typed;
+      for (auto it = extras.rbegin(); it != extras.rend(); ++it) {
+        typed += (typed.empty() ? "" : " ") + *it;
+        std::string hint = hz::cli::compat_hint(*it);
+        if (!hint.empty()) hints += "; " + it->substr(0, it->find('=')) + ": " + hint;
+      }
+      if (colon != std::string::npos) what = what.substr(0, colon + 2) + typed;
     }
-    std::fprintf(stderr, "error: %s (see --help)%s\n", e.what(), hints.c_str());
+    std::fprintf(stderr, "error: %s (see --help)%s\n", what.c_str(), hints.c_str());
     return e.get_exit_code() != 0 ? e.get_exit_code() : 2;
   }
   return action ? action() : 0;
