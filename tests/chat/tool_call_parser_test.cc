@@ -125,7 +125,9 @@ TEST(ToolCallParserTest, GenericEnvelopeCutOff) {
     // Calls appear in order, each once its closing brace is in.
     EXPECT_GE(r.tool_calls.size(), calls_seen);
     calls_seen = r.tool_calls.size();
-    if (!r.tool_calls.empty()) EXPECT_EQ(r.tool_calls[0].arguments, R"({"city":"Yes, \"}\""})");
+    if (!r.tool_calls.empty()) {
+      EXPECT_EQ(r.tool_calls[0].arguments, R"({"city":"Yes, \"}\""})");
+    }
   }
   EXPECT_EQ(calls_seen, 3u);  // cuts after the third call's brace but before the envelope closes
   const std::string text = R"({"response": "Once upon a \"time\" \u00e9\u00e9 \ud83d\ude00 end"})";
