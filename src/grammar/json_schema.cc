@@ -209,6 +209,17 @@ class RegexTranslator {
     if (c == '*' || c == '+' || c == '?' || c == '{') return fail("a quantifier with nothing to repeat");
     if (c == '\\') return escape();
     if (static_cast<unsigned char>(c) < 0x20) return fail("a control character");
+    if (static_cast<unsigned char>(c) >= 0x80) {  // one whole UTF-8 character (the JSON text was valid UTF-8)
+      const auto lead = static_cast<unsigned char>(c);
+      const size_t len = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
+      if (len == 0 || i_ + len > re_.size()) return fail("a broken UTF-8 character");
+      for (size_t k = 1; k < len; ++k) {
+        if ((static_cast<unsigned char>(re_[i_ + k]) & 0xC0) != 0x80) return fail("a broken UTF-8 character");
+      }
+      const std::string ch(re_.substr(i_, len));
+      i_ += len;
+      return literal(ch);
+    }
     ++i_;
     return json_char_literal(c);
   }
@@ -227,6 +238,8 @@ class RegexTranslator {
       case 'S': return std::string(R"([^ "\\\x00-\x1F])");
       default: break;
     }
+    if (static_cast<unsigned char>(e) >= 0x80 || static_cast<unsigned char>(e) < 0x20)
+      return fail("an escaped control or non-ASCII character");
     if (std::isalnum(static_cast<unsigned char>(e))) return fail(fmt::format("the escape '\\{}'", e));
     return json_char_literal(e);
   }

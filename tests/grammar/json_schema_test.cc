@@ -159,6 +159,9 @@ TEST(JsonSchemaTest, Patterns) {
   check(R"j({"type":"string","pattern":"^\\w+@\\w+\\.com$"})j", {R"j("bob@mail.com")j"}, {R"j("bob@mail.org")j", R"j("b b@mail.com")j"});
   check(R"j({"type":"string","pattern":"^(?:\\d{3}\\.){2}\\d{3}$"})j", {R"j("123.456.789")j"}, {R"j("123.456.78")j", R"j("123-456-789")j"});
   check(R"j({"type":"string","pattern":"^[a-c-]*$"})j", {R"j("a-b-c")j", R"j("")j"}, {R"j("d")j"});
+  // A non-ASCII character is one atom: the quantifier repeats the whole character.
+  check("{\"type\":\"string\",\"pattern\":\"^\xC3\xA9+\xF0\x9F\x98\x80$\"}", {"\"\xC3\xA9\xC3\xA9\xF0\x9F\x98\x80\""},
+        {"\"\xC3\xA9\xC3\"", "\"\xF0\x9F\x98\x80\""});
 }
 
 TEST(JsonSchemaTest, RefusedKeywordsAreNamed) {
