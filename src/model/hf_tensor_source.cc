@@ -108,6 +108,7 @@ struct Converter {
   // and encodes them as `type` (F32 when the rows do not fit its blocks).
   Result<TensorInfo> encode(const std::string& hf_name, const std::string& gguf, int64_t rows, int64_t cols,
                             const std::function<void(int64_t, int64_t, float*)>& fill) {
+    if (rows <= 0 || cols <= 0) return data_loss("{}: tensor '{}' holds an empty matrix ({} x {})", dir, hf_name, rows, cols);
     if (summary.from.empty()) summary.from = quant.describe();
     const DType target = cols % traits(type).block_elems == 0 ? type : DType::kF32;
     const uint64_t rb = row_bytes(target, static_cast<uint64_t>(cols));
@@ -206,6 +207,7 @@ struct Converter {
     // nn.Linear's [out][in]: GPTQ packs the input dimension of qweight, AWQ the output one.
     const int64_t in = gptq ? static_cast<int64_t>(qw->shape[0]) * pack : static_cast<int64_t>(qw->shape[0]);
     const int64_t out = gptq ? static_cast<int64_t>(qw->shape[1]) : static_cast<int64_t>(qw->shape[1]) * pack;
+    if (in <= 0 || out <= 0) return data_loss("{}: tensor '{}' has shape {}: an empty matrix", dir, qname, shape_of(*qw));
     const int64_t groups = static_cast<int64_t>(sc->shape[0]);
     if (sc->shape[1] != static_cast<uint64_t>(out) || groups < 1)
       return data_loss("{}: tensor '{}' has shape {}, expected [groups, {}]", dir, sc->name, shape_of(*sc), out);
