@@ -515,50 +515,32 @@ class SchemaCompiler {
   // Integer-valued bounds of a number: its integer part ranges over naturals, with any fraction
   // below a bound and none at it (no exponent), so every value written is in [minimum, maximum].
   Result<std::string> number_range(const json& s, const std::string& path, const std::string& hint) {
-    constexpr double kLimit = 1e15;
-    std::optional<int64_t> lo, hi;
-    for (const char* key : {"minimum", "maximum"}) {
-      if (!s.contains(key)) continue;
-      const json& v = s[key];
-      if (!v.is_number()) return error(path + "/" + key, fmt::format("'{}' must be a number", key));
-      const double d = v.template get<double>();
-      if (std::fabs(d) > kLimit) return error(path + "/" + key, fmt::format("'{}' is beyond +-1e15", key));
-      if (std::floor(d) != d)
-        return error(path + "/" + key, fmt::format("a '{}' of {} on a number is not supported (integer bounds are)", key, d));
-      (std::string(key) == "minimum" ? lo : hi) = static_cast<int64_t>(d);
-    }
-    if (lo && hi && *hi < *lo) return error(path, "'maximum' is smaller than 'minimum'");
+    Bounds b;
+    HZ_ASSIGN_OR_RETURN(b, read_bounds(s, path, 1e15, "1e15", /*integers_only=*/true));
+    const auto [lo, hi] = b;
     const std::string frac = " (\".\" [0-9]{1,16})?";
     std::vector<std::string> alts;
-    // Integer parts [a, b] (b empty: unbounded) after `sign`, with a fraction or none.
-    auto add = [&](const std::string& sign, uint64_t a, std::optional<uint64_t> b, bool with_fraction) {
-      std::vector<std::string> r;
-      natural_range(a, b, &r);
-      for (const auto& x : r) alts.push_back(sign + "(" + x + ")" + (with_fraction ? frac : ""));
-    };
     if (!hi || *hi >= 0) {  // values >= 0: integer part I >= max(lo, 0); I = hi only without a fraction
       const uint64_t a = lo ? static_cast<uint64_t>(std::max<int64_t>(*lo, 0)) : 0;
       if (!hi) {
-        add("", a, std::nullopt, true);
+        add_naturals("", a, std::nullopt, frac, &alts);
       } else {
         const uint64_t h = static_cast<uint64_t>(*hi);
-        if (h >= a + 1) add("", a, h - 1, true);
-        add("", h, h, false);
+        if (h >= a + 1) add_naturals("", a, h - 1, frac, &alts);
+        add_naturals("", h, h, "", &alts);
       }
     }
     if (!lo || *lo < 0) {  // values < 0: -(I.f) >= lo when I < -lo, or I = -lo without a fraction
       const uint64_t a = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 0;
       if (!lo) {
-        add("\"-\" ", a, std::nullopt, true);
+        add_naturals("\"-\" ", a, std::nullopt, frac, &alts);
       } else {
         const uint64_t top = static_cast<uint64_t>(-*lo);
-        if (top >= a + 1) add("\"-\" ", a, top - 1, true);
-        if (top >= a && !(hi && *hi >= 0 && top == 0)) add("\"-\" ", top, top, false);
+        if (top >= a + 1) add_naturals("\"-\" ", a, top - 1, frac, &alts);
+        if (top >= a && !(hi && *hi >= 0 && top == 0)) add_naturals("\"-\" ", top, top, "", &alts);
       }
     }
-    std::string body;
-    for (const auto& a : alts) body += (body.empty() ? "" : " | ") + a;
-    return add_rule(hint, body);
+    return add_rule(hint, join_alternatives(alts));
   }
 
   // String formats: the common ones of OpenAI's structured outputs, written as RFC 3339 / 4122 say.
@@ -611,39 +593,58 @@ class SchemaCompiler {
     return static_cast<int64_t>(d);
   }
 
-  Result<std::string> integer_range(const json& s, const std::string& path, const std::string& hint) {
-    constexpr double kLimit = 1e18;
+  // `minimum` / `maximum` of `s`, each at most `limit` away from 0: rounded inward to integers,
+  // or, with `integers_only`, refused unless they are integers.
+  using Bounds = std::pair<std::optional<int64_t>, std::optional<int64_t>>;
+  Result<Bounds> read_bounds(const json& s, const std::string& path, double limit, const char* limit_text,
+                             bool integers_only) {
     std::optional<int64_t> lo, hi;
     for (const char* key : {"minimum", "maximum"}) {
       if (!s.contains(key)) continue;
       const json& v = s[key];
       if (!v.is_number()) return error(path + "/" + key, fmt::format("'{}' must be a number", key));
       const double d = v.template get<double>();
-      if (std::fabs(d) > kLimit) return error(path + "/" + key, fmt::format("'{}' is beyond +-1e18", key));
-      if (std::string(key) == "minimum") {
-        lo = static_cast<int64_t>(std::ceil(d));
-      } else {
-        hi = static_cast<int64_t>(std::floor(d));
-      }
+      if (std::fabs(d) > limit) return error(path + "/" + key, fmt::format("'{}' is beyond +-{}", key, limit_text));
+      if (integers_only && std::floor(d) != d)
+        return error(path + "/" + key, fmt::format("a '{}' of {} on a number is not supported (integer bounds are)", key, d));
+      const bool minimum = std::string(key) == "minimum";
+      (minimum ? lo : hi) = static_cast<int64_t>(minimum ? std::ceil(d) : std::floor(d));
     }
     if (lo && hi && *hi < *lo) return error(path, "'maximum' is smaller than 'minimum'");
+    return Bounds{lo, hi};
+  }
+
+  // Appends the decimal forms of the naturals [a, b] (b empty: unbounded) between `sign` and `suffix`.
+  static void add_naturals(const std::string& sign, uint64_t a, std::optional<uint64_t> b, const std::string& suffix,
+                           std::vector<std::string>* alts) {
+    std::vector<std::string> r;
+    natural_range(a, b, &r);
+    for (const auto& x : r) alts->push_back(sign + "(" + x + ")" + suffix);
+  }
+
+  static std::string join_alternatives(const std::vector<std::string>& alts) {
+    std::string body;
+    for (const auto& a : alts) body += (body.empty() ? "" : " | ") + a;
+    return body;
+  }
+
+  Result<std::string> integer_range(const json& s, const std::string& path, const std::string& hint) {
+    Bounds b;
+    HZ_ASSIGN_OR_RETURN(b, read_bounds(s, path, 1e18, "1e18", /*integers_only=*/false));
+    const auto [lo, hi] = b;
     std::vector<std::string> alts;
     // Negative part: values in [lo, min(hi, -1)], written "-" and their absolute value.
     if (!lo || *lo < 0) {
       const int64_t neg_hi = hi ? std::min<int64_t>(*hi, -1) : -1;
-      if (!lo || *lo <= neg_hi) {
-        std::vector<std::string> abs;
-        natural_range(static_cast<uint64_t>(-neg_hi), lo ? std::optional<uint64_t>(static_cast<uint64_t>(-*lo)) : std::nullopt, &abs);
-        for (const auto& a : abs) alts.push_back("\"-\" " + a);
-      }
+      if (!lo || *lo <= neg_hi)
+        add_naturals("\"-\" ", static_cast<uint64_t>(-neg_hi), lo ? std::optional<uint64_t>(static_cast<uint64_t>(-*lo)) : std::nullopt,
+                     "", &alts);
     }
     if (!hi || *hi >= 0) {
       const uint64_t a = lo ? static_cast<uint64_t>(std::max<int64_t>(*lo, 0)) : 0;
-      natural_range(a, hi ? std::optional<uint64_t>(static_cast<uint64_t>(*hi)) : std::nullopt, &alts);
+      add_naturals("", a, hi ? std::optional<uint64_t>(static_cast<uint64_t>(*hi)) : std::nullopt, "", &alts);
     }
-    std::string body;
-    for (const auto& a : alts) body += (body.empty() ? "" : " | ") + a;
-    return add_rule(hint, body);
+    return add_rule(hint, join_alternatives(alts));
   }
 
   Result<std::string> object(const json& s, const std::string& path, const std::string& hint, int depth) {
