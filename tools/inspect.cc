@@ -29,13 +29,8 @@ int inspect_folder(const InspectOptions& o) {
              hf->tensors->shard_paths().size() == 1 ? "" : "s");
   const HfTensorSource::Dequantized& d = hf->tensors->dequantized();
   if (d.num_tensors > 0) {
-    std::string types;
-    for (DType t : d.types) {
-      if (!types.empty()) types += '/';
-      types += dtype_name(t);
-    }
     fmt::print("pre-quantized: {} matrices ({}), dequantized at load and stored as {} ({:.2f} MiB)\n", d.num_tensors, d.from,
-               types, d.bytes / 1048576.0);
+               d.type_names(), d.bytes / 1048576.0);
   }
   print_metadata(hf->metadata, o.all_values);
   auto list = hf->tensors->tensor_list();

@@ -94,12 +94,13 @@ struct Converter {
     return out;
   }
 
-  Result<const SafetensorsTensor*> require(const std::string& name, const std::string& dtype, size_t rank,
-                                           const char* what) const {
+  // A companion tensor that must be there with `rank` dimensions and, unless null, `dtype` (scales
+  // are checked by floats()).
+  Result<const SafetensorsTensor*> require(const std::string& name, const char* dtype, size_t rank, const char* what) const {
     const SafetensorsTensor* t = find(name);
     if (t == nullptr) return data_loss("{}: tensor '{}' ({}) is missing", dir, name, what);
-    if (t->dtype_name != dtype && !(dtype == "float" && t->dtype && *t->dtype != DType::kI32 && *t->dtype != DType::kI8))
-      return data_loss("{}: tensor '{}' has dtype {}, expected {}", dir, name, t->dtype_name, dtype == "float" ? "F32, F16 or BF16" : dtype);
+    if (dtype != nullptr && t->dtype_name != dtype)
+      return data_loss("{}: tensor '{}' has dtype {}, expected {}", dir, name, t->dtype_name, dtype);
     if (t->shape.size() != rank) return data_loss("{}: tensor '{}' has shape {}, expected {} dimensions", dir, name, shape_of(*t), rank);
     return t;
   }
@@ -201,7 +202,7 @@ struct Converter {
                        quant.method == HfQuantMethod::kNone ? "is missing" : "names " + quant.name);
     HZ_ASSIGN_OR_RETURN(const SafetensorsTensor* qw, require(qname, "I32", 2, "packed weights"));
     HZ_ASSIGN_OR_RETURN(const SafetensorsTensor* qz, require(base + ".qzeros", "I32", 2, "packed zero points"));
-    HZ_ASSIGN_OR_RETURN(const SafetensorsTensor* sc, require(base + ".scales", "float", 2, "scales"));
+    HZ_ASSIGN_OR_RETURN(const SafetensorsTensor* sc, require(base + ".scales", nullptr, 2, "scales"));
     const int64_t pack = 32 / quant.bits;
     const bool gptq = quant.method == HfQuantMethod::kGptq;
     // nn.Linear's [out][in]: GPTQ packs the input dimension of qweight, AWQ the output one.
@@ -394,6 +395,15 @@ std::vector<const TensorInfo*> HfTensorSource::tensor_list() const {
   std::vector<const TensorInfo*> out;
   out.reserve(tensors_.size());
   for (const auto& t : tensors_) out.push_back(&t);
+  return out;
+}
+
+std::string HfTensorSource::Dequantized::type_names() const {
+  std::string out;
+  for (DType t : types) {
+    if (!out.empty()) out += '/';
+    out += dtype_name(t);
+  }
   return out;
 }
 

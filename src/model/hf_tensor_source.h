@@ -45,6 +45,7 @@ class HfTensorSource : public TensorSource {
     int64_t num_tensors = 0;
     uint64_t bytes = 0;
     std::vector<DType> types;  // distinct, in order of first use
+    std::string type_names() const;  // "q8_0/f32"
   };
   const Dequantized& dequantized() const { return dequantized_; }
 

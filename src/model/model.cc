@@ -25,13 +25,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
     // TODO(#9): RoPE overrides for Hugging Face folders (config.json's rope_scaling is read).
     HZ_ASSIGN_OR_RETURN(HfFolder hf, HfFolder::open(path));
     if (const HfTensorSource::Dequantized& d = hf.tensors->dequantized(); d.num_tensors > 0) {
-      std::string types;
-      for (DType t : d.types) {
-        if (!types.empty()) types += '/';
-        types += dtype_name(t);
-      }
-      HZ_LOG_INFO("{}: dequantized {} matrices ({}) at load, stored as {} ({} MiB)", path, d.num_tensors, d.from, types,
-                  d.bytes >> 20);
+      HZ_LOG_INFO("{}: dequantized {} matrices ({}) at load, stored as {} ({} MiB)", path, d.num_tensors, d.from,
+                  d.type_names(), d.bytes >> 20);
     }
     HZ_ASSIGN_OR_RETURN(ModelWeights w, ModelWeights::bind(*hf.tensors, hf.config));
     // The packed copies replace the rows they came from: the safetensors pages (re-read from the

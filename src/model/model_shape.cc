@@ -2,6 +2,7 @@
 
 #include "format/json_limits.h"
 #include "model/arch.h"
+#include "model/hf_quant.h"
 
 #include <nlohmann/json.hpp>
 
@@ -328,6 +329,9 @@ Result<ModelShape> model_shape_from_hf_config(const nlohmann::json& config, cons
   if (j.contains("quantization_config") && j["quantization_config"].is_object()) {
     const nlohmann::json& q = j["quantization_config"];
     s.prequantized = q.contains("quant_method") && q["quant_method"].is_string() ? q["quant_method"].get<std::string>() : "unknown";
+    auto loadable = parse_hf_quant_config(j, source);
+    s.prequantized_loadable = loadable.ok();
+    s.prequantized_detail = loadable.ok() ? loadable->describe() : loadable.status().message();
   }
 
   HZ_ASSIGN_OR_RETURN(s.num_experts, r.uint_any({"num_local_experts", "num_experts", "n_routed_experts"}, uint64_t{0}));

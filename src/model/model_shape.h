@@ -54,6 +54,9 @@ struct ModelShape {
   RopeScalingInfo rope_scaling;
   std::string checkpoint_dtype;     // config.json's torch_dtype: "bfloat16", "float16", "float32" or ""
   std::string prequantized;         // config.json's quantization_config.quant_method ("gptq", "fp8"...) or ""
+  // With `prequantized`: how the engine loads it (HfQuantConfig::describe()), or why it cannot.
+  std::string prequantized_detail;
+  bool prequantized_loadable = false;
   // Present when read from a GGUF: the file's real tensor figures.
   std::optional<uint64_t> file_weight_bytes;
   std::optional<uint64_t> file_params;

@@ -12,7 +12,6 @@
 
 #include "format/gguf.h"
 #include "format/json_limits.h"
-#include "model/hf_quant.h"
 #include "model/model_shape.h"
 
 namespace hz {
@@ -89,17 +88,12 @@ void check_hf_folder(const fs::path& dir, std::vector<CheckResult>* out) {
   } else {
     out->push_back(pass("config", fmt::format("{}: {} ({} layers, hidden {}, vocab {})", (dir / "config.json").string(),
                                               shape->architecture, shape->num_layers, shape->hidden, shape->vocab)));
-    if (!shape->prequantized.empty()) {
-      // Whether the engine can load the checkpoint's quantization (load_model_shape parsed the file).
-      std::ifstream in(dir / "config.json");
-      std::stringstream ss;
-      ss << in.rdbuf();
-      auto j = parse_json_bounded(ss.str(), (dir / "config.json").string());
-      auto q = j.ok() ? parse_hf_quant_config(*j, (dir / "config.json").string()) : Result<HfQuantConfig>(j.status());
-      if (q.ok()) {
-        out->push_back(pass("quant", fmt::format("pre-quantized ({}): matrices are dequantized at load into q8_0", q->describe())));
+    if (!shape->prequantized.empty()) {  // whether the engine can load the checkpoint's quantization
+      if (shape->prequantized_loadable) {
+        out->push_back(pass("quant", fmt::format("pre-quantized ({}): matrices are dequantized at load into q8_0",
+                                                 shape->prequantized_detail)));
       } else {
-        out->push_back(failure("quant", q.status().message()));
+        out->push_back(failure("quant", shape->prequantized_detail));
       }
     }
   }
