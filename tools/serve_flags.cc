@@ -29,7 +29,7 @@ ServeFlags::ServeFlags() {
 
 namespace {
 
-// Seconds: a finite number, at least `min` (strictly more when `positive`); CLI11's own range
+// Seconds: a finite number, 0 or more (more than 0 when `positive`); CLI11's own range
 // checks print the type's whole range ("not in range 0 to 1.79e308").
 CLI::Validator seconds(bool positive) {
   return CLI::Validator(

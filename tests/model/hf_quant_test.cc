@@ -441,6 +441,18 @@ void add_packed(const std::string& name, const PackedInt& p, int64_t in, int64_t
   if (!p.g_idx.empty()) w.add(base + ".g_idx", "I32", {static_cast<uint64_t>(in)}, bytes_of(p.g_idx.data(), p.g_idx.size() * 4));
 }
 
+// A QuantizeFn packing the attention matrices as GPTQ (`awq` false) or AWQ with groups of 32.
+QuantizeFn packed_attention(int bits, bool awq, int zero_offset, bool act_order) {
+  return [=](const std::string& name, const std::vector<float>& w, int64_t rows, int64_t cols, SafetensorsWriter& out,
+             std::vector<float>* exp) {
+    if (!is_attention(name)) return false;
+    PackedInt p = pack_int(w, rows, cols, bits, 32, awq, zero_offset, act_order);
+    add_packed(name, p, cols, rows, awq, out);
+    *exp = p.expected;
+    return true;
+  };
+}
+
 // The attention matrices (64 x 64) quantized; the feed-forward's 172-wide ones stay F32, as a
 // checkpoint's modules_to_not_convert leaves some.
 TEST(HfQuantFolderTest, GptqAttention) {
@@ -456,17 +468,7 @@ TEST(HfQuantFolderTest, GptqAttention) {
     json q = {{"quant_method", "gptq"}, {"bits", v.bits}, {"group_size", 32}, {"desc_act", v.act_order}, {"sym", false},
               {"checkpoint_format", v.format}};
     const int offset = std::string(v.format) == "gptq" ? 1 : 0;
-    std::string dir = quantized_folder(
-        "hfq_gptq", q,
-        [&](const std::string& name, const std::vector<float>& w, int64_t rows, int64_t cols, SafetensorsWriter& out,
-            std::vector<float>* exp) {
-          if (!is_attention(name)) return false;
-          PackedInt p = pack_int(w, rows, cols, v.bits, 32, false, offset, v.act_order);
-          add_packed(name, p, cols, rows, false, out);
-          *exp = p.expected;
-          return true;
-        },
-        &expected);
+    std::string dir = quantized_folder("hfq_gptq", q, packed_attention(v.bits, false, offset, v.act_order), &expected);
     check_folder(dir, expected, v.tol);
     fs::remove_all(dir);
   }
@@ -475,17 +477,7 @@ TEST(HfQuantFolderTest, GptqAttention) {
 TEST(HfQuantFolderTest, AwqAttention) {
   std::map<std::string, std::vector<float>> expected;
   json q = {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 32}, {"zero_point", true}, {"version", "gemm"}};
-  std::string dir = quantized_folder(
-      "hfq_awq", q,
-      [&](const std::string& name, const std::vector<float>& w, int64_t rows, int64_t cols, SafetensorsWriter& out,
-          std::vector<float>* exp) {
-        if (!is_attention(name)) return false;
-        PackedInt p = pack_int(w, rows, cols, 4, 32, true, 0, false);
-        add_packed(name, p, cols, rows, true, out);
-        *exp = p.expected;
-        return true;
-      },
-      &expected);
+  std::string dir = quantized_folder("hfq_awq", q, packed_attention(4, true, 0, false), &expected);
   check_folder(dir, expected, 0.08f);
   fs::remove_all(dir);
 }
@@ -512,17 +504,7 @@ TEST(HfQuantFolderTest, BrokenCheckpointsRefused) {
   json q = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 32}, {"desc_act", true}};
   auto make = [&](const char* prefix) {
     std::map<std::string, std::vector<float>> expected;
-    return quantized_folder(
-        prefix, q,
-        [&](const std::string& name, const std::vector<float>& w, int64_t rows, int64_t cols, SafetensorsWriter& out,
-            std::vector<float>* exp) {
-          if (!is_attention(name)) return false;
-          PackedInt p = pack_int(w, rows, cols, 4, 32, false, 1, true);
-          add_packed(name, p, cols, rows, false, out);
-          *exp = p.expected;
-          return true;
-        },
-        &expected);
+    return quantized_folder(prefix, q, packed_attention(4, false, 1, true), &expected);
   };
   const std::string base = "model.layers.0.self_attn.q_proj";
   auto expect_error = [](const std::string& dir, const std::string& part) {

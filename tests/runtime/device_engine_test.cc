@@ -29,23 +29,13 @@ EngineOptions device_options() {
   return o;
 }
 
-GenerationRequest greedy(std::vector<int32_t> prompt, int n, std::shared_ptr<GenerationSink> sink) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = n;
-  r.sampling.ignore_eos = true;
-  r.sink = std::move(sink);
-  return r;
-}
-
 void expect_golden_stories(LocalEngine& e, int reps) {
   test::GoldenFile g = test::load_golden("stories260K.json");
   std::vector<std::shared_ptr<CollectSink>> sinks;
   for (int rep = 0; rep < reps; ++rep) {
     for (const auto& c : g.cases) {
       auto s = std::make_shared<CollectSink>();
-      ASSERT_TRUE(e.submit(greedy(c.prompt_ids, static_cast<int>(c.output_ids.size()), s)).ok());
+      ASSERT_TRUE(e.submit(test::greedy_request(c.prompt_ids, static_cast<int>(c.output_ids.size()), s)).ok());
       sinks.push_back(s);
     }
   }
@@ -125,7 +115,7 @@ TEST(DeviceEngineTest, QuantizedKvRequestsMatchASequenceAlone) {
     std::vector<std::shared_ptr<CollectSink>> sinks;
     for (const auto& c : g.cases) {
       auto sink = std::make_shared<CollectSink>();
-      ASSERT_TRUE((*e)->submit(greedy(c.prompt_ids, static_cast<int>(c.output_ids.size()), sink)).ok());
+      ASSERT_TRUE((*e)->submit(test::greedy_request(c.prompt_ids, static_cast<int>(c.output_ids.size()), sink)).ok());
       sinks.push_back(sink);
     }
     for (size_t i = 0; i < sinks.size(); ++i) {
