@@ -42,12 +42,6 @@ std::vector<T> copy_values(const SafetensorsTensor& t) {
   return v;
 }
 
-uint64_t shape_product(const SafetensorsTensor& t) {
-  uint64_t n = 1;
-  for (uint64_t d : t.shape) n *= d;  // the reader bounded every shape by the file's size
-  return n;
-}
-
 std::string shape_of(const SafetensorsTensor& t) {
   std::string s = "[";
   for (size_t i = 0; i < t.shape.size(); ++i) s += (i > 0 ? ", " : "") + std::to_string(t.shape[i]);
@@ -87,7 +81,7 @@ struct Converter {
   Result<std::vector<float>> floats(const SafetensorsTensor& t) const {
     if (!t.dtype || (*t.dtype != DType::kF32 && *t.dtype != DType::kF16 && *t.dtype != DType::kBF16))
       return data_loss("{}: tensor '{}' has dtype {}, expected F32, F16 or BF16", dir, t.name, t.dtype_name);
-    const int64_t n = static_cast<int64_t>(shape_product(t));
+    const int64_t n = static_cast<int64_t>(t.num_bytes() / t.elem_bytes);  // the reader checked bytes = shape x size
     std::vector<uint8_t> raw = copy_values<uint8_t>(t);
     std::vector<float> out(static_cast<size_t>(n));
     kernels::dequantize_row(*t.dtype, raw.data(), out.data(), n);
@@ -230,18 +224,16 @@ struct Converter {
       return data_loss("{}: tensor '{}' has {} groups, expected {} ({} inputs in groups of {})", dir, sc->name, groups,
                        (in + group_size - 1) / group_size, in, group_size);
     }
-    auto qv = std::make_shared<std::vector<int32_t>>(copy_values<int32_t>(*qw));
-    auto zv = std::make_shared<std::vector<int32_t>>(copy_values<int32_t>(*qz));
-    HZ_ASSIGN_OR_RETURN(std::vector<float> scales, floats(*sc));
-    auto sv = std::make_shared<std::vector<float>>(std::move(scales));
-    auto gv = std::make_shared<std::vector<int32_t>>(std::move(g_idx));
-    const HfQuantConfig q = quant;
-    return encode(qname, gguf, out, in, [=](int64_t r0, int64_t r1, float* dst) {
+    // encode() runs the fill before it returns: the fill reads these locals by reference.
+    const std::vector<int32_t> qv = copy_values<int32_t>(*qw), zv = copy_values<int32_t>(*qz);
+    HZ_ASSIGN_OR_RETURN(const std::vector<float> sv, floats(*sc));
+    const int32_t* gi_data = g_idx.empty() ? nullptr : g_idx.data();
+    return encode(qname, gguf, out, in, [&](int64_t r0, int64_t r1, float* dst) {
       if (gptq) {
-        dequant_gptq_rows(qv->data(), zv->data(), sv->data(), gv->empty() ? nullptr : gv->data(), in, out, q.bits, group_size,
-                          q.zero_offset, r0, r1, dst);
+        dequant_gptq_rows(qv.data(), zv.data(), sv.data(), gi_data, in, out, quant.bits, group_size, quant.zero_offset, r0,
+                          r1, dst);
       } else {
-        dequant_awq_rows(qv->data(), zv->data(), sv->data(), in, out, group_size, r0, r1, dst);
+        dequant_awq_rows(qv.data(), zv.data(), sv.data(), in, out, group_size, r0, r1, dst);
       }
     });
   }
