@@ -1,13 +1,15 @@
 // libFuzzer target for the request parsers/validators: any bytes as a /v1/completions,
 // /v1/chat/completions, /v1/messages or /v1/responses body (the first byte picks which) must give a
 // parsed request or a 400 naming a field, never a crash; accepted requests then go through chat
-// rendering and response assembly in their API's shapes.
+// rendering and response assembly in their API's shapes (as a reasoning model's reply too, whose
+// reasoning split streamed must equal the split of the whole).
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string_view>
 
 #include "base/check.h"
+#include "chat/reasoning.h"
 #include "server/anthropic.h"
 #include "server/auth.h"
 #include "server/chat_prompt.h"
@@ -75,6 +77,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string prompt_text = kind == ApiKind::kChat ? request.messages.back().content : request.prompts[0].text;
   ctx.echo_prompt = request.echo;
   ctx.echo_text = prompt_text;
+  if ((data[0] & 16) != 0 && kind == ApiKind::kChat) {
+    // A reasoning model: the text as its reply, split whole and streamed in three pieces alike.
+    ctx.reasoning = ReasoningTags{"<think>", "</think>"};
+    ctx.reasoning_inside = (data[0] & 32) != 0;
+    const ReasoningSplit whole = split_reasoning(prompt_text, *ctx.reasoning, ctx.reasoning_inside);
+    ReasoningStream stream(*ctx.reasoning, ctx.reasoning_inside);
+    std::string reasoning, content;
+    const size_t a = prompt_text.size() / 3, b = 2 * prompt_text.size() / 3;
+    for (std::string_view piece : {std::string_view(prompt_text).substr(0, a),
+                                   std::string_view(prompt_text).substr(a, b - a),
+                                   std::string_view(prompt_text).substr(b)}) {
+      ReasoningStream::Delta d = stream.feed(piece);
+      reasoning += d.reasoning;
+      content += d.content;
+    }
+    ReasoningStream::Delta d = stream.finish();
+    HZ_CHECK(reasoning + d.reasoning == whole.reasoning);
+    HZ_CHECK(content + d.content == whole.content);
+  }
   CompletionAssembler assembler(ctx);
   GenerationEvent tokens;
   tokens.token_ids = {1};

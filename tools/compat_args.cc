@@ -73,7 +73,6 @@ constexpr Hint kHints[] = {
     {"--max-seq-len-to-capture", "there is no graph capture here; drop the flag"},
     {"--rope-scale", "use --rope-freq-scale"},
     {"--defrag-thold", "the paged KV cache needs no defragmentation; drop the flag"},
-    {"--reasoning-parser", "reasoning text (<think>...</think>) comes back in content; there is no reasoning_content"},
     {"--max-logprobs", "top_logprobs is at most 20 per request; drop the flag"},
     {"--disable-frontend-multiprocessing", "HTTP threads and the engine thread are one process; drop the flag"},
     {"--chat-template-content-format", "message content (string or parts) is handled by the server; drop the flag"},

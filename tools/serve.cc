@@ -10,6 +10,7 @@
 
 #include "base/byte_size.h"
 #include "base/log.h"
+#include "chat/reasoning.h"
 #include "runtime/engine_api.h"
 #include "runtime/local_engine.h"
 #include "server/http_server.h"
@@ -57,6 +58,13 @@ std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std
   s += fmt::format("  max sequences  {} (queue {})\n", o.max_num_seqs, o.max_queue);
   s += fmt::format("  threads        {}\n", threads);
   s += fmt::format("  chat template  {}\n", tmpl);
+  std::optional<ReasoningTags> reasoning;
+  if (f.server.reasoning_parser == "auto") {
+    reasoning = detect_reasoning_tags(f.server.chat_template.empty() ? info.chat_template : f.server.chat_template);
+  } else if (f.server.reasoning_parser != "none") {
+    reasoning = reasoning_tags_by_name(f.server.reasoning_parser);
+  }
+  if (reasoning) s += fmt::format("  reasoning      {} ... {} returned as reasoning_content\n", reasoning->open, reasoning->close);
   s += fmt::format("  URL            {}{}\n", url, f.server.api_keys.empty() ? "" : " (API key required)");
   return s;
 }

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/mapped_file.h"
 #include "chat/chat_template.h"
+#include "chat/reasoning.h"
 #include "server/cors.h"
 #include "tools/named_chat_templates.h"
 
@@ -119,6 +120,19 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_option("--tool-call-parser", tool_call_parser,
                  "Accepted for vLLM command lines: tool calls are parsed in the format the chat template teaches "
                  "(hermes, mistral, llama3_json), else the server's own JSON form");
+  app.add_option("--reasoning-parser", o.reasoning_parser,
+                 "Chat replies' reasoning (<think>...</think>) comes back as reasoning_content: auto (when the chat "
+                 "template writes reasoning tags), none (left in content), or a vLLM parser name (deepseek_r1, qwen3, "
+                 "glm45, granite, mistral, ...)")
+      ->capture_default_str()
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto" || v == "none" || reasoning_tags_by_name(v).has_value()) return "";
+        return "'" + v + "' is not auto, none or a known reasoning parser (deepseek_r1, qwen3, glm45, granite, "
+               "mistral, ...)";
+      });
+  app.add_option("--reasoning-format", reasoning_format,
+                 "llama-server's form of --reasoning-parser: auto, none, or deepseek (reasoning_content)")
+      ->check(CLI::IsMember({"auto", "none", "deepseek", "deepseek-legacy"}));
   app.add_flag("--trust-remote-code", trust_remote_code,
                "Accepted for vLLM command lines: no code is ever run from a model folder");
   app.add_option("--dtype", dtype, "Accepted for vLLM command lines as auto (weights keep the file's types)");
@@ -209,6 +223,18 @@ Status ServeFlags::resolve_server(bool warn) {
   if (!tool_call_parser.empty() && warn)
     HZ_LOG_WARN("--tool-call-parser {} has no effect: tool calls are parsed in the format the chat template teaches",
                 tool_call_parser);
+  if (!reasoning_format.empty()) {
+    const std::string parser = reasoning_format == "deepseek-legacy" ? "deepseek" : reasoning_format;
+    auto same_tags = [](const std::string& a, const std::string& b) {
+      auto ta = reasoning_tags_by_name(a), tb = reasoning_tags_by_name(b);
+      return ta && tb && ta->open == tb->open && ta->close == tb->close;
+    };
+    if (server.reasoning_parser != "auto" && server.reasoning_parser != parser && !same_tags(server.reasoning_parser, parser)) {
+      return invalid_argument("--reasoning-format {} and --reasoning-parser {} disagree; give one", reasoning_format,
+                              server.reasoning_parser);
+    }
+    if (server.reasoning_parser == "auto") server.reasoning_parser = parser;
+  }
   if (trust_remote_code && warn) HZ_LOG_WARN("--trust-remote-code has no effect: no code is ever run from a model folder");
   if (!dtype.empty() && dtype != "auto") {
     return invalid_argument("--dtype {}: weights keep the file's types here (only auto is taken); convert with "

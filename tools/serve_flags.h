@@ -31,7 +31,8 @@ struct ServeFlags {
   bool cont_batching = false;             // llama-server's --cont-batching / -cb (always on here)
   bool enforce_eager = false;
   bool enable_auto_tool_choice = false;
-  std::string tool_call_parser;             // vLLM's --enforce-eager (nothing is captured on the CPU)
+  std::string tool_call_parser;           // vLLM's --tool-call-parser (the template's format is used)
+  std::string reasoning_format;           // llama-server's --reasoning-format: auto, none, deepseek
   bool trust_remote_code = false;         // vLLM's --trust-remote-code (no code is run from a model)
   std::string dtype;                      // vLLM's --dtype: only auto (the file's types) is taken
   std::string metrics_compat = "none";    // --metrics-compat: none or vllm

@@ -81,15 +81,25 @@ function metaText(meta) {
 function messageView(message) {
   const body = el('div', { class: 'body' });
   const meta = el('div', { class: 'meta' });
+  // A reasoning model's thinking (reasoning_content): folded away once the answer begins.
+  const thoughts = el('div', { class: 'thoughts' });
+  const reasoning = el('details', { class: 'reasoning', hidden: true }, el('summary', { text: 'Thinking' }), thoughts);
   const root = el('article', { class: `msg ${message.role}` },
-    el('div', { class: 'role', text: message.role === 'user' ? 'You' : (state.model || 'Assistant') }), body, meta);
-  fillView({ root, body, meta }, message);
-  return { root, body, meta };
+    el('div', { class: 'role', text: message.role === 'user' ? 'You' : (state.model || 'Assistant') }), reasoning, body,
+    meta);
+  const view = { root, body, meta, reasoning, thoughts };
+  fillView(view, message);
+  return view;
 }
 
 function fillView(view, message) {
   if (message.role === 'user') view.body.textContent = message.content;
   else view.body.replaceChildren(renderMarkdown(message.content));
+  const thinking = message.reasoning || '';
+  // When it first shows: open while there is no answer (the reader's choice is kept after that).
+  if (thinking && view.reasoning.hidden) view.reasoning.open = !message.content;
+  view.reasoning.hidden = !thinking;
+  view.thoughts.textContent = thinking;
   view.meta.textContent = metaText(message.meta);
   view.root.classList.toggle('failed', Boolean(message.meta && message.meta.error));
 }
@@ -255,12 +265,17 @@ async function send() {
     const choice = chunk.choices && chunk.choices[0];
     if (!choice) return;
     const content = choice.delta && choice.delta.content;
-    if (content) {
+    const thinking = choice.delta && choice.delta.reasoning_content;
+    if (content || thinking) {
       const now = performance.now();
       if (tFirst === null) tFirst = now;
       tLast = now;
       ++chunks;
-      reply.content += content;
+      if (thinking) reply.reasoning = (reply.reasoning || '') + thinking;
+      if (content) {
+        if (!reply.content && view.reasoning.open) view.reasoning.open = false;  // the answer begins
+        reply.content += content;
+      }
       scheduleRedraw();
     }
     if (choice.finish_reason) finish = choice.finish_reason;

@@ -51,7 +51,7 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
   ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return bad_request("the request body must be a JSON object");
   static const char* const kKnown[] = {"model", "messages", "system", "max_tokens", "stop_sequences", "temperature",
-                                       "top_p", "top_k", "stream", "tools", "tool_choice", "metadata"};
+                                       "top_p", "top_k", "stream", "tools", "tool_choice", "metadata", "thinking"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
@@ -63,6 +63,20 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
     if (j.contains(k)) out[k] = j[k];
   }
   if (j.contains("stop_sequences")) out["stop"] = j["stop_sequences"];
+  if (j.contains("thinking") && !j["thinking"].is_null()) {
+    // Reasoning models' templates turn thinking on or off by a variable: Qwen3's enable_thinking,
+    // DeepSeek-V3.1's thinking. NOTE: budget_tokens is not enforced (max_tokens bounds the reply).
+    const ojson& t = j["thinking"];
+    const std::string type = string_field(t, "type");
+    if (type != "enabled" && type != "disabled") {
+      return bad_request("'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}",
+                         "thinking");
+    }
+    if (t.contains("budget_tokens") && !t["budget_tokens"].is_number_integer()) {
+      return bad_request("'thinking.budget_tokens' must be an integer", "thinking.budget_tokens");
+    }
+    out["chat_template_kwargs"] = {{"enable_thinking", type == "enabled"}, {"thinking", type == "enabled"}};
+  }
   ojson messages = ojson::array();
   if (j.contains("system") && !j["system"].is_null()) {
     std::string system;
@@ -85,7 +99,7 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
       continue;
     }
     if (!content.is_array()) return bad_request(fmt::format("'{}.content' must be a string or a list of blocks", field), field + ".content");
-    std::string text;
+    std::string text, reasoning;
     ojson calls = ojson::array();
     for (size_t k = 0; k < content.size(); ++k) {
       const ojson& b = content[k];
@@ -93,6 +107,10 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
       const std::string type = string_field(b, "type");
       if (type == "text" && b.contains("text") && b["text"].is_string()) {
         text += b["text"].get<std::string>();
+      } else if (type == "thinking" && role == "assistant" && b.contains("thinking") && b["thinking"].is_string()) {
+        reasoning += b["thinking"].get<std::string>();
+      } else if (type == "redacted_thinking" && role == "assistant") {
+        // Encrypted by another service: nothing a template could show.
       } else if (type == "tool_use" && role == "assistant" && b.contains("name") && b["name"].is_string()) {
         calls.push_back({{"id", string_field(b, "id")},
                          {"type", "function"},
@@ -107,12 +125,15 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
         if (is_error) result = "Error: " + result;
         messages.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
       } else {
-        return bad_request(fmt::format("'{}' must be a text, tool_use (assistant) or tool_result (user) block", bf), bf);
+        return bad_request(
+            fmt::format("'{}' must be a text, thinking (assistant), tool_use (assistant) or tool_result (user) block", bf),
+            bf);
       }
     }
     if (role == "assistant") {
       ojson msg = {{"role", "assistant"}, {"content", text}};
       if (!calls.empty()) msg["tool_calls"] = calls;
+      if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
       messages.push_back(std::move(msg));
     } else if (!text.empty()) {
       messages.push_back({{"role", "user"}, {"content", text}});
@@ -154,20 +175,47 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
 }
 
 AnthropicWriter::AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format,
-                                 bool parallel)
-    : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens), format_(format), parallel_(parallel) {
+                                 bool parallel, std::optional<ReasoningTags> reasoning, bool inside)
+    : id_(std::move(id)),
+      model_(std::move(model)),
+      prompt_tokens_(prompt_tokens),
+      format_(format),
+      parallel_(parallel),
+      reasoning_(std::move(reasoning)),
+      inside_(inside) {
   if (format_ != ToolCallFormat::kNone) gate_.emplace(format_, parallel_);
+  if (reasoning_) reasoning_stream_.emplace(*reasoning_, inside_);
 }
 
 std::string AnthropicWriter::event(const char* name, const ojson& data) const {
   return sse_event(name, data);
 }
 
-std::string AnthropicWriter::open_text_block() {
-  if (block_open_) return "";
+std::string AnthropicWriter::open_block(bool thinking) {
+  if (block_open_ && block_thinking_ == thinking) return "";
+  std::string out = close_block();
   block_open_ = true;
-  return event("content_block_start",
-               {{"type", "content_block_start"}, {"index", ++block_index_}, {"content_block", {{"type", "text"}, {"text", ""}}}});
+  block_thinking_ = thinking;
+  const ojson block = thinking ? ojson{{"type", "thinking"}, {"thinking", ""}} : ojson{{"type", "text"}, {"text", ""}};
+  out += event("content_block_start", {{"type", "content_block_start"}, {"index", ++block_index_}, {"content_block", block}});
+  return out;
+}
+
+std::string AnthropicWriter::thinking_delta(const std::string& text) {
+  if (text.empty()) return "";
+  std::string out = open_block(/*thinking=*/true);
+  out += event("content_block_delta", {{"type", "content_block_delta"},
+                                       {"index", block_index_},
+                                       {"delta", {{"type", "thinking_delta"}, {"thinking", text}}}});
+  return out;
+}
+
+std::string AnthropicWriter::text_delta(const std::string& text) {
+  if (text.empty()) return "";
+  std::string out = open_block(/*thinking=*/false);
+  out += event("content_block_delta",
+               {{"type", "content_block_delta"}, {"index", block_index_}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  return out;
 }
 
 std::string AnthropicWriter::close_block() {
@@ -185,11 +233,14 @@ std::string AnthropicWriter::stream_start() {
 }
 
 std::string AnthropicWriter::stream_tokens(const GenerationEvent& e) {
-  const std::string text = gate_ ? gate_->feed(e.text) : e.text;
-  if (text.empty()) return "";
-  std::string out = open_text_block();
-  out += event("content_block_delta",
-               {{"type", "content_block_delta"}, {"index", block_index_}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  std::string out, text = e.text;
+  if (reasoning_stream_) {
+    ReasoningStream::Delta d = reasoning_stream_->feed(e.text);
+    out += thinking_delta(d.reasoning);
+    text = std::move(d.content);
+  }
+  if (gate_) text = gate_->feed(text);
+  out += text_delta(text);
   return out;
 }
 
@@ -197,16 +248,17 @@ std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
   if (auto err = finish_error(e)) {
     return event("error", {{"type", "error"}, {"error", {{"type", err->type}, {"message", err->message}}}});
   }
-  std::string out;
+  std::string out, held;
   bool has_calls = false;
+  if (reasoning_stream_) {
+    ReasoningStream::Delta d = reasoning_stream_->finish();
+    out += thinking_delta(d.reasoning);
+    held = std::move(d.content);
+  }
   if (gate_) {
+    std::string text = gate_->feed(held);
     ParsedReply reply = gate_->finish();
-    if (!reply.content.empty()) {
-      out += open_text_block();
-      out += event("content_block_delta", {{"type", "content_block_delta"},
-                                           {"index", block_index_},
-                                           {"delta", {{"type", "text_delta"}, {"text", reply.content}}}});
-    }
+    out += text_delta(text + reply.content);
     out += close_block();
     for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
       ojson block = tool_use_block(call_id(id_, i), reply.tool_calls[i]);
@@ -220,6 +272,8 @@ std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
       out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
     }
     has_calls = !reply.tool_calls.empty();
+  } else {
+    out += text_delta(held);
   }
   out += close_block();
   out += event("message_delta", {{"type", "message_delta"},
@@ -230,8 +284,14 @@ std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
 }
 
 std::string AnthropicWriter::body(const std::string& text, const GenerationEvent& e) const {
-  ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_reply(text, format_, parallel_) : ParsedReply{text, {}};
   ojson content = ojson::array();
+  std::string answer = text;
+  if (reasoning_) {
+    ReasoningSplit split = split_reasoning(text, *reasoning_, inside_);
+    if (split.has_reasoning) content.push_back({{"type", "thinking"}, {"thinking", split.reasoning}, {"signature", ""}});
+    answer = std::move(split.content);
+  }
+  ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_reply(answer, format_, parallel_) : ParsedReply{answer, {}};
   if (!reply.content.empty()) content.push_back({{"type", "text"}, {"text", reply.content}});
   for (size_t i = 0; i < reply.tool_calls.size(); ++i) content.push_back(tool_use_block(call_id(id_, i), reply.tool_calls[i]));
   ojson msg = {{"id", id_},

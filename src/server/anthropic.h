@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "chat/reasoning.h"
 #include "chat/tool_call_parser.h"
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
@@ -19,10 +20,13 @@ namespace hz {
 // Translates a /v1/messages body; the 400 to answer when it is not acceptable (names the field).
 std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::string* chat_body);
 
-// Writes one reply. `format`: the tool-call format of the request (kNone: no tools).
+// Writes one reply. `format`: the tool-call format of the request (kNone: no tools). `reasoning`:
+// the model's reasoning tags (none: no reasoning), written as a thinking block before the answer;
+// `inside`: the prompt opened the reasoning.
 class AnthropicWriter : public ReplyWriter {
  public:
-  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format, bool parallel = true);
+  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format, bool parallel = true,
+                  std::optional<ReasoningTags> reasoning = std::nullopt, bool inside = false);
 
   std::string stream_start() override;
   std::string stream_tokens(const GenerationEvent& e) override;
@@ -31,8 +35,10 @@ class AnthropicWriter : public ReplyWriter {
 
  private:
   std::string event(const char* name, const nlohmann::ordered_json& data) const;
-  std::string open_text_block();
+  std::string open_block(bool thinking);
   std::string close_block();
+  std::string thinking_delta(const std::string& text);  // "" for no text
+  std::string text_delta(const std::string& text);      // "" for no text
 
   std::string id_;
   std::string model_;
@@ -40,8 +46,12 @@ class AnthropicWriter : public ReplyWriter {
   ToolCallFormat format_;
   bool parallel_;  // false: only the first tool call is returned
   std::optional<ToolStreamGate> gate_;
+  std::optional<ReasoningTags> reasoning_;
+  bool inside_ = false;
+  std::optional<ReasoningStream> reasoning_stream_;  // streaming with reasoning (before gate_)
   int block_index_ = -1;  // the content block being streamed
   bool block_open_ = false;
+  bool block_thinking_ = false;  // the open block is a thinking block (else text)
 };
 
 }  // namespace hz

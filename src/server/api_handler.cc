@@ -8,6 +8,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
 #include "server/auth.h"
 #include "server/anthropic.h"
 #include "server/responses_api.h"
@@ -63,6 +64,12 @@ ApiHandler::ApiHandler(Engine& engine, const ServerOptions& options, ServerMetri
   }
   chat_model_ = engine.model_info();
   if (!options.chat_template.empty()) chat_model_.chat_template = options.chat_template;
+  if (options.reasoning_parser == "auto") {
+    reasoning_tags_ = detect_reasoning_tags(chat_model_.chat_template);
+  } else if (options.reasoning_parser != "none") {
+    reasoning_tags_ = reasoning_tags_by_name(options.reasoning_parser);
+    HZ_CHECK(reasoning_tags_.has_value());  // the flag's values are checked when it is read
+  }
 }
 
 ApiError ApiHandler::model_not_found(std::string_view requested) const {
@@ -484,6 +491,10 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     auto chat = render_chat_prompt(chat_model_, r.messages, r.tools, tool_setup, r.template_kwargs);
     if (!chat.ok()) return error_reply(bad_request(chat.status().message(), "messages"));
     if (auto reply = too_long(chat->text, prompt_field)) return *reply;
+    if (reasoning_tags_) {
+      plan.response.reasoning = reasoning_tags_;
+      plan.response.reasoning_inside = prompt_opens_reasoning(chat->text, *reasoning_tags_);
+    }
     plan.prompts.push_back(options_.allow_special_in_content
                                ? engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true)
                                : engine_.tokenize_mixed(chat->text, chat->input, chat->add_special));
@@ -542,6 +553,13 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     if (!g.ok()) return error_reply(bad_request(g.status().message(), r.grammar_field));
     grammar = std::move(g).value();
   }
+  // The open tag as one token of the vocabulary (Qwen3's <think>), which a constrained reply may begin with.
+  int32_t reasoning_open_token = -1;
+  if (grammar && plan.response.reasoning && !plan.response.reasoning_inside) {
+    const std::vector<int32_t> ids = engine_.tokenize(plan.response.reasoning->open, /*add_special=*/false,
+                                                      /*parse_special=*/true);
+    if (ids.size() == 1) reasoning_open_token = ids[0];
+  }
   for (size_t p = 0; p < plan.prompts.size(); ++p) {
     const auto num_prompt = static_cast<int64_t>(plan.prompts[p].size());
     SamplingParams ps = s;
@@ -556,7 +574,17 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     for (int32_t i = 0; i < r.n; ++i) {
       GenerationPlan::Choice c{static_cast<int32_t>(p), ps};
       if (ps.seed) c.sampling.seed = *ps.seed + static_cast<uint64_t>(i);
-      if (grammar) c.sampling.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
+      if (grammar) {
+        c.sampling.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
+        if (plan.response.reasoning && (plan.response.reasoning_inside || reasoning_open_token >= 0)) {
+          // The constraint starts with the answer; `tok` outlives the request (the engine owns it).
+          const Tokenizer* tok = engine_.get_tokenizer();
+          c.sampling.logit_mask = std::make_shared<AfterReasoningMask>(
+              std::move(c.sampling.logit_mask), plan.response.reasoning->close,
+              [tok](int32_t id) { return tok->token_to_piece(id, /*special=*/true); }, plan.response.reasoning_inside,
+              reasoning_open_token);
+        }
+      }
       plan.choices.push_back(std::move(c));
     }
   }

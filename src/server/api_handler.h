@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "chat/reasoning.h"
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
 #include "server/cors.h"
@@ -112,6 +114,7 @@ class ApiHandler {
   std::string served_model_name_;
   std::vector<std::string> model_names_;  // what `model` may say (serves_model)
   ModelInfo chat_model_;  // the engine's model info with --chat-template applied
+  std::optional<ReasoningTags> reasoning_tags_;  // chat replies' reasoning is split with these
   std::atomic<bool> shutting_down_{false};
   std::mutex id_mu_;
   std::mt19937_64 id_rng_;

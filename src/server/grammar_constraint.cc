@@ -48,4 +48,49 @@ void GrammarLogitMask::apply(float* logits, int32_t vocab) {
   for (int32_t i = n; i < vocab; ++i) logits[i] = kMinusInf;
 }
 
+AfterReasoningMask::AfterReasoningMask(std::shared_ptr<LogitMask> inner, std::string close_tag,
+                                       std::function<std::string(int32_t)> piece, bool inside, int32_t open_token)
+    : inner_(std::move(inner)),
+      close_tag_(std::move(close_tag)),
+      piece_(std::move(piece)),
+      open_token_(open_token),
+      state_(inside ? State::kReasoning : open_token >= 0 ? State::kMayOpen : State::kAnswer) {}
+
+void AfterReasoningMask::apply(float* logits, int32_t vocab) {
+  switch (state_) {
+    case State::kReasoning: return;
+    case State::kAnswer: inner_->apply(logits, vocab); return;
+    case State::kMayOpen: {
+      const bool has_open = open_token_ < vocab;
+      const float open_logit = has_open ? logits[open_token_] : 0.0f;
+      inner_->apply(logits, vocab);
+      if (has_open) logits[open_token_] = open_logit;
+      return;
+    }
+  }
+}
+
+void AfterReasoningMask::accept(int32_t token) {
+  switch (state_) {
+    case State::kAnswer: inner_->accept(token); return;
+    case State::kMayOpen:
+      if (token == open_token_) {
+        state_ = State::kReasoning;
+      } else {
+        state_ = State::kAnswer;
+        inner_->accept(token);
+      }
+      return;
+    case State::kReasoning:
+      tail_ += piece_(token);
+      if (tail_.find(close_tag_) != std::string::npos) {
+        state_ = State::kAnswer;  // NOTE: text after the tag in the same token is not matched by the grammar
+        tail_.clear();
+        return;
+      }
+      if (tail_.size() >= close_tag_.size()) tail_.erase(0, tail_.size() - (close_tag_.size() - 1));
+      return;
+  }
+}
+
 }  // namespace hz

@@ -256,6 +256,15 @@ std::optional<ApiError> parse_message_tools(const json& m, const std::string& fi
       msg->tool_calls.push_back(std::move(call));
     }
   }
+  for (const char* key : {"reasoning_content", "reasoning"}) {
+    auto r = m.find(key);
+    if (r == m.end() || r->is_null()) continue;
+    const std::string rf = field + "." + key;
+    if (role != "assistant") return bad_request(fmt::format("'{}' is only allowed in assistant messages", rf), rf);
+    if (!r->is_string()) return bad_request(fmt::format("'{}' must be a string", rf), rf);
+    msg->reasoning = r->get<std::string>();
+    if (auto e = clean(msg->reasoning, rf, o)) return e;
+  }
   auto id = m.find("tool_call_id");
   if (id != m.end() && !id->is_null()) {
     if (!id->is_string()) return bad_request(fmt::format("'{}.tool_call_id' must be a string", field), field + ".tool_call_id");
@@ -441,7 +450,7 @@ std::optional<ApiError> check_fields(ApiKind kind, const json& body) {
       "user", "metadata", "store", "service_tier", "parallel_tool_calls"};
   static const char* const kCompletion[] = {"prompt", "echo", "best_of", "suffix"};
   static const char* const kChat[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-                                      "chat_template_kwargs"};
+                                      "chat_template_kwargs", "reasoning_effort"};
   for (const auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* k : kCommon) known = known || key == k;
@@ -618,6 +627,17 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
         }
       }
       out->template_kwargs = kw;
+    }
+    if (kind == ApiKind::kChat && j.contains("reasoning_effort") && !j["reasoning_effort"].is_null()) {
+      // OpenAI's field; the chat templates of models that take it (gpt-oss) read a variable of that name.
+      const json& effort = j["reasoning_effort"];
+      static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high"};
+      bool valid = false;
+      for (const char* e : kEfforts) valid = valid || (effort.is_string() && effort.get<std::string>() == e);
+      if (!valid) {
+        return bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high", "reasoning_effort");
+      }
+      if (!out->template_kwargs.contains("reasoning_effort")) out->template_kwargs["reasoning_effort"] = effort;
     }
     if (kind == ApiKind::kChat && (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))) {
       if (auto e = parse_tool_request(nlohmann::ordered_json::parse(body), &out->tools)) return e;

@@ -31,6 +31,9 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;  // assistant
   std::string tool_call_id;              // tool: the call this result answers
   std::string name;                      // optional participant / function name
+  // assistant: the reasoning of that turn as a client sends it back (reasoning_content, or vLLM's
+  // newer `reasoning`); templates of reasoning models read it (most drop it from history).
+  std::string reasoning;
 };
 
 // One prompt of /v1/completions: a text, or token ids.

@@ -121,12 +121,16 @@ CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(c
   if (ctx_.kind == ApiKind::kChat && ctx_.tool_format != ToolCallFormat::kNone) {
     tool_gate_.emplace(ctx_.tool_format, ctx_.parallel_tool_calls);
   }
+  if (ctx_.kind == ApiKind::kChat && ctx_.reasoning && ctx_.shape == ReplyShape::kOpenAi) {
+    reasoning_stream_.emplace(*ctx_.reasoning, ctx_.reasoning_inside);
+  }
   if (ctx_.shape == ReplyShape::kAnthropic) {
     writer_ = std::make_unique<AnthropicWriter>(ctx_.id, ctx_.model, ctx_.prompt_tokens, ctx_.tool_format,
-                                                ctx_.parallel_tool_calls);
+                                                ctx_.parallel_tool_calls, ctx_.reasoning, ctx_.reasoning_inside);
   } else if (ctx_.shape == ReplyShape::kResponses) {
     writer_ = std::make_unique<ResponsesWriter>(ctx_.id, ctx_.model, ctx_.created, ctx_.echo, ctx_.tool_format,
-                                                ctx_.parallel_tool_calls);
+                                                ctx_.parallel_tool_calls, ctx_.reasoning,
+                                                ctx_.reasoning_inside);
   }
 }
 
@@ -161,22 +165,29 @@ std::string CompletionAssembler::delta_chunk(const json& delta) const {
 }
 
 std::string CompletionAssembler::chunk(const std::string& text, const GenerationEvent* src, const char* finish) const {
-  json logprobs = nullptr;
-  if (src != nullptr && ctx_.logprobs) {
-    int64_t offset = text_offset_;
-    logprobs = ctx_.kind == ApiKind::kChat ? chat_logprobs(src->chosen, src->top)
-                                           : completion_logprobs(src->chosen, src->top, &offset);
-  }
-  return chunk_with(text, std::move(logprobs), finish);
+  return chunk_with(text, logprobs_of(src), finish);
 }
 
-std::string CompletionAssembler::chunk_with(const std::string& text, json logprobs, const char* finish) const {
+json CompletionAssembler::logprobs_of(const GenerationEvent* src) const {
+  if (src == nullptr || !ctx_.logprobs) return nullptr;
+  int64_t offset = text_offset_;
+  return ctx_.kind == ApiKind::kChat ? chat_logprobs(src->chosen, src->top)
+                                     : completion_logprobs(src->chosen, src->top, &offset);
+}
+
+std::string CompletionAssembler::chunk_with(const std::string& text, json logprobs, const char* finish,
+                                            const std::string& reasoning) const {
   json choice = {{"index", ctx_.choice_index}, {"logprobs", std::move(logprobs)}, {"finish_reason", nullptr}};
   if (finish != nullptr) choice["finish_reason"] = finish;
   json j = {{"id", ctx_.id}, {"created", ctx_.created}, {"model", ctx_.model}};
   if (ctx_.kind == ApiKind::kChat) {
     j["object"] = "chat.completion.chunk";
-    choice["delta"] = finish != nullptr ? json::object() : json{{"content", text}};
+    json delta = json::object();
+    if (finish == nullptr) {
+      if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+      if (!text.empty() || reasoning.empty()) delta["content"] = text;
+    }
+    choice["delta"] = std::move(delta);
   } else {
     j["object"] = "text_completion";
     choice["text"] = text;
@@ -210,12 +221,18 @@ std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
     text_ += e.text;
     return writer_->stream_tokens(e);
   }
-  if (tool_gate_) {
-    // Content streams as it comes; text that may be a tool call waits for the end.
-    const std::string content = tool_gate_->feed(e.text);
+  if (reasoning_stream_ || tool_gate_) {
+    // Reasoning and content stream as they come; text that may be a tag or a tool call waits.
+    std::string reasoning, content = e.text;
+    if (reasoning_stream_) {
+      ReasoningStream::Delta d = reasoning_stream_->feed(e.text);
+      reasoning = std::move(d.reasoning);
+      content = std::move(d.content);
+    }
+    if (tool_gate_) content = tool_gate_->feed(content);
     text_ += e.text;
-    if (content.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
-    return chunk(content, &e, nullptr);
+    if (reasoning.empty() && content.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
+    return chunk_with(content, logprobs_of(&e), nullptr, reasoning);
   }
   std::string out;
   if (ctx_.echo_prompt && ctx_.logprobs && !e.prompt_chosen.empty()) {
@@ -251,10 +268,18 @@ std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) 
   if (writer_) return "";  // its last events come with stream_end
   std::string out;
   const char* finish = openai_finish_reason(e.finish_reason);
+  std::string held;  // answer text the reasoning split held back
+  if (reasoning_stream_) {
+    ReasoningStream::Delta d = reasoning_stream_->finish();
+    if (!d.reasoning.empty()) out += delta_chunk({{"reasoning_content", d.reasoning}});
+    held = std::move(d.content);
+  }
   if (tool_gate_) {
     // OpenAI's shape: per call, a delta with its index, id, type and name, then its arguments.
+    std::string content = tool_gate_->feed(held);
     ParsedReply reply = tool_gate_->finish();
-    if (!reply.content.empty()) out += delta_chunk({{"content", reply.content}});
+    content += reply.content;
+    if (!content.empty()) out += delta_chunk({{"content", content}});
     const json calls = tool_calls_json(reply.tool_calls);
     for (size_t i = 0; i < calls.size(); ++i) {
       json head = {{"index", i}, {"id", calls[i]["id"]}, {"type", "function"},
@@ -264,6 +289,8 @@ std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) 
       out += delta_chunk({{"tool_calls", json::array({args})}});
     }
     finish = finish_reason(e, !reply.tool_calls.empty());
+  } else if (!held.empty()) {
+    out += delta_chunk({{"content", held}});
   }
   out += chunk("", nullptr, finish);
   return out;
@@ -301,8 +328,15 @@ json CompletionAssembler::choice_json(const GenerationEvent& e) const {
   json choice = {{"index", ctx_.choice_index}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(e.finish_reason)}};
   if (ctx_.kind == ApiKind::kChat) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    std::string answer = text_;
+    if (ctx_.reasoning) {
+      ReasoningSplit split = split_reasoning(text_, *ctx_.reasoning, ctx_.reasoning_inside);
+      answer = std::move(split.content);
+      choice["message"]["content"] = answer;
+      if (split.has_reasoning) choice["message"]["reasoning_content"] = std::move(split.reasoning);
+    }
     if (ctx_.tool_format != ToolCallFormat::kNone) {
-      ParsedReply reply = parse_reply(text_, ctx_.tool_format, ctx_.parallel_tool_calls);
+      ParsedReply reply = parse_reply(answer, ctx_.tool_format, ctx_.parallel_tool_calls);
       choice["message"]["content"] = reply.content;
       if (!reply.tool_calls.empty()) {
         if (reply.content.empty()) choice["message"]["content"] = nullptr;  // as OpenAI sends a pure call

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/reasoning.h"
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -33,6 +34,11 @@ struct ResponseContext {
   // derive from the response id.
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   bool parallel_tool_calls = true;  // false: a reply's calls are cut to the first
+  // Chat with a model that reasons: the reply's reasoning, split with these tags, is returned apart
+  // (message.reasoning_content, streamed as delta.reasoning_content) and tool calls are parsed
+  // from the answer after it. `reasoning_inside`: the prompt opened the reasoning.
+  std::optional<ReasoningTags> reasoning;
+  bool reasoning_inside = false;
   // The reply's shapes: OpenAI's chat/completions, Anthropic's Messages (anthropic.h) or OpenAI's
   // Responses (responses_api.h); prompt_tokens for their first event, `echo` (a JSON object) the
   // request fields a Responses object repeats.
@@ -87,7 +93,9 @@ class CompletionAssembler {
  private:
   std::string chunk(const std::string& text, const GenerationEvent* logprob_src, const char* finish) const;
   // The chunk around one choice with this text and `logprobs` (null: none).
-  std::string chunk_with(const std::string& text, nlohmann::ordered_json logprobs, const char* finish) const;
+  std::string chunk_with(const std::string& text, nlohmann::ordered_json logprobs, const char* finish,
+                         const std::string& reasoning = {}) const;
+  nlohmann::ordered_json logprobs_of(const GenerationEvent* src) const;  // null without logprobs
   std::string usage_json(const GenerationEvent& finished) const;
   nlohmann::ordered_json choice_json(const GenerationEvent& finished) const;  // non-streamed
   std::string delta_chunk(const nlohmann::ordered_json& delta) const;  // chat: one choice with this delta
@@ -97,6 +105,7 @@ class CompletionAssembler {
 
   ResponseContext ctx_;
   std::optional<ToolStreamGate> tool_gate_;  // streamed chat with tools
+  std::optional<ReasoningStream> reasoning_stream_;  // streamed chat with reasoning (before tool_gate_)
   std::unique_ptr<ReplyWriter> writer_;  // Anthropic's or the Responses API's shapes
   std::string text_;        // everything generated so far (non-streamed: the whole answer)
   int64_t text_offset_ = 0; // completions logprobs: where the next token's text starts

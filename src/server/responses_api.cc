@@ -15,7 +15,7 @@ using ojson = nlohmann::ordered_json;
 constexpr const char* kKnown[] = {"model",       "input",  "instructions", "max_output_tokens", "temperature",
                                   "top_p",       "stream", "tools",        "tool_choice",       "parallel_tool_calls",
                                   "text",        "user",   "metadata",     "store",             "service_tier",
-                                  "truncation",  "stream_options"};
+                                  "truncation",  "stream_options", "reasoning"};
 
 // The text of a message's content: a string, or a list of text parts.
 constexpr std::string_view kTextPartTypes[] = {"input_text", "output_text", "text"};
@@ -40,6 +40,10 @@ std::optional<ApiError> add_item(const ojson& item, const std::string& field, oj
     if (!item.contains("content")) return bad_request(fmt::format("'{}.content' is required", field), field + ".content");
     std::string text;
     if (auto e = content_text(item["content"], field + ".content", &text)) return e;
+    if (role == "assistant" && !messages->empty() && messages->back().contains("pending_reasoning")) {
+      messages->back()["content"] = text;  // the answer after a reasoning item: one turn
+      return std::nullopt;
+    }
     messages->push_back({{"role", role == "developer" ? "system" : role}, {"content", text}});
     return std::nullopt;
   }
@@ -72,7 +76,18 @@ std::optional<ApiError> add_item(const ojson& item, const std::string& field, oj
     messages->push_back({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", output}});
     return std::nullopt;
   }
-  return bad_request(fmt::format("'{}.type' must be message, function_call or function_call_output (got '{}')", field,
+  if (type == "reasoning") {
+    // A reasoning item sent back: its text joins the next assistant turn's reasoning_content.
+    std::string text;
+    if (item.contains("content") && !item["content"].is_null()) {
+      static constexpr std::string_view kReasoningTypes[] = {"reasoning_text"};
+      static constexpr TextPartsSpec kReasoningParts{"parts", kReasoningTypes, "a reasoning_text part"};
+      if (auto e = append_content_text(item["content"], field + ".content", kReasoningParts, &text)) return e;
+    }
+    messages->push_back({{"role", "assistant"}, {"content", ""}, {"reasoning_content", text}, {"pending_reasoning", true}});
+    return std::nullopt;
+  }
+  return bad_request(fmt::format("'{}.type' must be message, function_call, function_call_output or reasoning (got '{}')", field,
                                  type.substr(0, 64)),
                      field + ".type");
 }
@@ -182,7 +197,20 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
   } else {
     return bad_request("'input' must be a string or a list of items", "input");
   }
+  for (ojson& m : messages) m.erase("pending_reasoning");
   out["messages"] = std::move(messages);
+  if (j.contains("reasoning") && !j["reasoning"].is_null()) {
+    // {effort, summary}: the effort goes to the template as reasoning_effort; summaries are not made.
+    const ojson& r = j["reasoning"];
+    if (!r.is_object()) return bad_request("'reasoning' must be an object", "reasoning");
+    for (const auto& [key, value] : r.items()) {
+      if (key != "effort" && key != "summary" && key != "generate_summary") {
+        return bad_request(fmt::format("unrecognized argument 'reasoning.{}'", key.substr(0, 64)),
+                           "reasoning." + key.substr(0, 64));
+      }
+    }
+    if (r.contains("effort") && !r["effort"].is_null()) out["reasoning_effort"] = r["effort"];
+  }
   if (auto e = convert_tools(j, &out)) return e;
   if (auto e = convert_text_format(j, &out)) return e;
 
@@ -191,6 +219,7 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
   e["max_output_tokens"] = j.value("max_output_tokens", ojson());
   e["metadata"] = j.value("metadata", ojson::object());
   e["parallel_tool_calls"] = j.value("parallel_tool_calls", ojson(true));
+  e["reasoning"] = j.value("reasoning", ojson{{"effort", nullptr}, {"summary", nullptr}});
   e["temperature"] = j.value("temperature", ojson(1.0));
   e["text"] = j.value("text", ojson{{"format", {{"type", "text"}}}});
   e["tool_choice"] = j.value("tool_choice", ojson("auto"));
@@ -203,11 +232,60 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
 }
 
 ResponsesWriter::ResponsesWriter(std::string id, std::string model, int64_t created, const std::string& echo,
-                                 ToolCallFormat format, bool parallel)
-    : id_(std::move(id)), model_(std::move(model)), created_(created), format_(format), parallel_(parallel) {
+                                 ToolCallFormat format, bool parallel, std::optional<ReasoningTags> reasoning,
+                                 bool inside)
+    : id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created),
+      format_(format),
+      parallel_(parallel),
+      reasoning_(std::move(reasoning)),
+      inside_(inside) {
   echo_ = ojson::parse(echo, nullptr, /*allow_exceptions=*/false);
   if (!echo_.is_object()) echo_ = ojson::object();
   if (format_ != ToolCallFormat::kNone) gate_.emplace(format_, parallel_);
+  if (reasoning_) reasoning_stream_.emplace(*reasoning_, inside_);
+}
+
+ResponsesWriter::ojson ResponsesWriter::reasoning_item(const std::string& text) const {
+  return {{"type", "reasoning"},
+          {"id", "rs_" + id_.substr(std::min<size_t>(5, id_.size()))},
+          {"summary", ojson::array()},
+          {"content", ojson::array({{{"type", "reasoning_text"}, {"text", text}}})}};
+}
+
+std::string ResponsesWriter::reasoning_delta(const std::string& text) {
+  if (text.empty()) return "";
+  const std::string id = reasoning_item("")["id"];
+  std::string out;
+  if (!reasoning_open_) {
+    reasoning_open_ = true;
+    ojson item = reasoning_item("");
+    item["content"] = ojson::array();
+    out += event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
+    out += event("response.content_part.added", {{"item_id", id}, {"output_index", output_.size()}, {"content_index", 0},
+                                                 {"part", {{"type", "reasoning_text"}, {"text", ""}}}});
+  }
+  reasoning_text_ += text;
+  out += event("response.reasoning_text.delta",
+               {{"item_id", id}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", text}});
+  return out;
+}
+
+std::string ResponsesWriter::close_reasoning() {
+  if (!reasoning_open_) return "";
+  reasoning_open_ = false;
+  const ojson item = reasoning_item(reasoning_text_);
+  const ojson where = {{"item_id", item["id"]}, {"output_index", output_.size()}, {"content_index", 0}};
+  ojson done = where;
+  done["text"] = reasoning_text_;
+  std::string out = event("response.reasoning_text.done", done);
+  ojson part_done = where;
+  part_done["part"] = item["content"][0];
+  out += event("response.content_part.done", part_done);
+  out += event("response.output_item.done", {{"output_index", output_.size()}, {"item", item}});
+  output_.push_back(item);
+  return out;
 }
 
 std::string ResponsesWriter::message_id() const { return "msg_" + id_.substr(std::min<size_t>(5, id_.size())); }
@@ -253,9 +331,18 @@ ResponsesWriter::ojson ResponsesWriter::output_items(const ParsedReply& reply) c
 }
 
 std::string ResponsesWriter::body(const std::string& text, const GenerationEvent& e) const {
-  const ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_reply(text, format_, parallel_) : ParsedReply{text, {}};
+  ojson items = ojson::array();
+  std::string answer = text;
+  if (reasoning_) {
+    ReasoningSplit split = split_reasoning(text, *reasoning_, inside_);
+    if (split.has_reasoning) items.push_back(reasoning_item(split.reasoning));
+    answer = std::move(split.content);
+  }
+  const ParsedReply reply =
+      format_ != ToolCallFormat::kNone ? parse_reply(answer, format_, parallel_) : ParsedReply{answer, {}};
+  for (ojson& item : output_items(reply)) items.push_back(std::move(item));
   const bool complete = e.finish_reason == FinishReason::kStop;
-  return dump_json(response(complete ? "completed" : "incomplete", output_items(reply), &e));
+  return dump_json(response(complete ? "completed" : "incomplete", items, &e));
 }
 
 std::string ResponsesWriter::event(const char* type, ojson data) {
@@ -272,10 +359,11 @@ std::string ResponsesWriter::stream_start() {
 
 std::string ResponsesWriter::open_message() {
   if (message_open_) return "";
+  std::string out = close_reasoning();
   message_open_ = true;
   const ojson item = {{"type", "message"}, {"id", message_id()}, {"status", "in_progress"}, {"role", "assistant"},
                       {"content", ojson::array()}};
-  std::string out = event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
+  out += event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}});
   out += event("response.content_part.added",
                {{"item_id", message_id()}, {"output_index", output_.size()}, {"content_index", 0},
                 {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}});
@@ -301,9 +389,15 @@ std::string ResponsesWriter::close_message() {
 }
 
 std::string ResponsesWriter::stream_tokens(const GenerationEvent& e) {
-  const std::string text = gate_ ? gate_->feed(e.text) : e.text;
-  if (text.empty()) return "";
-  std::string out = open_message();
+  std::string out, text = e.text;
+  if (reasoning_stream_) {
+    ReasoningStream::Delta d = reasoning_stream_->feed(e.text);
+    out += reasoning_delta(d.reasoning);
+    text = std::move(d.content);
+  }
+  if (gate_) text = gate_->feed(text);
+  if (text.empty()) return out;
+  out += open_message();
   streamed_ += text;
   out += event("response.output_text.delta",
                {{"item_id", message_id()}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", text}});
@@ -318,9 +412,18 @@ std::string ResponsesWriter::stream_finish(const GenerationEvent& e) {
     failed["error"] = {{"code", "server_error"}, {"message", err->message}};
     return out + event("response.failed", {{"response", failed}});
   }
-  std::string out;
-  ParsedReply reply{"", {}};
-  if (gate_) reply = gate_->finish();
+  std::string out, held;
+  if (reasoning_stream_) {
+    ReasoningStream::Delta d = reasoning_stream_->finish();
+    out += reasoning_delta(d.reasoning);
+    held = std::move(d.content);
+  }
+  ParsedReply reply{held, {}};
+  if (gate_) {
+    const std::string sent_now = gate_->feed(held);
+    reply = gate_->finish();
+    reply.content = sent_now + reply.content;
+  }
   if (!reply.content.empty()) {
     out += open_message();
     streamed_ += reply.content;
@@ -328,6 +431,7 @@ std::string ResponsesWriter::stream_finish(const GenerationEvent& e) {
                                                 {"content_index", 0}, {"delta", reply.content}});
   }
   if (reply.tool_calls.empty()) out += open_message();  // a reply with no text still has its message
+  out += close_reasoning();
   out += close_message();
   ParsedReply calls_only{"", std::move(reply.tool_calls)};
   ojson calls = output_items(calls_only);

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/reasoning.h"
 #include "chat/tool_call_parser.h"
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
@@ -27,9 +28,11 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
 
 class ResponsesWriter : public ReplyWriter {
  public:
-  // `id` is "resp_..."; `format`: the request's tool-call format (kNone: no tools).
+  // `id` is "resp_..."; `format`: the request's tool-call format (kNone: no tools); `reasoning`: the
+  // model's reasoning tags (none: no reasoning), written as a reasoning item before the message;
+  // `inside`: the prompt opened the reasoning.
   ResponsesWriter(std::string id, std::string model, int64_t created, const std::string& echo, ToolCallFormat format,
-                  bool parallel);
+                  bool parallel, std::optional<ReasoningTags> reasoning = std::nullopt, bool inside = false);
 
   std::string stream_start() override;
   std::string stream_tokens(const GenerationEvent& e) override;
@@ -42,6 +45,9 @@ class ResponsesWriter : public ReplyWriter {
   std::string event(const char* type, ojson data);
   std::string open_message();
   std::string close_message();
+  std::string reasoning_delta(const std::string& text);  // opens the reasoning item; "" for no text
+  std::string close_reasoning();
+  ojson reasoning_item(const std::string& text) const;
   ojson output_items(const ParsedReply& reply) const;
   std::string message_id() const;
 
@@ -52,6 +58,11 @@ class ResponsesWriter : public ReplyWriter {
   ToolCallFormat format_;
   bool parallel_;
   std::optional<ToolStreamGate> gate_;
+  std::optional<ReasoningTags> reasoning_;
+  bool inside_ = false;
+  std::optional<ReasoningStream> reasoning_stream_;  // streaming with reasoning (before gate_)
+  bool reasoning_open_ = false;  // a reasoning item is being streamed
+  std::string reasoning_text_;   // its text so far
   int64_t sequence_ = 0;       // sequence_number of the next event
   bool message_open_ = false;  // a message item is being streamed
   std::string streamed_;       // text of the open message so far

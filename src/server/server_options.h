@@ -22,6 +22,10 @@ struct ServerOptions {
   bool metrics_vllm_names = false; // /metrics also carries vLLM's names (--metrics-compat vllm)
   std::string served_model_name;   // empty = the engine's model name
   std::string chat_template;       // Jinja source for chat requests; empty = the model's (else ChatML)
+  // Reasoning in chat replies (chat/reasoning.h): "auto" returns it as reasoning_content when the
+  // chat template writes reasoning tags; "none" leaves it in content; a vLLM parser name
+  // (deepseek_r1, qwen3, mistral, ...; "deepseek" = <think>) splits with that parser's tags.
+  std::string reasoning_parser = "auto";
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
   // Threads that parse, render and tokenize POST bodies off the I/O threads; 0 = on the I/O threads.
   int request_threads = 2;

@@ -275,6 +275,7 @@ ojson template_messages(const std::vector<ChatMessage>& messages, ToolCallFormat
         msg["tool_calls"] = calls;
       }
     }
+    if (!m.reasoning.empty()) msg["reasoning_content"] = m.reasoning;
     if (!m.tool_call_id.empty()) msg["tool_call_id"] = m.tool_call_id;
     if (!m.name.empty()) msg["name"] = m.name;
     out.push_back(std::move(msg));

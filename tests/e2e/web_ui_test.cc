@@ -94,5 +94,16 @@ TEST_F(WebUiTest, ChatAndStatusPageAskForTheApiKey) {
   EXPECT_EQ(r["status_page"]["asked_for_key"], true);
 }
 
+TEST_F(WebUiTest, ReasoningShowsInItsOwnBlock) {
+  test::ServerProcess srv({"-m", test::model_path("stories260K.gguf"), "--threads", "1", "--chat-template",
+                           "{% for m in messages %}{{ m.content }}{% endfor %}<think>\n"});
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  std::string out, err;
+  const std::string script = std::string(HORIZON_SOURCE_DIR) + "/tests/e2e/web_reasoning.mjs";
+  ASSERT_EQ(test::run_command("node " + script + " " + srv.base_url() + " " + screenshot_dir(), &out, &err), 0)
+      << err << "\nserver log:\n" << srv.log();
+  EXPECT_FALSE(nlohmann::json::parse(out)["thoughts"].get<std::string>().empty());
+}
+
 }  // namespace
 }  // namespace hz

@@ -76,10 +76,14 @@ TEST(ResponsesApiTest, ItemsToolsAndFormats) {
 TEST(ResponsesApiTest, RefusalsNameTheField) {
   EXPECT_EQ(refusal(R"({"model": "m"})").param, "input");
   EXPECT_EQ(refusal(R"({"input": "x", "previous_response_id": "resp_1"})").param, "previous_response_id");
-  EXPECT_EQ(refusal(R"({"input": "x", "reasoning": {"effort": "low"}})").param, "reasoning");
+  EXPECT_EQ(refusal(R"({"input": "x", "reasoning": "low"})").param, "reasoning");
+  EXPECT_EQ(refusal(R"({"input": "x", "reasoning": {"budget": 5}})").param, "reasoning.budget");
+  EXPECT_EQ(convert(R"({"input": "x", "reasoning": {"effort": "low", "summary": "auto"}})")["reasoning_effort"], "low");
   EXPECT_EQ(refusal(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})").param,
             "input[0].content[0]");
-  EXPECT_EQ(refusal(R"({"input": [{"type": "reasoning"}]})").param, "input[0].type");
+  EXPECT_EQ(refusal(R"({"input": [{"type": "computer_call"}]})").param, "input[0].type");
+  EXPECT_EQ(refusal(R"({"input": [{"type": "reasoning", "content": [{"type": "image"}]}]})").param,
+            "input[0].content[0]");
   // A type that is not a string (found by the request fuzzer: it threw).
   EXPECT_EQ(refusal(R"({"input": [{"role": "user", "content": "x"}, {"type": {"t": "object"}}]})").param, "input[1].type");
   EXPECT_EQ(refusal(R"({"input": [{"type": 7, "role": "user", "content": "x"}]})").param, "input[0].type");

@@ -172,7 +172,9 @@ TEST(ServeCompatTest, MismatchesAndForeignFlagsGetClearErrors) {
       {"serve -m " + model() + " --mlock", "memory-mapped"},
       {"serve " + model() + " -m /elsewhere.gguf", "the model is given twice"},
       {"serve --port 0", "no model"},
-      {"serve -m " + model() + " --reasoning-parser qwen3", "no reasoning_content"},
+      {"serve -m " + model() + " --reasoning-parser gpt_oss", "'gpt_oss' is not auto, none or a known reasoning parser"},
+      {"serve -m " + model() + " --reasoning-format deepseek --reasoning-parser none", "disagree"},
+      {"serve -m " + model() + " --reasoning-format json", "--reasoning-format"},
       {"run -m " + model() + " -p hi -cnv", "use `horizon chat -m MODEL`"},
       {"serve -m " + model() + " -to 30", "--timeout: use --request-timeout"},
       {"server " + model(), "'server' is not a horizon command (did you mean 'serve'?)"},
@@ -201,6 +203,11 @@ TEST(ServeCompatTest, VllmToolFlagsAreAcceptedWithAWarning) {
   test::run_command(bin() + " serve -m " + model() + " --enable-auto-tool-choice --tool-call-parser hermes --block-size 17", &out, &err);
   EXPECT_NE(err.find("--enable-auto-tool-choice has no effect"), std::string::npos) << err;
   EXPECT_NE(err.find("--tool-call-parser hermes has no effect"), std::string::npos) << err;
+  EXPECT_NE(err.find("--block-size 17"), std::string::npos) << err;
+  // The reasoning flags are taken (the block size is what stops it).
+  test::run_command(bin() + " serve -m " + model() + " --reasoning-parser deepseek_r1 --reasoning-format deepseek --block-size 17",
+                    &out, &err);
+  EXPECT_EQ(err.find("reasoning"), std::string::npos) << err;
   EXPECT_NE(err.find("--block-size 17"), std::string::npos) << err;
   ASSERT_EQ(test::run_command(bin() + " help", &out, &err), 0);
   EXPECT_NE(out.find("serve"), std::string::npos) << out;
