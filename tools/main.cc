@@ -25,7 +25,10 @@ int fail(const std::string& msg) {
 int main(int argc, char** argv) {
   hz::init_logging();
   CLI::App app{"horizon: long-context LLM inference engine and OpenAI-compatible server"};
+  app.name("horizon");
   app.require_subcommand(1);
+  // A flag given twice takes its last value, as llama.cpp's tools do (repeatable ones keep all).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version", std::string(hz::horizon_version()) + " (" + hz::horizon_git_hash() + ")");
   auto& defs = hz::cli::registry();
   std::sort(defs.begin(), defs.end(), [](const auto& a, const auto& b) { return a.name < b.name; });

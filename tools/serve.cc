@@ -23,7 +23,42 @@ namespace hz::cli {
 namespace {
 
 // What a user wants to know once the server is up, one fact per line.
-std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std::string& url) {
+// --generation-config auto: requests' missing sampling fields take the model's defaults (its
+// generation_config.json, as GGUF general.sampling.* keys), within the ranges requests may use.
+// Returns what was taken, for the summary ("" for none).
+std::string apply_model_sampling_defaults(const Model& model, ServeFlags& f) {
+  if (f.generation_config != "auto") return "";
+  SamplingDefaults& d = f.server.sampling_defaults;
+  std::vector<std::string> taken;
+  auto get_float = [&](const char* key, const char* name, float lo, float hi, float* out) {
+    if (!model.file().has(key)) return;
+    auto v = model.file().get_float_or(key, 0.0);
+    if (!v.ok() || !(*v >= lo && *v <= hi)) {
+      HZ_LOG_WARN("the model's {} ({}) is out of range; requests keep OpenAI's default", key, v.ok() ? *v : 0.0);
+      return;
+    }
+    *out = static_cast<float>(*v);
+    taken.push_back(fmt::format("{} {:g}", name, *out));
+  };
+  get_float("general.sampling.temp", "temperature", 0.0f, 2.0f, &d.temperature);
+  get_float("general.sampling.top_p", "top_p", 1e-6f, 1.0f, &d.top_p);
+  get_float("general.sampling.min_p", "min_p", 0.0f, 1.0f, &d.min_p);
+  get_float("general.sampling.penalty_repeat", "repetition_penalty", 1e-6f, 10.0f, &d.repetition_penalty);
+  if (model.file().has("general.sampling.top_k")) {
+    auto k = model.file().get_int_or("general.sampling.top_k", 0);
+    if (k.ok() && *k >= 0 && *k <= (1 << 20)) {
+      d.top_k = static_cast<int32_t>(*k);
+      taken.push_back(fmt::format("top_k {}", d.top_k));
+    }
+  }
+  if (taken.empty()) return "";
+  std::string list;
+  for (const auto& t : taken) list += (list.empty() ? "" : ", ") + t;
+  return "the model's defaults for requests that leave them out: " + list + " (--generation-config vllm: OpenAI's)";
+}
+
+std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std::string& url,
+                            const std::string& sampling_note) {
   const EngineOptions& o = e.options();
   const KvPlan& kv = e.kv_plan();
   const ModelInfo& info = e.model_info();
@@ -64,6 +99,7 @@ std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std
   } else if (f.server.reasoning_parser != "none") {
     reasoning = reasoning_tags_by_name(f.server.reasoning_parser);
   }
+  if (!sampling_note.empty()) s += fmt::format("  sampling       {}\n", sampling_note);
   if (reasoning) s += fmt::format("  reasoning      {} ... {} returned as reasoning_content\n", reasoning->open, reasoning->close);
   s += fmt::format("  URL            {}{}\n", url, f.server.api_keys.empty() ? "" : " (API key required)");
   return s;
@@ -90,12 +126,13 @@ int run_serve(ServeFlags& f, const CLI::App& app) {
     return LocalEngine::create(*opts);
   }();
   if (!engine.ok()) return fail(engine.status().message());
+  const std::string sampling_note = apply_model_sampling_defaults((**engine).model(), f);
   HttpServer server(**engine, f.server);
   Status s = server.start();
   if (!s.ok()) return fail(s.message());
   const std::string host = f.server.host.find(':') != std::string::npos ? "[" + f.server.host + "]" : f.server.host;
   const std::string url = fmt::format("http://{}:{}/v1", host, server.port());
-  if (!f.engine.quiet) fmt::print(stderr, "horizon is serving:\n{}", startup_summary(**engine, f, url));
+  if (!f.engine.quiet) fmt::print(stderr, "horizon is serving:\n{}", startup_summary(**engine, f, url, sampling_note));
 
   int sig = 0;
   sigwait(&signals, &sig);

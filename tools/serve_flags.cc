@@ -109,7 +109,8 @@ void ServeFlags::add_to(CLI::App& app) {
                  "Chat template for /v1/chat/completions: a Jinja FILE, inline Jinja, or a built-in name (" +
                      named_chat_template_list() + "); default: the model's, else chatml");
   app.add_option("--generation-config", generation_config,
-                 "Sampling defaults of requests: auto or vllm (both: the request's fields, else OpenAI's defaults)")
+                 "Sampling fields a request leaves out: auto (the model's defaults from generation_config.json / GGUF "
+                 "general.sampling.*, else OpenAI's) or vllm (OpenAI's)")
       ->capture_default_str();
   app.add_flag("--jinja", jinja, "Accepted for llama-server command lines: the model's Jinja chat template is always used");
   app.add_flag("--metrics", metrics, "Accepted for llama-server command lines: /metrics is always served");

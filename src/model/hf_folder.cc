@@ -39,6 +39,10 @@ void add_sampling_defaults(const json& gen, GgufMetadata* kv) {
     kv->emplace_back("general.sampling.temp", GgufValue::make_f32(gen["temperature"].get<float>()));
   if (gen.contains("top_p") && gen["top_p"].is_number())
     kv->emplace_back("general.sampling.top_p", GgufValue::make_f32(gen["top_p"].get<float>()));
+  if (gen.contains("min_p") && gen["min_p"].is_number())
+    kv->emplace_back("general.sampling.min_p", GgufValue::make_f32(gen["min_p"].get<float>()));
+  if (gen.contains("repetition_penalty") && gen["repetition_penalty"].is_number())
+    kv->emplace_back("general.sampling.penalty_repeat", GgufValue::make_f32(gen["repetition_penalty"].get<float>()));
   if (gen.contains("top_k") && gen["top_k"].is_number_integer() && gen["top_k"].get<int64_t>() >= 0)
     kv->emplace_back("general.sampling.top_k", GgufValue::make_i32(static_cast<int32_t>(std::min<int64_t>(gen["top_k"].get<int64_t>(), INT32_MAX))));
 }

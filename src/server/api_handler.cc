@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
+#include "base/version.h"
 #include "server/auth.h"
 #include "server/anthropic.h"
 #include "server/responses_api.h"
@@ -183,6 +184,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::route(const HttpRequestInfo&
 
   if (path == "/health") return get ? json_reply(200, {{"status", "ok"}}) : method_not_allowed("GET");
   if (path == "/ready") return get ? ready() : method_not_allowed("GET");
+  if (path == "/version") return get ? json_reply(200, {{"version", horizon_version()}}) : method_not_allowed("GET");
   auto unauthorized = [&] {
     ApiError e;
     e.http_status = 401;
@@ -221,6 +223,25 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::route(const HttpRequestInfo&
     const std::string_view id = path.substr(11);
     if (!serves_model(id)) return error_reply(model_not_found(id));
     return json_reply(200, model_object());
+  }
+  if (path == "/props") {  // llama-server's: what its web page and clients read about the model
+    if (!key_ok) return unauthorized();
+    if (!get) return method_not_allowed("GET");
+    const ModelInfo& info = engine_.model_info();
+    return json_reply(200, {{"model_path", info.path},
+                            {"model_alias", served_model_name_},
+                            {"default_generation_settings",
+                             {{"n_ctx", info.max_model_len},
+                              {"params",
+                               {{"temperature", options_.sampling_defaults.temperature},
+                                {"top_p", options_.sampling_defaults.top_p},
+                                {"top_k", options_.sampling_defaults.top_k},
+                                {"min_p", options_.sampling_defaults.min_p},
+                                {"repeat_penalty", options_.sampling_defaults.repetition_penalty}}}}},
+                            {"chat_template", chat_model_.chat_template},
+                            {"bos_token", info.bos_token},
+                            {"eos_token", info.eos_token},
+                            {"build_info", horizon_version()}});
   }
   if (path == "/tokenize" || path == "/detokenize") {
     if (!key_ok) return unauthorized();
@@ -284,8 +305,9 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::route(const HttpRequestInfo&
   e.http_status = 404;
   e.type = "not_found_error";
   e.message = fmt::format("no such endpoint: {} (this server has /v1/completions, /v1/chat/completions, "
-                          "/v1/embeddings, /v1/messages, /v1/responses, /v1/models, /v1/status, /tokenize, /detokenize, /health, /ready, /metrics, /metrics.json, / and /status)",
-                          std::string(path.substr(0, 200)));
+                          "{}/v1/messages, /v1/responses, /v1/models, /v1/status, /tokenize, /detokenize, /props, "
+                          "/health, /ready, /version, /metrics, /metrics.json, / and /status)",
+                          std::string(path.substr(0, 200)), options_.embeddings ? "/v1/embeddings, " : "");
   return error_reply(e);
 }
 
@@ -443,6 +465,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   GenerationPlan plan;
   ParseOptions parse_options;
   parse_options.normalize_newlines = options_.normalize_newlines;
+  parse_options.sampling = options_.sampling_defaults;
   if (auto e = parse_request(kind, body, parse_options, &plan.request)) return error_reply(*e);
   const ParsedRequest& r = plan.request;
   if (!serves_model(r.model)) return error_reply(model_not_found(r.model));

@@ -246,6 +246,13 @@ void HttpSession::on_read(beast::error_code ec) {
   // HEAD is answered as GET without the body (load balancers probe /health so).
   info.method = req.method() == http::verb::head ? std::string_view("GET") : sv(req.method_string());
   info.target = sv(req.target());
+  // The absolute form (RFC 9112 3.2.2: "GET http://host/health", what proxies send): the path part.
+  if (info.target.starts_with("http://") || info.target.starts_with("https://")) {
+    const size_t authority = info.target.find("//") + 2;
+    const size_t slash = info.target.find_first_of("/?", authority);
+    info.target = slash == std::string_view::npos ? std::string_view("/") : info.target.substr(slash);
+    if (info.target.starts_with("?")) info.target = "/";
+  }
   auto auth = req.find(http::field::authorization);
   if (auth != req.end()) info.authorization = sv(auth->value());
   auto inm = req.find(http::field::if_none_match);

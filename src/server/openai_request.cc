@@ -375,6 +375,11 @@ std::optional<ApiError> parse_sampling(ApiKind kind, FieldReader& r, const Ctx& 
     s.max_tokens = static_cast<int32_t>(i);  // the newer name wins over the deprecated max_tokens
     out->max_tokens_set = true;
   }
+  s.temperature = o.sampling.temperature;
+  s.top_p = o.sampling.top_p;
+  s.top_k = o.sampling.top_k;
+  s.min_p = o.sampling.min_p;
+  s.repetition_penalty = o.sampling.repetition_penalty;
   r.read_number("temperature", 0.0, 2.0, &s.temperature);
   r.read_number("top_p", 0.0, 1.0, &s.top_p, /*lo_open=*/true);
   if (r.read_int("top_k", -1, 1 << 20, &i)) s.top_k = i < 0 ? 0 : static_cast<int32_t>(i);  // -1 = off (vLLM)

@@ -12,6 +12,7 @@
 
 #include "runtime/engine_api.h"
 #include "server/api_error.h"
+#include "server/server_options.h"
 #include "server/tool_calling.h"
 
 namespace hz {
@@ -82,6 +83,7 @@ inline constexpr int32_t kMaxRequestSequences = 128;
 
 struct ParseOptions {
   bool normalize_newlines = false;
+  SamplingDefaults sampling;  // for the sampling fields a request leaves out
 };
 
 // Fills `out` from a request body; returns the 400 to answer when the body is not acceptable.

@@ -8,6 +8,17 @@
 
 namespace hz {
 
+// What a request that leaves a sampling field out gets: OpenAI's defaults, or the model's own
+// (vLLM's --generation-config auto: generation_config.json, which GGUF files carry as
+// general.sampling.*).
+struct SamplingDefaults {
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback by default: exposing the server is an explicit choice
   int port = 8080;                 // 0 = an ephemeral port (tests); HttpServer::port() tells which
@@ -26,6 +37,7 @@ struct ServerOptions {
   // chat template writes reasoning tags; "none" leaves it in content; a vLLM parser name
   // (deepseek_r1, qwen3, mistral, ...; "deepseek" = <think>) splits with that parser's tags.
   std::string reasoning_parser = "auto";
+  SamplingDefaults sampling_defaults;
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
   // Threads that parse, render and tokenize POST bodies off the I/O threads; 0 = on the I/O threads.
   int request_threads = 2;

@@ -15,6 +15,7 @@
 #include "runtime/single_sequence.h"
 #include "support/golden.h"
 #include "support/hf_folder_writer.h"
+#include "support/server_process.h"
 #include "support/test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -150,6 +151,44 @@ TEST(HfFolderTest, MetadataImageCarriesTokenizerAndSampling) {
   auto tok = Tokenizer::from_gguf(meta);
   ASSERT_TRUE(tok.ok()) << tok.status().message();
   EXPECT_EQ((*tok)->vocab_size(), 512);
+  fs::remove_all(dir);
+}
+
+// `serve` on a folder gives requests the sampling defaults of its generation_config.json (vLLM's
+// --generation-config auto), shown in /props and the start-up summary; `vllm` keeps OpenAI's.
+TEST(HfFolderTest, ServingTakesTheSamplingDefaultsOfGenerationConfig) {
+  std::string dir = write_folder("hfgen", {});
+  const nlohmann::json gen = {{"do_sample", true}, {"temperature", 0.6}, {"top_p", 0.95}, {"top_k", 20},
+                              {"min_p", 0.05}, {"repetition_penalty", 1.1}};
+  std::ofstream(fs::path(dir) / "generation_config.json") << gen.dump();
+  auto params = [](const test::ServerProcess& srv) {
+    std::string body;
+    EXPECT_EQ(test::http_request("GET", srv.base_url() + "/props", "", &body), 200) << body;
+    return nlohmann::json::parse(body)["default_generation_settings"]["params"];
+  };
+  {
+    test::ServerProcess srv({"-m", dir, "--threads", "1"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    const nlohmann::json p = params(srv);
+    EXPECT_NEAR(p["temperature"].get<double>(), 0.6, 1e-6);
+    EXPECT_NEAR(p["top_p"].get<double>(), 0.95, 1e-6);
+    EXPECT_EQ(p["top_k"], 20);
+    EXPECT_NEAR(p["min_p"].get<double>(), 0.05, 1e-6);
+    EXPECT_NEAR(p["repeat_penalty"].get<double>(), 1.1, 1e-6);
+    EXPECT_NE(srv.log().find("temperature 0.6, top_p 0.95, min_p 0.05, repetition_penalty 1.1, top_k 20"),
+              std::string::npos)
+        << srv.log();
+  }
+  {
+    test::ServerProcess srv({"-m", dir, "--threads", "1", "--generation-config", "vllm"});
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    const nlohmann::json p = params(srv);
+    EXPECT_EQ(p["temperature"], 1.0);
+    EXPECT_EQ(p["top_p"], 1.0);
+    EXPECT_EQ(p["top_k"], 0);
+    EXPECT_EQ(p["repeat_penalty"], 1.0);
+    EXPECT_EQ(srv.log().find("the model's defaults"), std::string::npos) << srv.log();
+  }
   fs::remove_all(dir);
 }
 

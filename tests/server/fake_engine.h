@@ -79,6 +79,11 @@ class FakeEngine : public Engine {
     next_submit_error_ = std::move(s);
   }
   int cancel_calls() const { return cancel_calls_.load(); }
+  // The sampling parameters of the last request submitted.
+  SamplingParams last_sampling() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_sampling_;
+  }
   int submitted() const { return submitted_.load(); }
   int tokenize_calls() const { return tokenize_calls_.load(); }
   std::vector<FinishReason> finish_reasons() const {
@@ -107,6 +112,7 @@ class FakeEngine : public Engine {
       ++queue_rejections_;
       return Status(StatusCode::kResourceExhausted, "the waiting queue is full");
     }
+    last_sampling_ = r.sampling;
     Seq s;
     s.id = next_id_++;
     s.req = std::move(r);
@@ -343,6 +349,7 @@ class FakeEngine : public Engine {
   std::deque<Seq> waiting_, running_;
   std::set<uint64_t> cancelled_;
   std::vector<FinishReason> finish_reasons_;
+  SamplingParams last_sampling_;
   Status next_submit_error_;
   int submits_before_error_ = 0;
   bool paused_ = false, draining_ = false, quit_ = false;

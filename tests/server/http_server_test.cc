@@ -139,6 +139,23 @@ TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
   HttpResponse other = http_request(port_, "GET", "/v1/models/other-model");
   EXPECT_EQ(other.status, 404) << other.body;
   EXPECT_EQ(parse(other.body)["error"]["code"], "model_not_found");
+  // vLLM's /version and llama-server's /props; the absolute form of a target (what proxies send).
+  HttpResponse version = http_request(port_, "GET", "/version");
+  ASSERT_EQ(version.status, 200) << version.body;
+  EXPECT_FALSE(parse(version.body)["version"].get<std::string>().empty());
+  HttpResponse props = http_request(port_, "GET", "/props");
+  ASSERT_EQ(props.status, 200) << props.body;
+  EXPECT_EQ(parse(props.body)["default_generation_settings"]["n_ctx"], 256);
+  EXPECT_EQ(parse(props.body)["model_path"], "/models/fake-model.gguf");
+  HttpResponse absolute = http_request(port_, "GET", "http://example.com:8080/v1/models/fake-model");
+  ASSERT_EQ(absolute.status, 200) << absolute.body;
+  EXPECT_EQ(parse(absolute.body), m["data"][0]);
+  EXPECT_EQ(http_request(port_, "GET", "http://example.com").status, 200);  // "/", the chat page
+  // The 404 names the endpoints there are: no /v1/embeddings without --embeddings.
+  HttpResponse missing = http_request(port_, "GET", "/v2/nothing");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(missing.body.find("/v1/chat/completions"), std::string::npos) << missing.body;
+  EXPECT_EQ(missing.body.find("/v1/embeddings"), std::string::npos) << missing.body;
 
   ASSERT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 3})").status, 200);
   HttpResponse metrics = http_request(port_, "GET", "/metrics");
@@ -153,6 +170,38 @@ TEST_F(HttpServerTest, HealthReadyModelsAndMetrics) {
                            "horizon_requests_finished_total{finish_reason=\"length\"} 1"}) {
     EXPECT_NE(without_model_name(metrics.body).find(name), std::string::npos) << name << "\n" << metrics.body;
   }
+}
+
+// The sampling fields a request leaves out take the server's defaults (the model's, with
+// --generation-config auto); the ones it sends win. OpenAI's defaults without any.
+TEST_F(HttpServerTest, RequestsTakeTheSamplingDefaultsTheyLeaveOut) {
+  ServerOptions o;
+  o.sampling_defaults = {.temperature = 0.6f, .top_p = 0.95f, .top_k = 20, .min_p = 0.05f, .repetition_penalty = 1.1f};
+  start(o);
+  ASSERT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})").status, 200);
+  SamplingParams s = engine_->last_sampling();
+  EXPECT_FLOAT_EQ(s.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(s.top_p, 0.95f);
+  EXPECT_EQ(s.top_k, 20);
+  EXPECT_FLOAT_EQ(s.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
+  ASSERT_EQ(post("/v1/chat/completions",
+                 R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, "temperature": 0, "top_k": -1})")
+                .status,
+            200);
+  s = engine_->last_sampling();
+  EXPECT_EQ(s.temperature, 0.0f);
+  EXPECT_EQ(s.top_k, 0);
+  EXPECT_FLOAT_EQ(s.top_p, 0.95f);
+  server_.reset();
+  start();
+  ASSERT_EQ(post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})").status, 200);
+  s = engine_->last_sampling();
+  EXPECT_EQ(s.temperature, 1.0f);
+  EXPECT_EQ(s.top_p, 1.0f);
+  EXPECT_EQ(s.top_k, 0);
+  EXPECT_EQ(s.min_p, 0.0f);
+  EXPECT_EQ(s.repetition_penalty, 1.0f);
 }
 
 TEST_F(HttpServerTest, MetricsJsonTwin) {

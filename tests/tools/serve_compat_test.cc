@@ -158,7 +158,6 @@ TEST(ServeCompatTest, MismatchesAndForeignFlagsGetClearErrors) {
   const std::vector<BadCase> cases = {
       {"serve -m " + model() + " -ctk q9_9 -ctv f16", "'q9_9' is not one of auto, f32, f16"},
       {"serve -m " + model() + " -ctv int2", "too lossy for every position"},
-      {"serve -m " + model() + " -ctk q4_0 --kv-cache-dtype-k int8", "--kv-cache-dtype-k"},
       {"serve -m " + model() + " -c 100 --max-model-len 50", "give one"},
       {"serve -m " + model() + " --swap-space 4", "--kv-disk-dir"},
       {"serve -m " + model() + " --tensor-parallel-size 2", "--tensor-parallel-size: one process"},
@@ -211,6 +210,22 @@ TEST(ServeCompatTest, VllmToolFlagsAreAcceptedWithAWarning) {
   EXPECT_NE(err.find("--block-size 17"), std::string::npos) << err;
   ASSERT_EQ(test::run_command(bin() + " help", &out, &err), 0);
   EXPECT_NE(out.find("serve"), std::string::npos) << out;
+}
+
+// A flag given twice (or under two of its names) takes the last value, as in llama.cpp's tools;
+// repeatable flags keep every value.
+TEST(ServeCompatTest, AFlagGivenTwiceTakesTheLastValue) {
+  std::string out, err;
+  ASSERT_EQ(test::run_command(bin() + " run -m " + model() + " -p Once -t 1 -n 1 -n 3 --temp 0.9 --temperature 0", &out,
+                              &err),
+            0)
+      << err;
+  EXPECT_NE(err.find("generated: 3 tokens"), std::string::npos) << err;
+  ASSERT_EQ(test::run_command(bin() + " run -m " + model() + " -p Once -t 1 -n 8 --temp 0 --stop ' time' --stop zzz", &out,
+                              &err),
+            0)
+      << err;
+  EXPECT_NE(err.find("stop: stop"), std::string::npos) << err;
 }
 
 TEST(ServeCompatTest, NonLoopbackWithoutKeyWarns) {
