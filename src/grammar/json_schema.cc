@@ -380,7 +380,8 @@ class SchemaCompiler {
     if (!s.is_object()) return error(path, "a schema must be an object");
     static const std::set<std::string> kKnown = {"type", "properties", "required", "additionalProperties", "enum", "const",
                                                  "items", "minItems", "maxItems", "minLength", "maxLength", "minimum",
-                                                 "maximum", "anyOf", "$defs", "definitions", "$ref", "pattern", "format"};
+                                                 "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf", "$defs",
+                                                 "definitions", "$ref", "pattern", "format"};
     for (const auto& [key, value] : s.items()) {
       if (kKnown.count(key) == 0 && !is_annotation(key))
         return error(path, fmt::format("unsupported keyword '{}'", key));
@@ -447,7 +448,7 @@ class SchemaCompiler {
     auto refuse_others = [&](std::initializer_list<const char*> allowed) -> Status {
       static const std::set<std::string> kTyped = {"properties", "required", "additionalProperties", "items", "minItems",
                                                    "maxItems", "minLength", "maxLength", "minimum", "maximum",
-                                                   "pattern", "format"};
+                                                   "exclusiveMinimum", "exclusiveMaximum", "pattern", "format"};
       for (const auto& item : s.items()) {
         const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one
         if (kTyped.count(key) == 0) continue;
@@ -471,13 +472,13 @@ class SchemaCompiler {
                                    : fmt::format("\"\\\"\" json-char{{{},{}}} \"\\\"\"", lo, hi));
     }
     if (t == "integer") {
-      HZ_RETURN_IF_ERROR(refuse_others({"minimum", "maximum"}));
-      if (!s.contains("minimum") && !s.contains("maximum")) return std::string("json-integer");
+      HZ_RETURN_IF_ERROR(refuse_others({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}));
+      if (!has_bounds(s)) return std::string("json-integer");
       return integer_range(s, path, hint);
     }
     if (t == "number") {
-      HZ_RETURN_IF_ERROR(refuse_others({"minimum", "maximum"}));
-      if (!s.contains("minimum") && !s.contains("maximum")) return std::string("json-number");
+      HZ_RETURN_IF_ERROR(refuse_others({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}));
+      if (!has_bounds(s)) return std::string("json-number");
       return number_range(s, path, hint);
     }
     if (t == "boolean") {
@@ -513,34 +514,46 @@ class SchemaCompiler {
   }
 
   // Integer-valued bounds of a number: its integer part ranges over naturals, with any fraction
-  // below a bound and none at it (no exponent), so every value written is in [minimum, maximum].
+  // between the bounds, none at an inclusive upper one and a nonzero one at an exclusive lower one
+  // (no exponent), so every value written is within the bounds. Each sign is a range of magnitudes.
   Result<std::string> number_range(const json& s, const std::string& path, const std::string& hint) {
     Bounds b;
     HZ_ASSIGN_OR_RETURN(b, read_bounds(s, path, 1e15, "1e15", /*integers_only=*/true));
-    const auto [lo, hi] = b;
-    const std::string frac = " (\".\" [0-9]{1,16})?";
     std::vector<std::string> alts;
-    if (!hi || *hi >= 0) {  // values >= 0: integer part I >= max(lo, 0); I = hi only without a fraction
-      const uint64_t a = lo ? static_cast<uint64_t>(std::max<int64_t>(*lo, 0)) : 0;
-      if (!hi) {
-        add_naturals("", a, std::nullopt, frac, &alts);
-      } else {
-        const uint64_t h = static_cast<uint64_t>(*hi);
-        if (h >= a + 1) add_naturals("", a, h - 1, frac, &alts);
-        add_naturals("", h, h, "", &alts);
-      }
+    // Values >= 0: magnitude from max(lo, 0) (inclusive below 0) up to hi.
+    if (!b.hi || *b.hi > 0 || (*b.hi == 0 && !b.hi_excl)) {
+      const bool lo_pos = b.lo && *b.lo >= 0;
+      magnitudes("", lo_pos ? static_cast<uint64_t>(*b.lo) : 0, lo_pos ? !b.lo_excl : true,
+                 b.hi ? std::optional<uint64_t>(static_cast<uint64_t>(*b.hi)) : std::nullopt, !b.hi_excl, &alts);
     }
-    if (!lo || *lo < 0) {  // values < 0: -(I.f) >= lo when I < -lo, or I = -lo without a fraction
-      const uint64_t a = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 0;
-      if (!lo) {
-        add_naturals("\"-\" ", a, std::nullopt, frac, &alts);
-      } else {
-        const uint64_t top = static_cast<uint64_t>(-*lo);
-        if (top >= a + 1) add_naturals("\"-\" ", a, top - 1, frac, &alts);
-        if (top >= a && !(hi && *hi >= 0 && top == 0)) add_naturals("\"-\" ", top, top, "", &alts);
-      }
+    // Values < 0: magnitude above 0 (or -hi when hi < 0) up to -lo.
+    if (!b.lo || *b.lo < 0) {
+      const bool hi_neg = b.hi && *b.hi < 0;
+      magnitudes("\"-\" ", hi_neg ? static_cast<uint64_t>(-*b.hi) : 0, hi_neg ? !b.hi_excl : false,
+                 b.lo ? std::optional<uint64_t>(static_cast<uint64_t>(-*b.lo)) : std::nullopt, !b.lo_excl, &alts);
     }
+    if (alts.empty()) return error(path, "no number lies within these bounds");
     return add_rule(hint, join_alternatives(alts));
+  }
+
+  // Alternatives for the decimals (integer part, optional fraction) whose value m has a <= m
+  // (a < m when !a_incl) and m <= b (m < b when !b_incl; b empty: unbounded), after `sign`.
+  static void magnitudes(const std::string& sign, uint64_t a, bool a_incl, std::optional<uint64_t> b, bool b_incl,
+                         std::vector<std::string>* alts) {
+    const std::string frac = " (\".\" [0-9]{1,16})?";
+    const std::string nonzero_frac = " \".\" [0-9]{0,15} [1-9] [0-9]{0,15}";
+    if (b && *b < a) return;
+    if (b && *b == a) {
+      if (a_incl && b_incl) add_naturals(sign, a, a, "", alts);
+      return;
+    }
+    add_naturals(sign, a, a, a_incl ? frac : nonzero_frac, alts);  // a itself, or just above it
+    if (!b) {
+      add_naturals(sign, a + 1, std::nullopt, frac, alts);
+    } else if (*b >= a + 2) {
+      add_naturals(sign, a + 1, *b - 1, frac, alts);
+    }
+    if (b && b_incl) add_naturals(sign, *b, *b, "", alts);
   }
 
   // String formats: the common ones of OpenAI's structured outputs, written as RFC 3339 / 4122 say.
@@ -595,23 +608,55 @@ class SchemaCompiler {
 
   // `minimum` / `maximum` of `s`, each at most `limit` away from 0: rounded inward to integers,
   // or, with `integers_only`, refused unless they are integers.
-  using Bounds = std::pair<std::optional<int64_t>, std::optional<int64_t>>;
+  static bool has_bounds(const json& s) {
+    return s.contains("minimum") || s.contains("maximum") || s.contains("exclusiveMinimum") ||
+           s.contains("exclusiveMaximum");
+  }
+
+  // minimum/maximum and their exclusive forms (JSON Schema's numbers, as pydantic's ge/gt/le/lt
+  // write them), the stricter of each pair. `integers_only` (a number's): the bounds themselves
+  // must be integers, kept with their exclusiveness; otherwise (an integer's) they become the
+  // inclusive integer bounds they imply.
+  struct Bounds {
+    std::optional<int64_t> lo, hi;
+    bool lo_excl = false, hi_excl = false;
+  };
   Result<Bounds> read_bounds(const json& s, const std::string& path, double limit, const char* limit_text,
                              bool integers_only) {
-    std::optional<int64_t> lo, hi;
-    for (const char* key : {"minimum", "maximum"}) {
+    Bounds b;
+    for (const char* key : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
       if (!s.contains(key)) continue;
       const json& v = s[key];
-      if (!v.is_number()) return error(path + "/" + key, fmt::format("'{}' must be a number", key));
+      const std::string k = key;
+      if (v.is_boolean()) {
+        return error(path + "/" + k, fmt::format("a boolean '{}' (draft 4) is not supported; give the bound itself", k));
+      }
+      if (!v.is_number()) return error(path + "/" + k, fmt::format("'{}' must be a number", k));
       const double d = v.template get<double>();
-      if (std::fabs(d) > limit) return error(path + "/" + key, fmt::format("'{}' is beyond +-{}", key, limit_text));
+      if (std::fabs(d) > limit) return error(path + "/" + k, fmt::format("'{}' is beyond +-{}", k, limit_text));
       if (integers_only && std::floor(d) != d)
-        return error(path + "/" + key, fmt::format("a '{}' of {} on a number is not supported (integer bounds are)", key, d));
-      const bool minimum = std::string(key) == "minimum";
-      (minimum ? lo : hi) = static_cast<int64_t>(minimum ? std::ceil(d) : std::floor(d));
+        return error(path + "/" + k, fmt::format("a '{}' of {} on a number is not supported (integer bounds are)", k, d));
+      const bool lower = k == "minimum" || k == "exclusiveMinimum";
+      bool excl = k.starts_with("exclusive");
+      int64_t x = 0;
+      if (integers_only) {
+        x = static_cast<int64_t>(d);
+      } else {  // an integer's: the nearest integer inside
+        x = static_cast<int64_t>(lower ? (excl ? std::floor(d) + 1 : std::ceil(d)) : (excl ? std::ceil(d) - 1 : std::floor(d)));
+        excl = false;
+      }
+      std::optional<int64_t>& bound = lower ? b.lo : b.hi;
+      bool& bound_excl = lower ? b.lo_excl : b.hi_excl;
+      const bool stricter = !bound || (lower ? x > *bound : x < *bound) || (x == *bound && excl);
+      if (stricter) {
+        bound = x;
+        bound_excl = excl;
+      }
     }
-    if (lo && hi && *hi < *lo) return error(path, "'maximum' is smaller than 'minimum'");
-    return Bounds{lo, hi};
+    if (b.lo && b.hi && (*b.hi < *b.lo || (*b.hi == *b.lo && (b.lo_excl || b.hi_excl)))) {
+      return error(path, "the upper bound is below the lower one");
+    }
+    return b;
   }
 
   // Appends the decimal forms of the naturals [a, b] (b empty: unbounded) between `sign` and `suffix`.
@@ -631,7 +676,7 @@ class SchemaCompiler {
   Result<std::string> integer_range(const json& s, const std::string& path, const std::string& hint) {
     Bounds b;
     HZ_ASSIGN_OR_RETURN(b, read_bounds(s, path, 1e18, "1e18", /*integers_only=*/false));
-    const auto [lo, hi] = b;
+    const std::optional<int64_t> lo = b.lo, hi = b.hi;
     std::vector<std::string> alts;
     // Negative part: values in [lo, min(hi, -1)], written "-" and their absolute value.
     if (!lo || *lo < 0) {

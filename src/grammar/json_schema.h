@@ -1,7 +1,7 @@
 // JSON Schema -> grammar text (grammar.h), for the subset OpenAI's strict structured outputs allow:
 // type (one or a list), object properties/required/additionalProperties:false, enum, const, array
-// items/minItems/maxItems, string minLength/maxLength, integer minimum/maximum, number, boolean,
-// null, anyOf, $defs/definitions with local $ref (recursive references allowed). Annotations
+// items/minItems/maxItems, string minLength/maxLength/pattern/format, integer minimum/maximum and
+// their exclusive forms, number (bounds of integer value), boolean, null, anyOf, $defs/definitions with local $ref (recursive references allowed). Annotations
 // (title, description, $schema, $id, $comment, default, examples) are ignored. Any other keyword
 // is refused with an error naming it and where it is.
 #pragma once

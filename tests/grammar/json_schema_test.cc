@@ -67,6 +67,16 @@ TEST(JsonSchemaTest, IntegerMinimumMaximum) {
   for (int v = -2000; v <= 50; ++v) EXPECT_EQ(hi.accepts(std::to_string(v)), v <= -7) << v;
 }
 
+// Exclusive and non-integer bounds of an integer become the inclusive integer bounds they imply.
+TEST(JsonSchemaTest, IntegerExclusiveBounds) {
+  Grammar positive = compile(R"({"type":"integer","exclusiveMinimum":0})");
+  for (int v = -50; v <= 500; ++v) EXPECT_EQ(positive.accepts(std::to_string(v)), v > 0) << v;
+  Grammar g = compile(R"({"type":"integer","exclusiveMinimum":-7.5,"exclusiveMaximum":10})");
+  for (int v = -50; v <= 50; ++v) EXPECT_EQ(g.accepts(std::to_string(v)), v > -7.5 && v < 10) << v;
+  Grammar h = compile(R"({"type":"integer","minimum":2.5,"exclusiveMaximum":10.5,"maximum":12})");
+  for (int v = -50; v <= 50; ++v) EXPECT_EQ(h.accepts(std::to_string(v)), v >= 3 && v <= 10) << v;
+}
+
 TEST(JsonSchemaTest, NumberBooleanNull) {
   check(R"({"type":"number"})", {"0", "-1.5", "3e10", "2.25E-3"}, {"01", ".5", "1.", "+1", "NaN"});
   check(R"({"type":"boolean"})", {"true", "false"}, {"True", "1"});
@@ -107,19 +117,32 @@ TEST(JsonSchemaTest, NumberBounds) {
   struct Case {
     const char* schema;
     double lo, hi;
+    bool lo_excl = false, hi_excl = false;  // exclusiveMinimum / exclusiveMaximum (pydantic's gt / lt)
   };
   for (const Case& c : std::vector<Case>{{R"({"type":"number","minimum":0,"maximum":1})", 0, 1},
                                         {R"({"type":"number","minimum":-5,"maximum":5})", -5, 5},
                                         {R"({"type":"number","minimum":-12,"maximum":-3})", -12, -3},
                                         {R"({"type":"number","minimum":3})", 3, 1e300},
                                         {R"({"type":"number","maximum":-3})", -1e300, -3},
-                                        {R"({"type":"number","minimum":-2})", -2, 1e300}}) {
+                                        {R"({"type":"number","minimum":-2})", -2, 1e300},
+                                        {R"({"type":"number","exclusiveMinimum":0})", 0, 1e300, true},
+                                        {R"({"type":"number","exclusiveMaximum":0})", -1e300, 0, false, true},
+                                        {R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})", 0, 1, true, true},
+                                        {R"({"type":"number","minimum":-5,"exclusiveMaximum":5})", -5, 5, false, true},
+                                        {R"({"type":"number","exclusiveMinimum":-12,"maximum":-3})", -12, -3, true},
+                                        {R"({"type":"number","exclusiveMinimum":-3,"exclusiveMaximum":-1})", -3, -1, true, true},
+                                        {R"({"type":"number","exclusiveMinimum":-2})", -2, 1e300, true},
+                                        {R"({"type":"number","exclusiveMaximum":4})", -1e300, 4, false, true},
+                                        // Both forms: the stricter of each pair.
+                                        {R"({"type":"number","minimum":0,"exclusiveMinimum":0,"maximum":2,"exclusiveMaximum":3})",
+                                         0, 2, true, false},
+                                        {R"({"type":"number","minimum":1,"exclusiveMinimum":0})", 1, 1e300}}) {
     Grammar g = compile(c.schema);
     int accepted = 0;
     for (int k = -600; k <= 600; ++k) {
       const double v = k * 0.05;
       const std::string t = number_text(k);
-      const bool in = v >= c.lo && v <= c.hi;
+      const bool in = (c.lo_excl ? v > c.lo : v >= c.lo) && (c.hi_excl ? v < c.hi : v <= c.hi);
       // Every value written is in range; every value in range is written in its shortest form.
       EXPECT_EQ(g.accepts(t), in) << c.schema << " " << t;
       accepted += in;
@@ -127,6 +150,9 @@ TEST(JsonSchemaTest, NumberBounds) {
     EXPECT_GT(accepted, 0) << c.schema;
     EXPECT_FALSE(g.accepts("1e2")) << c.schema;  // no exponent: it could leave the range
   }
+  Grammar positive = compile(R"({"type":"number","exclusiveMinimum":0})");
+  for (const char* ok : {"0.5", "0.0001", "0.10", "1", "1.0", "12.25"}) EXPECT_TRUE(positive.accepts(ok)) << ok;
+  for (const char* bad : {"0", "0.0", "0.000", "-0.5", "-0"}) EXPECT_FALSE(positive.accepts(bad)) << bad;
   Grammar unit = compile(R"({"type":"number","minimum":0,"maximum":1})");
   for (const char* ok : {"0", "1", "0.5", "0.0001", "0.9999999"}) EXPECT_TRUE(unit.accepts(ok)) << ok;
   for (const char* bad : {"1.5", "-0.1", "2", "01", "1.0001", "-1"}) EXPECT_FALSE(unit.accepts(bad)) << bad;
@@ -179,6 +205,11 @@ TEST(JsonSchemaTest, RefusedKeywordsAreNamed) {
            {R"({"type":"string","format":"date","maxLength":3})", "give one of"},
            {R"({"oneOf":[{"type":"string"}]})", "unsupported keyword 'oneOf'"},
            {R"({"type":"number","minimum":0.5})", "a 'minimum' of 0.5 on a number is not supported"},
+           {R"({"type":"number","exclusiveMinimum":0.5})", "a 'exclusiveMinimum' of 0.5 on a number"},
+           {R"({"type":"number","minimum":0,"exclusiveMinimum":true})", "a boolean 'exclusiveMinimum' (draft 4)"},
+           {R"({"type":"integer","exclusiveMinimum":3,"exclusiveMaximum":4})", "the upper bound is below the lower one"},
+           {R"({"type":"number","exclusiveMinimum":0,"maximum":0})", "the upper bound is below the lower one"},
+           {R"({"type":"string","exclusiveMinimum":0})", "'exclusiveMinimum' is not supported for type 'string'"},
            {R"j({"type":"number","pattern":"a"})j", "'pattern' is not supported for type 'number'"},
            {R"({"type":"object","additionalProperties":true})", "additionalProperties"},
            {R"({"$ref":"#/$defs/missing"})", "names no definition"},
