@@ -557,7 +557,10 @@ void HttpSession::on_events() {
   if (stream) {
     if (g.finished && !g.terminated) {
       // A failure's error event, or the usage (summed over the choices) and [DONE].
-      g.pending += finish_error(g.final_event) ? g.first().stream_finish(g.final_event) : g.first().stream_end(g.final_event);
+      int32_t reasoning_tokens = 0;
+      for (const auto& c : g.choices) reasoning_tokens += c->assembler.reasoning_tokens();
+      g.pending += finish_error(g.final_event) ? g.first().stream_finish(g.final_event)
+                                               : g.first().stream_end(g.final_event, reasoning_tokens);
       g.terminated = true;
     }
     return flush_stream();

@@ -219,6 +219,7 @@ std::string CompletionAssembler::stream_start() {
 std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
   if (writer_) {
     text_ += e.text;
+    note_tokens(e);
     return writer_->stream_tokens(e);
   }
   if (reasoning_stream_ || tool_gate_) {
@@ -231,6 +232,7 @@ std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
     }
     if (tool_gate_) content = tool_gate_->feed(content);
     text_ += e.text;
+    note_tokens(e);
     if (reasoning.empty() && content.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
     return chunk_with(content, logprobs_of(&e), nullptr, reasoning);
   }
@@ -241,20 +243,47 @@ std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
   if (e.text.empty() && !(ctx_.logprobs && !e.chosen.empty())) return out;
   out += chunk(e.text, &e, nullptr);
   text_ += e.text;
+  note_tokens(e);
   for (const TokenLogprob& t : e.chosen) text_offset_ += static_cast<int64_t>(t.text.size());
   return out;
 }
 
-std::string CompletionAssembler::usage_json(const GenerationEvent& e) const {
+std::string CompletionAssembler::usage_json(const GenerationEvent& e, int32_t reasoning_tokens) const {
   json usage = {{"prompt_tokens", e.prompt_tokens},
                 {"completion_tokens", e.completion_tokens},
                 {"total_tokens", e.prompt_tokens + e.completion_tokens},
                 {"prompt_tokens_details", {{"cached_tokens", e.cached_tokens}}}};
+  if (reasoning_tokens >= 0) usage["completion_tokens_details"] = {{"reasoning_tokens", reasoning_tokens}};
   return dump_json(usage);
 }
 
+void CompletionAssembler::note_tokens(const GenerationEvent& e) {
+  if (ctx_.reasoning) token_spans_.emplace_back(text_.size(), static_cast<int32_t>(e.token_ids.size()));
+}
+
+int32_t CompletionAssembler::reasoning_tokens() const {
+  if (!ctx_.reasoning) return 0;
+  const ReasoningTags& tags = *ctx_.reasoning;
+  // Where the reasoning ends in the reply (after its close tag, or the whole reply while it is open).
+  size_t from = 0;
+  if (!ctx_.reasoning_inside) {
+    const size_t start = text_.find_first_not_of(" \t\r\n");
+    if (start == std::string::npos || text_.compare(start, tags.open.size(), tags.open) != 0) return 0;
+    from = start + tags.open.size();
+  }
+  const size_t close = text_.find(tags.close, from);
+  const size_t end = close == std::string::npos ? text_.size() : close + tags.close.size();
+  int32_t n = 0;
+  size_t begin = 0;
+  for (const auto& [after, tokens] : token_spans_) {
+    if (begin < end || (begin == end && after == begin && end == text_.size() && close == std::string::npos)) n += tokens;
+    begin = after;
+  }
+  return n;
+}
+
 std::string CompletionAssembler::stream_finish(const GenerationEvent& e) {
-  if (writer_) return writer_->stream_finish(e);
+  if (writer_) return stream_end(e);
   if (auto err = finish_error(e)) {
     // Headers are gone already; OpenAI-compatible servers report mid-stream failures as an error event.
     std::string out = sse_data(api_error_body(*err));
@@ -296,8 +325,12 @@ std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) 
   return out;
 }
 
-std::string CompletionAssembler::stream_end(const GenerationEvent& usage) {
-  if (writer_) return writer_->stream_finish(usage);
+std::string CompletionAssembler::stream_end(const GenerationEvent& usage, int32_t reasoning_tokens) {
+  if (reasoning_tokens < 0 && ctx_.reasoning) reasoning_tokens = this->reasoning_tokens();
+  if (writer_) {
+    writer_->set_reasoning_tokens(std::max(reasoning_tokens, 0));
+    return writer_->stream_finish(usage);
+  }
   std::string out;
   if (ctx_.include_usage) {
     json j = {{"id", ctx_.id},
@@ -305,7 +338,7 @@ std::string CompletionAssembler::stream_end(const GenerationEvent& usage) {
               {"created", ctx_.created},
               {"model", ctx_.model},
               {"choices", json::array()},
-              {"usage", json::parse(usage_json(usage))}};
+              {"usage", json::parse(usage_json(usage, ctx_.reasoning ? reasoning_tokens : -1))}};
     out += sse_data(dump_json(j));
   }
   out += kSseDone;
@@ -314,6 +347,7 @@ std::string CompletionAssembler::stream_end(const GenerationEvent& usage) {
 
 void CompletionAssembler::add_tokens(const GenerationEvent& e) {
   text_ += e.text;
+  note_tokens(e);
   if (!e.prompt_chosen.empty()) {
     prompt_chosen_ = e.prompt_chosen;
     prompt_top_ = e.prompt_top;
@@ -374,6 +408,7 @@ std::string CompletionAssembler::merged_body(const std::vector<const CompletionA
                                              const GenerationEvent& usage) {
   if (parts.front()->writer_) {  // Anthropic's or the Responses shapes: one choice
     HZ_CHECK(parts.size() == 1);
+    parts.front()->writer_->set_reasoning_tokens(parts.front()->reasoning_tokens());
     return parts.front()->writer_->body(parts.front()->text_, *finished.front());
   }
   const ResponseContext& ctx = parts.front()->ctx_;
@@ -382,7 +417,12 @@ std::string CompletionAssembler::merged_body(const std::vector<const CompletionA
   json choices = json::array();
   for (size_t i = 0; i < parts.size(); ++i) choices.push_back(parts[i]->choice_json(*finished[i]));
   j["choices"] = std::move(choices);
-  j["usage"] = json::parse(parts.front()->usage_json(usage));
+  int32_t reasoning_tokens = -1;
+  if (ctx.reasoning) {
+    reasoning_tokens = 0;
+    for (const CompletionAssembler* p : parts) reasoning_tokens += p->reasoning_tokens();
+  }
+  j["usage"] = json::parse(parts.front()->usage_json(usage, reasoning_tokens));
   return dump_json(j);
 }
 

@@ -78,7 +78,8 @@ class CompletionAssembler {
   // and, once every choice is done, the usage chunk (when asked for) and [DONE] for `usage`, the
   // choices' usage summed. Anthropic's and the Responses shapes (one choice) end in stream_end.
   std::string stream_finish_choice(const GenerationEvent& e);
-  std::string stream_end(const GenerationEvent& usage);
+  // `reasoning_tokens`: the choices' summed (-1: this assembler's own).
+  std::string stream_end(const GenerationEvent& usage, int32_t reasoning_tokens = -1);
 
   // Non-streamed: accumulate kTokens events, then the full response body on kFinished.
   void add_tokens(const GenerationEvent& e);
@@ -89,6 +90,9 @@ class CompletionAssembler {
                                  const std::vector<const GenerationEvent*>& finished, const GenerationEvent& usage);
 
   const std::string& text() const { return text_; }
+  // Tokens of the reply that belong to its reasoning (the close tag's included); 0 without. Counted
+  // by where each event's text falls, so text a stop string held back can add a few tokens.
+  int32_t reasoning_tokens() const;
 
  private:
   std::string chunk(const std::string& text, const GenerationEvent* logprob_src, const char* finish) const;
@@ -96,7 +100,9 @@ class CompletionAssembler {
   std::string chunk_with(const std::string& text, nlohmann::ordered_json logprobs, const char* finish,
                          const std::string& reasoning = {}) const;
   nlohmann::ordered_json logprobs_of(const GenerationEvent* src) const;  // null without logprobs
-  std::string usage_json(const GenerationEvent& finished) const;
+  // `reasoning_tokens` >= 0: completion_tokens_details for a reasoning model's reply.
+  std::string usage_json(const GenerationEvent& finished, int32_t reasoning_tokens = -1) const;
+  void note_tokens(const GenerationEvent& e);  // after text_ grew by e.text
   nlohmann::ordered_json choice_json(const GenerationEvent& finished) const;  // non-streamed
   std::string delta_chunk(const nlohmann::ordered_json& delta) const;  // chat: one choice with this delta
   // The OpenAI tool_calls array for `calls` (streamed: with "index", without: as in a message).
@@ -108,6 +114,8 @@ class CompletionAssembler {
   std::optional<ReasoningStream> reasoning_stream_;  // streamed chat with reasoning (before tool_gate_)
   std::unique_ptr<ReplyWriter> writer_;  // Anthropic's or the Responses API's shapes
   std::string text_;        // everything generated so far (non-streamed: the whole answer)
+  // Per kTokens event: the size of text_ after it and its number of tokens (reasoning_tokens()).
+  std::vector<std::pair<size_t, int32_t>> token_spans_;
   int64_t text_offset_ = 0; // completions logprobs: where the next token's text starts
   // Non-streamed logprobs, per token.
   std::vector<TokenLogprob> chosen_;

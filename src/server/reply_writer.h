@@ -2,6 +2,7 @@
 // OpenAI's Responses): the chat pipeline generates, a writer renders. No I/O here.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/engine_api.h"
@@ -18,6 +19,8 @@ class ReplyWriter {
   virtual std::string stream_finish(const GenerationEvent& e) = 0;
   // Non-streamed: the whole body for the generated `text`.
   virtual std::string body(const std::string& text, const GenerationEvent& finished) const = 0;
+  // How many of the reply's tokens were reasoning, for shapes that report it (before the end).
+  virtual void set_reasoning_tokens(int32_t /*n*/) {}
 };
 
 }  // namespace hz

@@ -303,7 +303,7 @@ ResponsesWriter::ojson ResponsesWriter::response(const char* status, const ojson
     r["usage"] = {{"input_tokens", finished->prompt_tokens},
                   {"input_tokens_details", {{"cached_tokens", finished->cached_tokens}}},
                   {"output_tokens", finished->completion_tokens},
-                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens_}}},
                   {"total_tokens", finished->prompt_tokens + finished->completion_tokens}};
   }
   return r;

@@ -38,6 +38,7 @@ class ResponsesWriter : public ReplyWriter {
   std::string stream_tokens(const GenerationEvent& e) override;
   std::string stream_finish(const GenerationEvent& e) override;
   std::string body(const std::string& text, const GenerationEvent& finished) const override;
+  void set_reasoning_tokens(int32_t n) override { reasoning_tokens_ = n; }
 
  private:
   using ojson = nlohmann::ordered_json;
@@ -63,6 +64,7 @@ class ResponsesWriter : public ReplyWriter {
   std::optional<ReasoningStream> reasoning_stream_;  // streaming with reasoning (before gate_)
   bool reasoning_open_ = false;  // a reasoning item is being streamed
   std::string reasoning_text_;   // its text so far
+  int32_t reasoning_tokens_ = 0;
   int64_t sequence_ = 0;       // sequence_number of the next event
   bool message_open_ = false;  // a message item is being streamed
   std::string streamed_;       // text of the open message so far

@@ -109,7 +109,8 @@ TEST_F(ReasoningHttpTest, TheThinkBlockComesBackAsReasoningContent) {
   EXPECT_EQ(s["content"], m["content"]);
   EXPECT_EQ(s["finish_reason"], "stop");
 
-  // A reply without reasoning has no reasoning_content, and its text is untouched.
+  // A reply without reasoning has no reasoning_content and no reasoning tokens, and its text is untouched.
+  EXPECT_EQ(json::parse(post(request("plain", false)).body)["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
   m = message("  Just <think> an answer.");
   EXPECT_FALSE(m.contains("reasoning_content"));
   EXPECT_EQ(m["content"], "  Just <think> an answer.");
@@ -126,6 +127,25 @@ TEST_F(ReasoningHttpTest, APromptThatOpensTheReasoningIsRecognised) {
   json s = reassemble(post(request("Two and two.\n</think>\n\nFour.", true)).body);
   EXPECT_EQ(s["reasoning_content"], "Two and two.");
   EXPECT_EQ(s["content"], "Four.");
+
+  // Usage counts the reasoning's tokens (one per byte here, up to and with the close tag). No stop
+  // string: it would hold text back behind the tokens and blur the count by its length.
+  const std::string reply = "Two and two.\n</think>\n\nFour.";
+  const int reasoning_tokens = static_cast<int>(std::string("Two and two.\n</think>").size());
+  json exact = {{"max_tokens", static_cast<int>(reply.size())}, {"stop", json::array()}};
+  json whole = json::parse(post(request(reply, false, exact)).body);
+  EXPECT_EQ(whole["usage"]["completion_tokens"], reply.size()) << whole;
+  EXPECT_EQ(whole["usage"]["completion_tokens_details"]["reasoning_tokens"], reasoning_tokens) << whole;
+  json usage;
+  exact["stream_options"] = {{"include_usage", true}};
+  for (const std::string& p : test::sse_payloads(post(request(reply, true, exact)).body)) {
+    if (p != "[DONE]" && !json::parse(p)["usage"].is_null()) usage = json::parse(p)["usage"];
+  }
+  EXPECT_EQ(usage["completion_tokens_details"]["reasoning_tokens"], reasoning_tokens) << usage;
+  exact.erase("stream_options");
+  exact["n"] = 2;
+  whole = json::parse(post(request(reply, false, exact)).body);
+  EXPECT_EQ(whole["usage"]["completion_tokens_details"]["reasoning_tokens"], 2 * reasoning_tokens) << whole;
 
   // Cut by max_tokens before the reasoning closed: all of it is reasoning, the answer is empty.
   m = message("Let me think about this for a while", {{"max_tokens", 12}});
@@ -304,12 +324,13 @@ TEST_F(ReasoningHttpTest, ResponsesHaveAReasoningItem) {
   EXPECT_EQ(whole["output"][0]["content"][0], json({{"type", "reasoning_text"}, {"text", "Hmm."}}));
   EXPECT_EQ(whole["output"][1]["type"], "message");
   EXPECT_EQ(whole["output"][1]["content"][0]["text"], "Yes.");
+  EXPECT_EQ(whole["usage"]["output_tokens_details"]["reasoning_tokens"], 12);
 
   body["stream"] = true;
   r = http_request(server_->port(), "POST", "/v1/responses", body.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   std::string reasoning, text;
-  json final_output;
+  json final_output, final_usage;
   for (const json& e : named_events(r.body)) {
     if (e["type"] == "response.reasoning_text.delta") {
       EXPECT_EQ(e["output_index"], 0);
@@ -319,7 +340,10 @@ TEST_F(ReasoningHttpTest, ResponsesHaveAReasoningItem) {
       EXPECT_EQ(e["output_index"], 1);
       text += e["delta"].get<std::string>();
     }
-    if (e.contains("response") && e["response"]["status"] != "in_progress") final_output = e["response"]["output"];
+    if (e.contains("response") && e["response"]["status"] != "in_progress") {
+      final_output = e["response"]["output"];
+      final_usage = e["response"]["usage"];
+    }
   }
   EXPECT_EQ(reasoning, "Hmm.");
   EXPECT_EQ(text, "Yes.");
@@ -329,6 +353,7 @@ TEST_F(ReasoningHttpTest, ResponsesHaveAReasoningItem) {
     final_output[i].erase("id");
   }
   EXPECT_EQ(final_output, want);
+  EXPECT_EQ(final_usage["output_tokens_details"]["reasoning_tokens"], 12);
 
   // reasoning.effort reaches the template; a reasoning item sent back joins the assistant turn.
   server_.reset();
