@@ -272,11 +272,10 @@ int32_t CompletionAssembler::reasoning_tokens() const {
     from = start + tags.open.size();
   }
   const size_t close = text_.find(tags.close, from);
-  const size_t end = close == std::string::npos ? text_.size() : close + tags.close.size();
   int32_t n = 0;
-  size_t begin = 0;
+  size_t begin = 0;  // where each event's text starts
   for (const auto& [after, tokens] : token_spans_) {
-    if (begin < end || (begin == end && after == begin && end == text_.size() && close == std::string::npos)) n += tokens;
+    if (close == std::string::npos || begin < close + tags.close.size()) n += tokens;  // open: every token
     begin = after;
   }
   return n;

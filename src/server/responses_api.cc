@@ -209,7 +209,13 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
                            "reasoning." + key.substr(0, 64));
       }
     }
-    if (r.contains("effort") && !r["effort"].is_null()) out["reasoning_effort"] = r["effort"];
+    if (r.contains("effort") && !r["effort"].is_null()) {
+      const std::string effort = r["effort"].is_string() ? r["effort"].get<std::string>() : "";
+      if (effort != "none" && effort != "minimal" && effort != "low" && effort != "medium" && effort != "high") {
+        return bad_request("'reasoning.effort' must be one of none, minimal, low, medium, high", "reasoning.effort");
+      }
+      out["reasoning_effort"] = effort;
+    }
   }
   if (auto e = convert_tools(j, &out)) return e;
   if (auto e = convert_text_format(j, &out)) return e;

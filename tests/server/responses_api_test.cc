@@ -78,6 +78,7 @@ TEST(ResponsesApiTest, RefusalsNameTheField) {
   EXPECT_EQ(refusal(R"({"input": "x", "previous_response_id": "resp_1"})").param, "previous_response_id");
   EXPECT_EQ(refusal(R"({"input": "x", "reasoning": "low"})").param, "reasoning");
   EXPECT_EQ(refusal(R"({"input": "x", "reasoning": {"budget": 5}})").param, "reasoning.budget");
+  EXPECT_EQ(refusal(R"({"input": "x", "reasoning": {"effort": "max"}})").param, "reasoning.effort");
   EXPECT_EQ(convert(R"({"input": "x", "reasoning": {"effort": "low", "summary": "auto"}})")["reasoning_effort"], "low");
   EXPECT_EQ(refusal(R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})").param,
             "input[0].content[0]");
