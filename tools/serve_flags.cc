@@ -124,12 +124,12 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_option("--reasoning-parser", o.reasoning_parser,
                  "Chat replies' reasoning (<think>...</think>) comes back as reasoning_content: auto (when the chat "
                  "template writes reasoning tags), none (left in content), or a vLLM parser name (deepseek_r1, qwen3, "
-                 "glm45, granite, mistral, ...)")
+                 "glm45, minimax_m2, mistral)")
       ->capture_default_str()
       ->check([](const std::string& v) -> std::string {
         if (v == "auto" || v == "none" || reasoning_tags_by_name(v).has_value()) return "";
-        return "'" + v + "' is not auto, none or a known reasoning parser (deepseek_r1, qwen3, glm45, granite, "
-               "mistral, ...)";
+        return "'" + v + "' is not auto, none or a known reasoning parser (deepseek_r1, deepseek_v3, qwen3, "
+               "glm45, minimax_m2, mistral)";
       });
   app.add_option("--reasoning-format", reasoning_format,
                  "llama-server's form of --reasoning-parser: auto, none, or deepseek (reasoning_content)")

@@ -44,9 +44,8 @@ std::optional<ReasoningTags> detect_reasoning_tags(std::string_view chat_templat
 
 std::optional<ReasoningTags> reasoning_tags_by_name(std::string_view name) {
   // vLLM's parser names for models that write <think> ... </think>.
-  static constexpr std::array<std::string_view, 11> kThink = {
-      "deepseek_r1", "deepseek_v3", "qwen3", "glm45", "granite", "hunyuan_a13b",
-      "ernie45", "minimax_m2", "seed_oss", "step3", "deepseek"};
+  static constexpr std::array<std::string_view, 6> kThink = {"deepseek_r1", "deepseek_v3", "qwen3",
+                                                              "glm45",       "minimax_m2",  "deepseek"};
   if (std::find(kThink.begin(), kThink.end(), name) != kThink.end()) return think_tags();
   if (name == "mistral") return mistral_tags();
   return std::nullopt;

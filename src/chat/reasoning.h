@@ -20,7 +20,7 @@ struct ReasoningTags {
 std::optional<ReasoningTags> detect_reasoning_tags(std::string_view chat_template);
 
 // Tags by the name of a reasoning parser as vLLM's --reasoning-parser spells it (deepseek_r1,
-// qwen3, glm45, mistral, ...); none for a name it does not know.
+// deepseek_v3, qwen3, glm45, minimax_m2, mistral; "deepseek" = <think>); none for any other.
 std::optional<ReasoningTags> reasoning_tags_by_name(std::string_view name);
 
 // Whether a rendered chat prompt leaves the model inside its reasoning: it ends with the open tag
