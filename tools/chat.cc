@@ -41,7 +41,7 @@ struct ChatOptions {
   float temperature = -1;  // < 0: the model's default (generation_config.json), else 0.8
   int32_t top_k = -1;
   float top_p = -1;
-  float min_p = 0.05f;
+  float min_p = -1;  // < 0: the model's default, else 0.05
   int64_t seed = -1;
   bool ignore_eos = false;
 };
@@ -165,7 +165,7 @@ int run_chat(const ChatOptions& o) {
   sp.top_p = o.top_p >= 0 ? o.top_p : meta_float(e.model(), "general.sampling.top_p", 0.95f);
   auto model_top_k = e.model().file().get_int_or("general.sampling.top_k", 40);
   sp.top_k = o.top_k >= 0 ? o.top_k : static_cast<int32_t>(model_top_k.ok() ? *model_top_k : 40);
-  sp.min_p = o.min_p;
+  sp.min_p = o.min_p >= 0 ? o.min_p : meta_float(e.model(), "general.sampling.min_p", 0.05f);
   sp.ignore_eos = o.ignore_eos;
   if (!(sp.temperature >= 0)) return fail("--temp must be >= 0");
   if (!(sp.top_p > 0 && sp.top_p <= 1)) return fail("--top-p must be in (0, 1]");
@@ -297,7 +297,7 @@ Subcommand kChat("chat", "Chat with a model in the terminal (its chat template, 
   app.add_option("--temp,--temperature", o->temperature, "Sampling temperature (0 = greedy; default: the model's, else 0.8)");
   app.add_option("--top-k", o->top_k, "Top-k (0 = off; default: the model's, else 40)");
   app.add_option("--top-p", o->top_p, "Top-p (1 = off; default: the model's, else 0.95)");
-  app.add_option("--min-p", o->min_p, "Min-p (0 = off)");
+  app.add_option("--min-p", o->min_p, "Min-p (0 = off; default: the model's, else 0.05)");
   app.add_option("-s,--seed", o->seed, "Random seed (-1 = random)");
   app.add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-sequence tokens");
   return [o] { return run_chat(*o); };

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 
 #include <cstdlib>
 
@@ -36,7 +37,28 @@ struct RunOptions {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool print_logprobs = false;
+  // The sampling flags: one not given takes the model's default (general.sampling.*), as llama-cli does.
+  const CLI::Option* temperature_flag = nullptr;
+  const CLI::Option* top_k_flag = nullptr;
+  const CLI::Option* top_p_flag = nullptr;
+  const CLI::Option* min_p_flag = nullptr;
+  const CLI::Option* repeat_penalty_flag = nullptr;
 };
+
+// The model's sampling defaults (its generation_config.json, or a GGUF's general.sampling.*) for
+// the flags not given, each within the range the flag takes.
+void take_model_sampling_defaults(const Model& model, RunOptions* o) {
+  auto take = [&](const CLI::Option* flag, const char* key, double lo, double hi, auto* v) {
+    if (flag == nullptr || flag->count() > 0 || !model.file().has(key)) return;
+    auto m = model.file().get_float_or(key, 0.0);
+    if (m.ok() && *m >= lo && *m <= hi) *v = static_cast<std::remove_pointer_t<decltype(v)>>(*m);
+  };
+  take(o->temperature_flag, "general.sampling.temp", 0.0, 100.0, &o->temperature);
+  take(o->top_k_flag, "general.sampling.top_k", 0.0, 1 << 20, &o->top_k);
+  take(o->top_p_flag, "general.sampling.top_p", 1e-6, 1.0, &o->top_p);
+  take(o->min_p_flag, "general.sampling.min_p", 0.0, 1.0, &o->min_p);
+  take(o->repeat_penalty_flag, "general.sampling.penalty_repeat", 1e-6, 10.0, &o->repeat_penalty);
+}
 
 // Prints text as it arrives and wakes the main thread at the end.
 class PrintSink : public GenerationSink {
@@ -79,7 +101,7 @@ class PrintSink : public GenerationSink {
   GenerationEvent final_;
 };
 
-int run_prompt(const RunOptions& o) {
+int run_prompt(RunOptions o) {  // a copy: the model fills the sampling flags not given
   // stdout is the completion, stderr the timing line: engine info logs only when asked for.
   if (std::getenv("HORIZON_LOG") == nullptr) init_logging("warn");
   if (!o.prompt_file.empty()) {
@@ -115,6 +137,7 @@ int run_prompt(const RunOptions& o) {
   }();
   if (!engine.ok()) return fail(engine.status().message());
   LocalEngine& e = **engine;
+  take_model_sampling_defaults(e.model(), &o);
 
   GenerationRequest req;
   req.prompt = e.tokenize(prompt, /*add_special=*/true, /*parse_special=*/false);
@@ -188,11 +211,13 @@ Subcommand kRun("run", "Complete one prompt, streaming the output to the termina
   app.add_option("-p,--prompt", o->prompt, "Prompt text");
   app.add_option("-f,--file", o->prompt_file, "Read the prompt from a file (- = stdin)");
   app.add_option("-n,--n-predict", o->n_predict, "Tokens to generate (at most; -1 = until the end of the text or the context)");
-  app.add_option("--temp,--temperature", o->temperature, "Sampling temperature (0 = greedy)");
-  app.add_option("--top-k", o->top_k, "Top-k (0 = off)");
-  app.add_option("--top-p", o->top_p, "Top-p (1 = off)");
-  app.add_option("--min-p", o->min_p, "Min-p (0 = off)");
-  app.add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off)");
+  o->temperature_flag =
+      app.add_option("--temp,--temperature", o->temperature, "Sampling temperature (0 = greedy; default: the model's, else 0.8)");
+  o->top_k_flag = app.add_option("--top-k", o->top_k, "Top-k (0 = off; default: the model's, else 40)");
+  o->top_p_flag = app.add_option("--top-p", o->top_p, "Top-p (1 = off; default: the model's, else 0.95)");
+  o->min_p_flag = app.add_option("--min-p", o->min_p, "Min-p (0 = off; default: the model's, else 0.05)");
+  o->repeat_penalty_flag =
+      app.add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off; default: the model's, else 1)");
   app.add_option("-s,--seed", o->seed, "Random seed (-1 = random)");
   app.add_option("--stop", o->stop, "Stop string (repeatable)");
   app.add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-sequence tokens");

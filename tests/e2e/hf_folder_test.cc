@@ -192,6 +192,29 @@ TEST(HfFolderTest, ServingTakesTheSamplingDefaultsOfGenerationConfig) {
   fs::remove_all(dir);
 }
 
+// `run` takes the model's sampling defaults for the flags not given (llama-cli's way): a folder
+// whose generation_config.json says do_sample false runs greedy at any seed; a flag given wins.
+TEST(HfFolderTest, RunTakesTheModelsSamplingDefaultsForFlagsNotGiven) {
+  std::string dir = write_folder("hfrun", {});
+  auto run = [&](const std::string& extra) {
+    std::string out, err;
+    EXPECT_EQ(test::run_command(std::string(HORIZON_BINARY) + " run -m " + dir + " -p 'Once upon a time' -n 24 -t 1 " + extra,
+                                &out, &err),
+              0)
+        << err;
+    return out;
+  };
+  std::ofstream(fs::path(dir) / "generation_config.json") << R"({"do_sample": false})";
+  const std::string greedy = run("--temp 0");
+  ASSERT_FALSE(greedy.empty());
+  EXPECT_EQ(run("-s 1"), greedy);
+  EXPECT_EQ(run("-s 2"), greedy);
+  std::ofstream(fs::path(dir) / "generation_config.json") << R"({"temperature": 1.5, "top_k": 0, "top_p": 1.0})";
+  EXPECT_EQ(run("--temp 0 -s 3"), greedy);
+  EXPECT_NE(run("-s 3"), greedy);  // sampled at the model's 1.5
+  fs::remove_all(dir);
+}
+
 // Broken folders: each refused with an error naming the file at fault.
 TEST(HfFolderTest, BrokenFoldersRefused) {
   auto expect_load_error = [](const std::string& dir, const std::string& fragment) {
