@@ -95,7 +95,9 @@ std::optional<ApiError> parse_embeddings_request(std::string_view body, Embeddin
     return bad_request("'input' must be a string, an array of strings, or token ids", "input");
   }
   for (size_t i = 0; i < out->texts.size(); ++i) {
-    if (out->texts[i].empty()) return bad_request(fmt::format("'input[{}]' is empty", i), fmt::format("input[{}]", i));
+    // A plain string is 'input' itself; a list's entries are 'input[i]'.
+    const std::string field = input->is_string() ? std::string("input") : fmt::format("input[{}]", i);
+    if (out->texts[i].empty()) return bad_request(fmt::format("'{}' is empty", field), field);
   }
   return std::nullopt;
 }

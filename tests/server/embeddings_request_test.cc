@@ -31,7 +31,8 @@ TEST(EmbeddingsRequestTest, RefusalsNameTheField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({})", "input"},
       {R"({"input": []})", "input"},
-      {R"({"input": ""})", "input[0]"},
+      {R"({"input": ""})", "input"},
+      {R"({"input": ["a", ""]})", "input[1]"},
       {R"({"input": ["a", [1]]})", "input[1]"},
       {R"({"input": [[1], [-2]]})", "input[1][0]"},
       {R"({"input": 5})", "input"},
