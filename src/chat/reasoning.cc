@@ -55,6 +55,10 @@ bool prompt_opens_reasoning(std::string_view prompt, const ReasoningTags& tags) 
   return rtrim(prompt).ends_with(tags.open);
 }
 
+bool prompt_closes_reasoning(std::string_view prompt, const ReasoningTags& tags) {
+  return rtrim(prompt).ends_with(tags.close);
+}
+
 ReasoningSplit split_reasoning(std::string_view reply, const ReasoningTags& tags, bool inside) {
   ReasoningSplit out;
   std::string_view rest = reply;

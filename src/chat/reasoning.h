@@ -27,6 +27,9 @@ std::optional<ReasoningTags> reasoning_tags_by_name(std::string_view name);
 // (then only whitespace), as DeepSeek-R1's and Qwen3-Thinking's templates write the generation
 // prompt. Such a reply starts with reasoning and has only the close tag.
 bool prompt_opens_reasoning(std::string_view prompt, const ReasoningTags& tags);
+// Whether it ends with the close tag (then whitespace): the template wrote an empty reasoning, as
+// Qwen3's does with enable_thinking false, and the reply is all answer.
+bool prompt_closes_reasoning(std::string_view prompt, const ReasoningTags& tags);
 
 struct ReasoningSplit {
   bool has_reasoning = false;  // the reply began with reasoning (possibly empty)

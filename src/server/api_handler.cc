@@ -492,6 +492,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     return error_reply(e);
   };
 
+  bool reasoning_may_open = false;  // chat: the reply may begin with the open tag
   if (kind == ApiKind::kChat) {
     ToolSetup tool_setup;
     if (r.tools.active()) {
@@ -517,6 +518,8 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     if (reasoning_tags_) {
       plan.response.reasoning = reasoning_tags_;
       plan.response.reasoning_inside = prompt_opens_reasoning(chat->text, *reasoning_tags_);
+      // Thinking turned off writes an empty, closed block (Qwen3's enable_thinking false): no more.
+      reasoning_may_open = !plan.response.reasoning_inside && !prompt_closes_reasoning(chat->text, *reasoning_tags_);
     }
     plan.prompts.push_back(options_.allow_special_in_content
                                ? engine_.tokenize(chat->text, chat->add_special, /*parse_special=*/true)
@@ -578,7 +581,7 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
   }
   // The open tag as one token of the vocabulary (Qwen3's <think>), which a constrained reply may begin with.
   int32_t reasoning_open_token = -1;
-  if (grammar && plan.response.reasoning && !plan.response.reasoning_inside) {
+  if (grammar && plan.response.reasoning && reasoning_may_open) {
     const std::vector<int32_t> ids = engine_.tokenize(plan.response.reasoning->open, /*add_special=*/false,
                                                       /*parse_special=*/true);
     if (ids.size() == 1) reasoning_open_token = ids[0];

@@ -65,6 +65,9 @@ TEST(ReasoningTest, TellsWhetherThePromptOpensTheReasoning) {
   EXPECT_TRUE(prompt_opens_reasoning(render("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", none), kThink));
   EXPECT_FALSE(prompt_opens_reasoning(render("Qwen-Qwen3-0.6B.jinja", none), kThink));
   EXPECT_FALSE(prompt_opens_reasoning(render("Qwen-Qwen3-0.6B.jinja", {{"enable_thinking", false}}), kThink));
+  EXPECT_TRUE(prompt_closes_reasoning(render("Qwen-Qwen3-0.6B.jinja", {{"enable_thinking", false}}), kThink));
+  EXPECT_FALSE(prompt_closes_reasoning(render("Qwen-Qwen3-0.6B.jinja", none), kThink));
+  EXPECT_TRUE(prompt_closes_reasoning(render("deepseek-ai-DeepSeek-V3.1.jinja", none), kThink));
   EXPECT_TRUE(prompt_opens_reasoning(render("deepseek-ai-DeepSeek-V3.1.jinja", {{"thinking", true}}), kThink));
   EXPECT_FALSE(prompt_opens_reasoning(render("deepseek-ai-DeepSeek-V3.1.jinja", none), kThink));
   EXPECT_TRUE(prompt_opens_reasoning("assistant: <think>\n \n", kThink));
