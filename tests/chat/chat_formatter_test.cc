@@ -4,8 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "support/test_support.h"
 
@@ -14,14 +12,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using Json = nlohmann::ordered_json;
-
-std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(HORIZON_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 TEST(ChatFormatterTest, DefaultIsChatMl) {
   ChatFormatter f = ChatFormatter::chatml();
@@ -38,7 +28,7 @@ TEST(ChatFormatterTest, DefaultIsChatMl) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->text, "<|im_start|>system\nD<|im_end|>\n");
   // It agrees with the published Qwen2 ChatML template when a system message is given.
-  auto qwen = ChatFormatter::create(read_fixture("Qwen-Qwen2-0.5B-Instruct.jinja"), "", "<|im_end|>");
+  auto qwen = ChatFormatter::create(test::chat_template_fixture("Qwen-Qwen2-0.5B-Instruct.jinja"), "", "<|im_end|>");
   ASSERT_TRUE(qwen.ok());
   EXPECT_FALSE(qwen->is_default());
   msgs = Json::parse(R"([{"role":"system","content":"S"},{"role":"user","content":"U"}])");
@@ -51,7 +41,7 @@ TEST(ChatFormatterTest, DefaultIsChatMl) {
 
 TEST(ChatFormatterTest, TemplateThatWritesBosGetsExactlyThatOne) {
   Json msgs = Json::parse(R"([{"role":"user","content":"Hi"}])");
-  auto llama3 = ChatFormatter::create(read_fixture("meta-llama-Meta-Llama-3-8B-Instruct.jinja"), "<|begin_of_text|>",
+  auto llama3 = ChatFormatter::create(test::chat_template_fixture("meta-llama-Meta-Llama-3-8B-Instruct.jinja"), "<|begin_of_text|>",
                                       "<|eot_id|>");
   ASSERT_TRUE(llama3.ok()) << llama3.status().to_string();
   auto r = llama3->format(msgs);
@@ -59,7 +49,7 @@ TEST(ChatFormatterTest, TemplateThatWritesBosGetsExactlyThatOne) {
   EXPECT_EQ(r->text.rfind("<|begin_of_text|>", 0), 0u);
   EXPECT_FALSE(r->add_special);  // the template's BOS is parsed from the text; none is added
   // A template without BOS leaves it to the vocabulary.
-  auto qwen = ChatFormatter::create(read_fixture("Qwen-Qwen2-0.5B-Instruct.jinja"), "<|endoftext|>", "<|im_end|>");
+  auto qwen = ChatFormatter::create(test::chat_template_fixture("Qwen-Qwen2-0.5B-Instruct.jinja"), "<|endoftext|>", "<|im_end|>");
   ASSERT_TRUE(qwen.ok());
   EXPECT_TRUE(qwen->format(msgs)->add_special);
 }

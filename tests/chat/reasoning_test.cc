@@ -5,36 +5,27 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "chat/chat_formatter.h"
+#include "support/test_support.h"
 
 namespace hz {
 namespace {
-
-std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(HORIZON_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 const ReasoningTags kThink{"<think>", "</think>"};
 
 TEST(ReasoningTest, FindsTheTagsOfReasoningTemplates) {
   for (const char* name : {"Qwen-Qwen3-0.6B.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
                            "deepseek-ai-DeepSeek-V3.1.jinja"}) {
-    auto tags = detect_reasoning_tags(read_fixture(name));
+    auto tags = detect_reasoning_tags(test::chat_template_fixture(name));
     ASSERT_TRUE(tags.has_value()) << name;
     EXPECT_EQ(tags->open, "<think>");
     EXPECT_EQ(tags->close, "</think>");
   }
   for (const char* name : {"Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
                            "mistralai-Mistral-Nemo-Instruct-2407.jinja", "google-gemma-2-2b-it.jinja"}) {
-    EXPECT_FALSE(detect_reasoning_tags(read_fixture(name)).has_value()) << name;
+    EXPECT_FALSE(detect_reasoning_tags(test::chat_template_fixture(name)).has_value()) << name;
   }
   EXPECT_FALSE(detect_reasoning_tags("").has_value());
   auto mistral = detect_reasoning_tags("{{ '[THINK]' }}");
@@ -55,7 +46,7 @@ TEST(ReasoningTest, KnowsVllmParserNames) {
 TEST(ReasoningTest, TellsWhetherThePromptOpensTheReasoning) {
   const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", "Why is the sky blue? <think>"}}};
   auto render = [&](const char* name, nlohmann::ordered_json extra) {
-    auto f = ChatFormatter::create(read_fixture(name), "<s>", "</s>");
+    auto f = ChatFormatter::create(test::chat_template_fixture(name), "<s>", "</s>");
     EXPECT_TRUE(f.ok()) << name;
     auto p = f->format(messages, /*add_generation_prompt=*/true, extra);
     EXPECT_TRUE(p.ok()) << name << ": " << p.status().message();

@@ -3,29 +3,19 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "support/test_support.h"
 
 namespace hz {
 namespace {
 
-std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(HORIZON_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(ToolCallParserTest, DetectsTheFormatOfPublishedTemplates) {
-  EXPECT_EQ(detect_tool_call_format(read_fixture("Qwen-Qwen2.5-7B-Instruct.jinja")), ToolCallFormat::kHermes);
-  EXPECT_EQ(detect_tool_call_format(read_fixture("Qwen-Qwen3-0.6B.jinja")), ToolCallFormat::kHermes);
-  EXPECT_EQ(detect_tool_call_format(read_fixture("mistralai-Mistral-Nemo-Instruct-2407.jinja")), ToolCallFormat::kMistral);
-  EXPECT_EQ(detect_tool_call_format(read_fixture("meta-llama-Llama-3.1-8B-Instruct.jinja")), ToolCallFormat::kLlama3);
-  EXPECT_EQ(detect_tool_call_format(read_fixture("meta-llama-Meta-Llama-3-8B-Instruct.jinja")), ToolCallFormat::kNone);
-  EXPECT_EQ(detect_tool_call_format(read_fixture("google-gemma-2-2b-it.jinja")), ToolCallFormat::kNone);
+  EXPECT_EQ(detect_tool_call_format(test::chat_template_fixture("Qwen-Qwen2.5-7B-Instruct.jinja")), ToolCallFormat::kHermes);
+  EXPECT_EQ(detect_tool_call_format(test::chat_template_fixture("Qwen-Qwen3-0.6B.jinja")), ToolCallFormat::kHermes);
+  EXPECT_EQ(detect_tool_call_format(test::chat_template_fixture("mistralai-Mistral-Nemo-Instruct-2407.jinja")), ToolCallFormat::kMistral);
+  EXPECT_EQ(detect_tool_call_format(test::chat_template_fixture("meta-llama-Llama-3.1-8B-Instruct.jinja")), ToolCallFormat::kLlama3);
+  EXPECT_EQ(detect_tool_call_format(test::chat_template_fixture("meta-llama-Meta-Llama-3-8B-Instruct.jinja")), ToolCallFormat::kNone);
+  EXPECT_EQ(detect_tool_call_format(test::chat_template_fixture("google-gemma-2-2b-it.jinja")), ToolCallFormat::kNone);
   EXPECT_EQ(detect_tool_call_format(""), ToolCallFormat::kNone);
 }
 

@@ -6,8 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "grammar/grammar.h"
 #include "server/chat_prompt.h"
@@ -18,14 +16,6 @@ namespace hz {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(HORIZON_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 ToolRequest tools(const char* choice_json = "\"auto\"", bool parallel = true) {
   ojson body = ojson::parse(R"({"tools": [
@@ -145,7 +135,7 @@ std::vector<ChatMessage> round_trip() {
 
 TEST(ToolTemplateTest, QwenTemplateRendersToolsCallsAndResults) {
   ModelInfo info;
-  info.chat_template = read_fixture("Qwen-Qwen2.5-7B-Instruct.jinja");
+  info.chat_template = test::chat_template_fixture("Qwen-Qwen2.5-7B-Instruct.jinja");
   ToolRequest req = tools();
   auto setup = plan_tool_calls(req, detect_tool_call_format(info.chat_template));
   ASSERT_TRUE(setup.ok());
@@ -163,7 +153,7 @@ TEST(ToolTemplateTest, QwenTemplateRendersToolsCallsAndResults) {
 
 TEST(ToolTemplateTest, Llama31TemplateRendersToolsCallsAndResults) {
   ModelInfo info;
-  info.chat_template = read_fixture("meta-llama-Llama-3.1-8B-Instruct.jinja");
+  info.chat_template = test::chat_template_fixture("meta-llama-Llama-3.1-8B-Instruct.jinja");
   info.bos_token = "<|begin_of_text|>";
   ToolRequest req = tools();
   auto setup = plan_tool_calls(req, detect_tool_call_format(info.chat_template));
@@ -189,7 +179,7 @@ TEST(ToolTemplateTest, TemplatesWithoutToolsGetTheGenericForm) {
   EXPECT_NE(p->text.find("<|im_start|>user\n{\"tool_response\":{\"tool_call_id\":\"call_abc123xyz\",\"content\":\"15 C\"}}\nThanks<|im_end|>"),
             std::string::npos) << p->text;
   // A template that refuses system turns (Gemma) gets the description in the first user turn.
-  info.chat_template = read_fixture("google-gemma-2-2b-it.jinja");
+  info.chat_template = test::chat_template_fixture("google-gemma-2-2b-it.jinja");
   p = render_chat_prompt(info, round_trip(), req, *setup);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_NE(p->text.find("<start_of_turn>user\nYou can call these tools"), std::string::npos) << p->text;

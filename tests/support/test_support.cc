@@ -1,5 +1,7 @@
 #include "support/test_support.h"
 
+#include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +60,14 @@ std::string make_temp_dir(const std::string& prefix) {
   std::lock_guard<std::mutex> lk(t.mu);
   t.dirs.emplace_back(p);
   return p;
+}
+
+std::string chat_template_fixture(const std::string& name) {
+  std::ifstream in(std::string(HORIZON_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 int run_command(const std::string& cmd, std::string* out, std::string* err) {

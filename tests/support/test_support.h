@@ -14,6 +14,10 @@ std::string testdata_path(const std::string& rel);  // shared/testdata/<rel>
 // HORIZON_KEEP_TEST_TEMP=1); a test may remove it earlier.
 std::string make_temp_dir(const std::string& prefix);
 
+// tests/fixtures/chat_templates/<name> (published chat templates), byte-exact; a missing one fails
+// the test.
+std::string chat_template_fixture(const std::string& name);
+
 // Runs a shell command, returns its exit code; stdout and stderr captured if the pointers are set.
 int run_command(const std::string& cmd, std::string* out = nullptr, std::string* err = nullptr);
 
