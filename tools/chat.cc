@@ -25,6 +25,7 @@
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/engine_flags.h"
+#include "tools/model_sampling.h"
 #include "tools/progress.h"
 
 namespace hz::cli {
@@ -85,11 +86,6 @@ class ChatSink : public GenerationSink {
   std::string text_;
   GenerationEvent final_;
 };
-
-float meta_float(const Model& m, const char* key, float def) {
-  auto v = m.file().get_float_or(key, def);
-  return v.ok() ? static_cast<float>(*v) : def;
-}
 
 // One line of input: with line editing and history (libedit) on a terminal, plain reads from a
 // pipe. nullopt at end of input or when Ctrl-C interrupted the read (g_interrupted tells which).
@@ -161,11 +157,11 @@ int run_chat(const ChatOptions& o) {
   }
 
   SamplingParams sp;
-  sp.temperature = o.temperature >= 0 ? o.temperature : meta_float(e.model(), "general.sampling.temp", 0.8f);
-  sp.top_p = o.top_p >= 0 ? o.top_p : meta_float(e.model(), "general.sampling.top_p", 0.95f);
-  auto model_top_k = e.model().file().get_int_or("general.sampling.top_k", 40);
-  sp.top_k = o.top_k >= 0 ? o.top_k : static_cast<int32_t>(model_top_k.ok() ? *model_top_k : 40);
-  sp.min_p = o.min_p >= 0 ? o.min_p : meta_float(e.model(), "general.sampling.min_p", 0.05f);
+  const ModelSampling model = model_sampling(e.model().file());
+  sp.temperature = o.temperature >= 0 ? o.temperature : model.temperature.value_or(0.8f);
+  sp.top_p = o.top_p >= 0 ? o.top_p : model.top_p.value_or(0.95f);
+  sp.top_k = o.top_k >= 0 ? o.top_k : model.top_k.value_or(40);
+  sp.min_p = o.min_p >= 0 ? o.min_p : model.min_p.value_or(0.05f);
   sp.ignore_eos = o.ignore_eos;
   if (!(sp.temperature >= 0)) return fail("--temp must be >= 0");
   if (!(sp.top_p > 0 && sp.top_p <= 1)) return fail("--top-p must be in (0, 1]");

@@ -8,7 +8,6 @@
 #include <iterator>
 #include <limits>
 #include <mutex>
-#include <type_traits>
 
 #include <cstdlib>
 
@@ -18,6 +17,7 @@
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/engine_flags.h"
+#include "tools/model_sampling.h"
 #include "tools/progress.h"
 
 namespace hz::cli {
@@ -45,19 +45,17 @@ struct RunOptions {
   const CLI::Option* repeat_penalty_flag = nullptr;
 };
 
-// The model's sampling defaults (its generation_config.json, or a GGUF's general.sampling.*) for
-// the flags not given, each within the range the flag takes.
+// The model's sampling defaults for the flags not given.
 void take_model_sampling_defaults(const Model& model, RunOptions* o) {
-  auto take = [&](const CLI::Option* flag, const char* key, double lo, double hi, auto* v) {
-    if (flag == nullptr || flag->count() > 0 || !model.file().has(key)) return;
-    auto m = model.file().get_float_or(key, 0.0);
-    if (m.ok() && *m >= lo && *m <= hi) *v = static_cast<std::remove_pointer_t<decltype(v)>>(*m);
+  const ModelSampling m = model_sampling(model.file());
+  auto take = [](const CLI::Option* flag, const auto& value, auto* out) {
+    if (flag != nullptr && flag->count() == 0 && value) *out = *value;
   };
-  take(o->temperature_flag, "general.sampling.temp", 0.0, 100.0, &o->temperature);
-  take(o->top_k_flag, "general.sampling.top_k", 0.0, 1 << 20, &o->top_k);
-  take(o->top_p_flag, "general.sampling.top_p", 1e-6, 1.0, &o->top_p);
-  take(o->min_p_flag, "general.sampling.min_p", 0.0, 1.0, &o->min_p);
-  take(o->repeat_penalty_flag, "general.sampling.penalty_repeat", 1e-6, 10.0, &o->repeat_penalty);
+  take(o->temperature_flag, m.temperature, &o->temperature);
+  take(o->top_k_flag, m.top_k, &o->top_k);
+  take(o->top_p_flag, m.top_p, &o->top_p);
+  take(o->min_p_flag, m.min_p, &o->min_p);
+  take(o->repeat_penalty_flag, m.repetition_penalty, &o->repeat_penalty);
 }
 
 // Prints text as it arrives and wakes the main thread at the end.

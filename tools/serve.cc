@@ -16,6 +16,7 @@
 #include "server/http_server.h"
 #include "tools/cli.h"
 #include "tools/config_file.h"
+#include "tools/model_sampling.h"
 #include "tools/progress.h"
 #include "tools/serve_flags.h"
 
@@ -23,37 +24,24 @@ namespace hz::cli {
 namespace {
 
 // What a user wants to know once the server is up, one fact per line.
-// --generation-config auto: requests' missing sampling fields take the model's defaults (its
-// generation_config.json, as GGUF general.sampling.* keys), within the ranges requests may use.
-// Returns what was taken, for the summary ("" for none).
+// --generation-config auto: requests' missing sampling fields take the model's defaults. Returns
+// what was taken, for the summary ("" for none).
 std::string apply_model_sampling_defaults(const Model& model, ServeFlags& f) {
   if (f.generation_config != "auto") return "";
+  const ModelSampling m = model_sampling(model.file());
   SamplingDefaults& d = f.server.sampling_defaults;
-  std::vector<std::string> taken;
-  auto get_float = [&](const char* key, const char* name, float lo, float hi, float* out) {
-    if (!model.file().has(key)) return;
-    auto v = model.file().get_float_or(key, 0.0);
-    if (!v.ok() || !(*v >= lo && *v <= hi)) {
-      HZ_LOG_WARN("the model's {} ({}) is out of range; requests keep OpenAI's default", key, v.ok() ? *v : 0.0);
-      return;
-    }
-    *out = static_cast<float>(*v);
-    taken.push_back(fmt::format("{} {:g}", name, *out));
-  };
-  get_float("general.sampling.temp", "temperature", 0.0f, 2.0f, &d.temperature);
-  get_float("general.sampling.top_p", "top_p", 1e-6f, 1.0f, &d.top_p);
-  get_float("general.sampling.min_p", "min_p", 0.0f, 1.0f, &d.min_p);
-  get_float("general.sampling.penalty_repeat", "repetition_penalty", 1e-6f, 10.0f, &d.repetition_penalty);
-  if (model.file().has("general.sampling.top_k")) {
-    auto k = model.file().get_int_or("general.sampling.top_k", 0);
-    if (k.ok() && *k >= 0 && *k <= (1 << 20)) {
-      d.top_k = static_cast<int32_t>(*k);
-      taken.push_back(fmt::format("top_k {}", d.top_k));
-    }
-  }
-  if (taken.empty()) return "";
   std::string list;
-  for (const auto& t : taken) list += (list.empty() ? "" : ", ") + t;
+  auto take = [&](const char* name, const auto& value, auto* out) {
+    if (!value) return;
+    *out = *value;
+    list += fmt::format("{}{} {}", list.empty() ? "" : ", ", name, *value);
+  };
+  take("temperature", m.temperature, &d.temperature);
+  take("top_p", m.top_p, &d.top_p);
+  take("min_p", m.min_p, &d.min_p);
+  take("repetition_penalty", m.repetition_penalty, &d.repetition_penalty);
+  take("top_k", m.top_k, &d.top_k);
+  if (list.empty()) return "";
   return "the model's defaults for requests that leave them out: " + list + " (--generation-config vllm: OpenAI's)";
 }
 
