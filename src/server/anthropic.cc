@@ -174,18 +174,8 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
   return std::nullopt;
 }
 
-AnthropicWriter::AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format,
-                                 bool parallel, std::optional<ReasoningTags> reasoning, bool inside)
-    : id_(std::move(id)),
-      model_(std::move(model)),
-      prompt_tokens_(prompt_tokens),
-      format_(format),
-      parallel_(parallel),
-      reasoning_(std::move(reasoning)),
-      inside_(inside) {
-  if (format_ != ToolCallFormat::kNone) gate_.emplace(format_, parallel_);
-  if (reasoning_) reasoning_stream_.emplace(*reasoning_, inside_);
-}
+AnthropicWriter::AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, const ReplyFormat& format)
+    : id_(std::move(id)), model_(std::move(model)), prompt_tokens_(prompt_tokens), format_(format), stream_(format) {}
 
 std::string AnthropicWriter::event(const char* name, const ojson& data) const {
   return sse_event(name, data);
@@ -233,35 +223,20 @@ std::string AnthropicWriter::stream_start() {
 }
 
 std::string AnthropicWriter::stream_tokens(const GenerationEvent& e) {
-  std::string out, text = e.text;
-  if (reasoning_stream_) {
-    ReasoningStream::Delta d = reasoning_stream_->feed(e.text);
-    out += thinking_delta(d.reasoning);
-    text = std::move(d.content);
-  }
-  if (gate_) text = gate_->feed(text);
-  out += text_delta(text);
-  return out;
+  const ReasoningStream::Delta d = stream_.feed(e.text);
+  return thinking_delta(d.reasoning) + text_delta(d.content);
 }
 
 std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
   if (auto err = finish_error(e)) {
     return event("error", {{"type", "error"}, {"error", {{"type", err->type}, {"message", err->message}}}});
   }
-  std::string out, held;
-  bool has_calls = false;
-  if (reasoning_stream_) {
-    ReasoningStream::Delta d = reasoning_stream_->finish();
-    out += thinking_delta(d.reasoning);
-    held = std::move(d.content);
-  }
-  if (gate_) {
-    std::string text = gate_->feed(held);
-    ParsedReply reply = gate_->finish();
-    out += text_delta(text + reply.content);
-    out += close_block();
-    for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
-      ojson block = tool_use_block(call_id(id_, i), reply.tool_calls[i]);
+  const ReplyParts end = stream_.finish();
+  std::string out = thinking_delta(end.reasoning) + text_delta(end.answer.content);
+  out += close_block();
+  const std::vector<ToolCall>& calls = end.answer.tool_calls;
+  for (size_t i = 0; i < calls.size(); ++i) {
+      ojson block = tool_use_block(call_id(id_, i), calls[i]);
       const ojson input = block["input"];
       block["input"] = ojson::object();
       const int index = ++block_index_;
@@ -270,14 +245,9 @@ std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
                                            {"index", index},
                                            {"delta", {{"type", "input_json_delta"}, {"partial_json", dump_json(input)}}}});
       out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
-    }
-    has_calls = !reply.tool_calls.empty();
-  } else {
-    out += text_delta(held);
   }
-  out += close_block();
   out += event("message_delta", {{"type", "message_delta"},
-                                 {"delta", {{"stop_reason", stop_reason(e, has_calls)}, {"stop_sequence", nullptr}}},
+                                 {"delta", {{"stop_reason", stop_reason(e, !calls.empty())}, {"stop_sequence", nullptr}}},
                                  {"usage", {{"output_tokens", e.completion_tokens}}}});
   out += event("message_stop", {{"type", "message_stop"}});
   return out;
@@ -285,13 +255,9 @@ std::string AnthropicWriter::stream_finish(const GenerationEvent& e) {
 
 std::string AnthropicWriter::body(const std::string& text, const GenerationEvent& e) const {
   ojson content = ojson::array();
-  std::string answer = text;
-  if (reasoning_) {
-    ReasoningSplit split = split_reasoning(text, *reasoning_, inside_);
-    if (split.has_reasoning) content.push_back({{"type", "thinking"}, {"thinking", split.reasoning}, {"signature", ""}});
-    answer = std::move(split.content);
-  }
-  ParsedReply reply = format_ != ToolCallFormat::kNone ? parse_reply(answer, format_, parallel_) : ParsedReply{answer, {}};
+  const ReplyParts parts = read_reply(text, format_);
+  if (parts.has_reasoning) content.push_back({{"type", "thinking"}, {"thinking", parts.reasoning}, {"signature", ""}});
+  const ParsedReply& reply = parts.answer;
   if (!reply.content.empty()) content.push_back({{"type", "text"}, {"text", reply.content}});
   for (size_t i = 0; i < reply.tool_calls.size(); ++i) content.push_back(tool_use_block(call_id(id_, i), reply.tool_calls[i]));
   ojson msg = {{"id", id_},

@@ -20,13 +20,11 @@ namespace hz {
 // Translates a /v1/messages body; the 400 to answer when it is not acceptable (names the field).
 std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::string* chat_body);
 
-// Writes one reply. `format`: the tool-call format of the request (kNone: no tools). `reasoning`:
-// the model's reasoning tags (none: no reasoning), written as a thinking block before the answer;
-// `inside`: the prompt opened the reasoning.
+// Writes one reply, read back as `format` says (its reasoning becomes a thinking block before the
+// answer, its calls tool_use blocks).
 class AnthropicWriter : public ReplyWriter {
  public:
-  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, ToolCallFormat format, bool parallel = true,
-                  std::optional<ReasoningTags> reasoning = std::nullopt, bool inside = false);
+  AnthropicWriter(std::string id, std::string model, int32_t prompt_tokens, const ReplyFormat& format);
 
   std::string stream_start() override;
   std::string stream_tokens(const GenerationEvent& e) override;
@@ -43,12 +41,8 @@ class AnthropicWriter : public ReplyWriter {
   std::string id_;
   std::string model_;
   int32_t prompt_tokens_ = 0;
-  ToolCallFormat format_;
-  bool parallel_;  // false: only the first tool call is returned
-  std::optional<ToolStreamGate> gate_;
-  std::optional<ReasoningTags> reasoning_;
-  bool inside_ = false;
-  std::optional<ReasoningStream> reasoning_stream_;  // streaming with reasoning (before gate_)
+  ReplyFormat format_;
+  ReplyStream stream_;
   int block_index_ = -1;  // the content block being streamed
   bool block_open_ = false;
   bool block_thinking_ = false;  // the open block is a thinking block (else text)

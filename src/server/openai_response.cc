@@ -118,19 +118,12 @@ std::optional<ApiError> finish_error(const GenerationEvent& e) {
 
 CompletionAssembler::CompletionAssembler(ResponseContext ctx) : ctx_(std::move(ctx)) {
   if (ctx_.echo_prompt) text_offset_ = static_cast<int64_t>(ctx_.echo_text.size());
-  if (ctx_.kind == ApiKind::kChat && ctx_.tool_format != ToolCallFormat::kNone) {
-    tool_gate_.emplace(ctx_.tool_format, ctx_.parallel_tool_calls);
-  }
-  if (ctx_.kind == ApiKind::kChat && ctx_.reasoning && ctx_.shape == ReplyShape::kOpenAi) {
-    reasoning_stream_.emplace(*ctx_.reasoning, ctx_.reasoning_inside);
-  }
   if (ctx_.shape == ReplyShape::kAnthropic) {
-    writer_ = std::make_unique<AnthropicWriter>(ctx_.id, ctx_.model, ctx_.prompt_tokens, ctx_.tool_format,
-                                                ctx_.parallel_tool_calls, ctx_.reasoning, ctx_.reasoning_inside);
+    writer_ = std::make_unique<AnthropicWriter>(ctx_.id, ctx_.model, ctx_.prompt_tokens, ctx_.reply_format());
   } else if (ctx_.shape == ReplyShape::kResponses) {
-    writer_ = std::make_unique<ResponsesWriter>(ctx_.id, ctx_.model, ctx_.created, ctx_.echo, ctx_.tool_format,
-                                                ctx_.parallel_tool_calls, ctx_.reasoning,
-                                                ctx_.reasoning_inside);
+    writer_ = std::make_unique<ResponsesWriter>(ctx_.id, ctx_.model, ctx_.created, ctx_.echo, ctx_.reply_format());
+  } else if (ctx_.kind == ApiKind::kChat && ctx_.reply_format().parses()) {
+    reply_stream_.emplace(ctx_.reply_format());
   }
 }
 
@@ -222,19 +215,13 @@ std::string CompletionAssembler::stream_tokens(const GenerationEvent& e) {
     note_tokens(e);
     return writer_->stream_tokens(e);
   }
-  if (reasoning_stream_ || tool_gate_) {
+  if (reply_stream_) {
     // Reasoning and content stream as they come; text that may be a tag or a tool call waits.
-    std::string reasoning, content = e.text;
-    if (reasoning_stream_) {
-      ReasoningStream::Delta d = reasoning_stream_->feed(e.text);
-      reasoning = std::move(d.reasoning);
-      content = std::move(d.content);
-    }
-    if (tool_gate_) content = tool_gate_->feed(content);
+    const ReasoningStream::Delta d = reply_stream_->feed(e.text);
     text_ += e.text;
     note_tokens(e);
-    if (reasoning.empty() && content.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
-    return chunk_with(content, logprobs_of(&e), nullptr, reasoning);
+    if (d.reasoning.empty() && d.content.empty() && !(ctx_.logprobs && !e.chosen.empty())) return "";
+    return chunk_with(d.content, logprobs_of(&e), nullptr, d.reasoning);
   }
   std::string out;
   if (ctx_.echo_prompt && ctx_.logprobs && !e.prompt_chosen.empty()) {
@@ -296,19 +283,12 @@ std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) 
   if (writer_) return "";  // its last events come with stream_end
   std::string out;
   const char* finish = openai_finish_reason(e.finish_reason);
-  std::string held;  // answer text the reasoning split held back
-  if (reasoning_stream_) {
-    ReasoningStream::Delta d = reasoning_stream_->finish();
-    if (!d.reasoning.empty()) out += delta_chunk({{"reasoning_content", d.reasoning}});
-    held = std::move(d.content);
-  }
-  if (tool_gate_) {
+  if (reply_stream_) {
+    const ReplyParts end = reply_stream_->finish();
+    if (!end.reasoning.empty()) out += delta_chunk({{"reasoning_content", end.reasoning}});
+    if (!end.answer.content.empty()) out += delta_chunk({{"content", end.answer.content}});
     // OpenAI's shape: per call, a delta with its index, id, type and name, then its arguments.
-    std::string content = tool_gate_->feed(held);
-    ParsedReply reply = tool_gate_->finish();
-    content += reply.content;
-    if (!content.empty()) out += delta_chunk({{"content", content}});
-    const json calls = tool_calls_json(reply.tool_calls);
+    const json calls = tool_calls_json(end.answer.tool_calls);
     for (size_t i = 0; i < calls.size(); ++i) {
       json head = {{"index", i}, {"id", calls[i]["id"]}, {"type", "function"},
                    {"function", {{"name", calls[i]["function"]["name"]}, {"arguments", ""}}}};
@@ -316,9 +296,7 @@ std::string CompletionAssembler::stream_finish_choice(const GenerationEvent& e) 
       json args = {{"index", i}, {"function", {{"arguments", calls[i]["function"]["arguments"]}}}};
       out += delta_chunk({{"tool_calls", json::array({args})}});
     }
-    finish = finish_reason(e, !reply.tool_calls.empty());
-  } else if (!held.empty()) {
-    out += delta_chunk({{"content", held}});
+    finish = finish_reason(e, !end.answer.tool_calls.empty());
   }
   out += chunk("", nullptr, finish);
   return out;
@@ -360,22 +338,13 @@ void CompletionAssembler::add_tokens(const GenerationEvent& e) {
 json CompletionAssembler::choice_json(const GenerationEvent& e) const {
   json choice = {{"index", ctx_.choice_index}, {"logprobs", nullptr}, {"finish_reason", openai_finish_reason(e.finish_reason)}};
   if (ctx_.kind == ApiKind::kChat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text_}};
-    std::string answer = text_;
-    if (ctx_.reasoning) {
-      ReasoningSplit split = split_reasoning(text_, *ctx_.reasoning, ctx_.reasoning_inside);
-      answer = std::move(split.content);
-      choice["message"]["content"] = answer;
-      if (split.has_reasoning) choice["message"]["reasoning_content"] = std::move(split.reasoning);
-    }
-    if (ctx_.tool_format != ToolCallFormat::kNone) {
-      ParsedReply reply = parse_reply(answer, ctx_.tool_format, ctx_.parallel_tool_calls);
-      choice["message"]["content"] = reply.content;
-      if (!reply.tool_calls.empty()) {
-        if (reply.content.empty()) choice["message"]["content"] = nullptr;  // as OpenAI sends a pure call
-        choice["message"]["tool_calls"] = tool_calls_json(reply.tool_calls);
-        choice["finish_reason"] = finish_reason(e, true);
-      }
+    ReplyParts reply = read_reply(text_, ctx_.reply_format());
+    choice["message"] = {{"role", "assistant"}, {"content", reply.answer.content}};
+    if (reply.has_reasoning) choice["message"]["reasoning_content"] = std::move(reply.reasoning);
+    if (!reply.answer.tool_calls.empty()) {
+      if (reply.answer.content.empty()) choice["message"]["content"] = nullptr;  // as OpenAI sends a pure call
+      choice["message"]["tool_calls"] = tool_calls_json(reply.answer.tool_calls);
+      choice["finish_reason"] = finish_reason(e, true);
     }
     if (ctx_.logprobs) choice["logprobs"] = chat_logprobs(chosen_, top_);
   } else {

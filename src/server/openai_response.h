@@ -39,6 +39,7 @@ struct ResponseContext {
   // from the answer after it. `reasoning_inside`: the prompt opened the reasoning.
   std::optional<ReasoningTags> reasoning;
   bool reasoning_inside = false;
+  ReplyFormat reply_format() const { return {tool_format, parallel_tool_calls, reasoning, reasoning_inside}; }
   // The reply's shapes: OpenAI's chat/completions, Anthropic's Messages (anthropic.h) or OpenAI's
   // Responses (responses_api.h); prompt_tokens for their first event, `echo` (a JSON object) the
   // request fields a Responses object repeats.
@@ -110,8 +111,7 @@ class CompletionAssembler {
   const char* finish_reason(const GenerationEvent& finished, bool has_calls) const;
 
   ResponseContext ctx_;
-  std::optional<ToolStreamGate> tool_gate_;  // streamed chat with tools
-  std::optional<ReasoningStream> reasoning_stream_;  // streamed chat with reasoning (before tool_gate_)
+  std::optional<ReplyStream> reply_stream_;  // streamed chat with tools or reasoning
   std::unique_ptr<ReplyWriter> writer_;  // Anthropic's or the Responses API's shapes
   std::string text_;        // everything generated so far (non-streamed: the whole answer)
   // Per kTokens event: the size of text_ after it and its number of tokens (reasoning_tokens()).

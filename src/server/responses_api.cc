@@ -238,19 +238,10 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
 }
 
 ResponsesWriter::ResponsesWriter(std::string id, std::string model, int64_t created, const std::string& echo,
-                                 ToolCallFormat format, bool parallel, std::optional<ReasoningTags> reasoning,
-                                 bool inside)
-    : id_(std::move(id)),
-      model_(std::move(model)),
-      created_(created),
-      format_(format),
-      parallel_(parallel),
-      reasoning_(std::move(reasoning)),
-      inside_(inside) {
+                                 const ReplyFormat& format)
+    : id_(std::move(id)), model_(std::move(model)), created_(created), format_(format), stream_(format) {
   echo_ = ojson::parse(echo, nullptr, /*allow_exceptions=*/false);
   if (!echo_.is_object()) echo_ = ojson::object();
-  if (format_ != ToolCallFormat::kNone) gate_.emplace(format_, parallel_);
-  if (reasoning_) reasoning_stream_.emplace(*reasoning_, inside_);
 }
 
 ResponsesWriter::ojson ResponsesWriter::reasoning_item(const std::string& text) const {
@@ -328,7 +319,7 @@ ResponsesWriter::ojson ResponsesWriter::output_items(const ParsedReply& reply) c
   for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
     items.push_back({{"type", "function_call"},
                      {"id", fmt::format("fc_{}{:02}", seed.substr(0, 22), i)},
-                     {"call_id", tool_call_id(seed, i, format_)},
+                     {"call_id", tool_call_id(seed, i, format_.tools)},
                      {"name", reply.tool_calls[i].name},
                      {"arguments", reply.tool_calls[i].arguments},
                      {"status", "completed"}});
@@ -338,15 +329,9 @@ ResponsesWriter::ojson ResponsesWriter::output_items(const ParsedReply& reply) c
 
 std::string ResponsesWriter::body(const std::string& text, const GenerationEvent& e) const {
   ojson items = ojson::array();
-  std::string answer = text;
-  if (reasoning_) {
-    ReasoningSplit split = split_reasoning(text, *reasoning_, inside_);
-    if (split.has_reasoning) items.push_back(reasoning_item(split.reasoning));
-    answer = std::move(split.content);
-  }
-  const ParsedReply reply =
-      format_ != ToolCallFormat::kNone ? parse_reply(answer, format_, parallel_) : ParsedReply{answer, {}};
-  for (ojson& item : output_items(reply)) items.push_back(std::move(item));
+  const ReplyParts parts = read_reply(text, format_);
+  if (parts.has_reasoning) items.push_back(reasoning_item(parts.reasoning));
+  for (ojson& item : output_items(parts.answer)) items.push_back(std::move(item));
   const bool complete = e.finish_reason == FinishReason::kStop;
   return dump_json(response(complete ? "completed" : "incomplete", items, &e));
 }
@@ -395,13 +380,9 @@ std::string ResponsesWriter::close_message() {
 }
 
 std::string ResponsesWriter::stream_tokens(const GenerationEvent& e) {
-  std::string out, text = e.text;
-  if (reasoning_stream_) {
-    ReasoningStream::Delta d = reasoning_stream_->feed(e.text);
-    out += reasoning_delta(d.reasoning);
-    text = std::move(d.content);
-  }
-  if (gate_) text = gate_->feed(text);
+  const ReasoningStream::Delta d = stream_.feed(e.text);
+  std::string out = reasoning_delta(d.reasoning);
+  const std::string& text = d.content;
   if (text.empty()) return out;
   out += open_message();
   streamed_ += text;
@@ -418,18 +399,9 @@ std::string ResponsesWriter::stream_finish(const GenerationEvent& e) {
     failed["error"] = {{"code", "server_error"}, {"message", err->message}};
     return out + event("response.failed", {{"response", failed}});
   }
-  std::string out, held;
-  if (reasoning_stream_) {
-    ReasoningStream::Delta d = reasoning_stream_->finish();
-    out += reasoning_delta(d.reasoning);
-    held = std::move(d.content);
-  }
-  ParsedReply reply{held, {}};
-  if (gate_) {
-    const std::string sent_now = gate_->feed(held);
-    reply = gate_->finish();
-    reply.content = sent_now + reply.content;
-  }
+  ReplyParts end = stream_.finish();
+  std::string out = reasoning_delta(end.reasoning);
+  ParsedReply& reply = end.answer;
   if (!reply.content.empty()) {
     out += open_message();
     streamed_ += reply.content;

@@ -28,11 +28,9 @@ std::optional<ApiError> responses_to_chat_body(std::string_view body, std::strin
 
 class ResponsesWriter : public ReplyWriter {
  public:
-  // `id` is "resp_..."; `format`: the request's tool-call format (kNone: no tools); `reasoning`: the
-  // model's reasoning tags (none: no reasoning), written as a reasoning item before the message;
-  // `inside`: the prompt opened the reasoning.
-  ResponsesWriter(std::string id, std::string model, int64_t created, const std::string& echo, ToolCallFormat format,
-                  bool parallel, std::optional<ReasoningTags> reasoning = std::nullopt, bool inside = false);
+  // `id` is "resp_..."; the reply is read back as `format` says (its reasoning becomes a reasoning
+  // item before the message, its calls function_call items).
+  ResponsesWriter(std::string id, std::string model, int64_t created, const std::string& echo, const ReplyFormat& format);
 
   std::string stream_start() override;
   std::string stream_tokens(const GenerationEvent& e) override;
@@ -56,12 +54,8 @@ class ResponsesWriter : public ReplyWriter {
   std::string model_;
   int64_t created_ = 0;
   ojson echo_;
-  ToolCallFormat format_;
-  bool parallel_;
-  std::optional<ToolStreamGate> gate_;
-  std::optional<ReasoningTags> reasoning_;
-  bool inside_ = false;
-  std::optional<ReasoningStream> reasoning_stream_;  // streaming with reasoning (before gate_)
+  ReplyFormat format_;
+  ReplyStream stream_;
   bool reasoning_open_ = false;  // a reasoning item is being streamed
   std::string reasoning_text_;   // its text so far
   int32_t reasoning_tokens_ = 0;

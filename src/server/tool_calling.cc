@@ -379,4 +379,52 @@ ParsedReply ToolStreamGate::finish() {
   return r;
 }
 
+ReplyParts read_reply(std::string_view text, const ReplyFormat& format) {
+  ReplyParts out;
+  std::string answer(text);
+  if (format.reasoning) {
+    ReasoningSplit split = split_reasoning(text, *format.reasoning, format.reasoning_inside);
+    out.has_reasoning = split.has_reasoning;
+    out.reasoning = std::move(split.reasoning);
+    answer = std::move(split.content);
+  }
+  out.answer = format.tools != ToolCallFormat::kNone ? parse_reply(answer, format.tools, format.parallel)
+                                                     : ParsedReply{std::move(answer), {}};
+  return out;
+}
+
+ReplyStream::ReplyStream(const ReplyFormat& format) {
+  if (format.reasoning) reasoning_.emplace(*format.reasoning, format.reasoning_inside);
+  if (format.tools != ToolCallFormat::kNone) gate_.emplace(format.tools, format.parallel);
+}
+
+ReasoningStream::Delta ReplyStream::feed(std::string_view text) {
+  ReasoningStream::Delta d;
+  if (reasoning_) {
+    d = reasoning_->feed(text);
+  } else {
+    d.content = std::string(text);
+  }
+  if (gate_) d.content = gate_->feed(d.content);
+  return d;
+}
+
+ReplyParts ReplyStream::finish() {
+  ReplyParts out;
+  std::string held;
+  if (reasoning_) {
+    ReasoningStream::Delta d = reasoning_->finish();
+    out.reasoning = std::move(d.reasoning);
+    held = std::move(d.content);
+  }
+  if (gate_) {
+    const std::string sent_now = gate_->feed(held);
+    out.answer = gate_->finish();
+    out.answer.content = sent_now + out.answer.content;
+  } else {
+    out.answer.content = std::move(held);
+  }
+  return out;
+}
+
 }  // namespace hz

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "chat/reasoning.h"
 #include "chat/tool_call_parser.h"
 #include "server/api_error.h"
 
@@ -86,6 +87,39 @@ class ToolStreamGate {
   size_t sent_ = 0;          // bytes of all_ sent as content
   bool capturing_ = false;   // a call has started: hold everything
   bool plain_ = false;       // kLlama3: the reply is not a call; send everything
+};
+
+// How a chat reply is read back, in every API shape: its reasoning first (none without tags; see
+// chat/reasoning.h), then the answer's content and tool calls (kNone: all content).
+struct ReplyFormat {
+  ToolCallFormat tools = ToolCallFormat::kNone;
+  bool parallel = true;  // false: only the first call is returned
+  std::optional<ReasoningTags> reasoning;
+  bool reasoning_inside = false;  // the prompt opened the reasoning
+  bool parses() const { return tools != ToolCallFormat::kNone || reasoning.has_value(); }
+};
+
+struct ReplyParts {
+  bool has_reasoning = false;
+  std::string reasoning;
+  ParsedReply answer;
+};
+
+// A finished reply read whole.
+ReplyParts read_reply(std::string_view text, const ReplyFormat& format);
+
+// The same as the reply streams: reasoning and content as they become certain (ReasoningStream,
+// then ToolStreamGate), the rest and the calls at the end, adding up to read_reply.
+class ReplyStream {
+ public:
+  explicit ReplyStream(const ReplyFormat& format);
+  ReasoningStream::Delta feed(std::string_view text);
+  // What was held back (answer.content: the content not sent yet) and the calls.
+  ReplyParts finish();
+
+ private:
+  std::optional<ReasoningStream> reasoning_;
+  std::optional<ToolStreamGate> gate_;
 };
 
 }  // namespace hz

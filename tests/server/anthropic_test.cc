@@ -80,7 +80,7 @@ GenerationEvent finished(FinishReason r) {
 }
 
 TEST(AnthropicWriterTest, MessageObjectWithToolUse) {
-  AnthropicWriter w("msg_0123456789abcdef01234567", "m", 5, ToolCallFormat::kHermes);
+  AnthropicWriter w("msg_0123456789abcdef01234567", "m", 5, ReplyFormat{ToolCallFormat::kHermes});
   json m = json::parse(w.body("Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", finished(FinishReason::kStop)));
   EXPECT_EQ(m["stop_reason"], "tool_use");
   ASSERT_EQ(m["content"].size(), 2u);
@@ -89,12 +89,12 @@ TEST(AnthropicWriterTest, MessageObjectWithToolUse) {
   EXPECT_EQ(m["content"][1]["input"], json({{"a", 1}}));
   EXPECT_EQ(m["content"][1]["id"].get<std::string>().rfind("toolu_", 0), 0u);
   EXPECT_EQ(m["usage"], json({{"input_tokens", 5}, {"output_tokens", 7}}));
-  AnthropicWriter plain("msg_1", "m", 5, ToolCallFormat::kNone);
+  AnthropicWriter plain("msg_1", "m", 5, ReplyFormat{});
   EXPECT_EQ(json::parse(plain.body("hello", finished(FinishReason::kLength)))["stop_reason"], "max_tokens");
 }
 
 TEST(AnthropicWriterTest, EventStream) {
-  AnthropicWriter w("msg_1", "m", 5, ToolCallFormat::kNone);
+  AnthropicWriter w("msg_1", "m", 5, ReplyFormat{});
   std::string s = w.stream_start();
   GenerationEvent t;
   t.text = "Hi";

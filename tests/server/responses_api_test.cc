@@ -113,7 +113,7 @@ GenerationEvent finished(FinishReason r) {
 }
 
 TEST(ResponsesApiTest, BodyHasOutputItemsUsageAndStatus) {
-  ResponsesWriter w("resp_0123456789abcdef", "m", 77, R"({"instructions": "x", "tools": []})", ToolCallFormat::kNone, true);
+  ResponsesWriter w("resp_0123456789abcdef", "m", 77, R"({"instructions": "x", "tools": []})", ReplyFormat{});
   ojson r = ojson::parse(w.body("Hello", finished(FinishReason::kStop)));
   EXPECT_EQ(r["object"], "response");
   EXPECT_EQ(r["id"], "resp_0123456789abcdef");
@@ -131,7 +131,7 @@ TEST(ResponsesApiTest, BodyHasOutputItemsUsageAndStatus) {
   EXPECT_EQ(cut["status"], "incomplete");
   EXPECT_EQ(cut["incomplete_details"]["reason"], "max_output_tokens");
 
-  ResponsesWriter tools("resp_0123456789abcdef", "m", 1, "{}", ToolCallFormat::kHermes, /*parallel=*/false);
+  ResponsesWriter tools("resp_0123456789abcdef", "m", 1, "{}", ReplyFormat{ToolCallFormat::kHermes, /*parallel=*/false});
   ojson t = ojson::parse(tools.body("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n"
                                     "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>",
                                     finished(FinishReason::kStop)));
@@ -159,7 +159,7 @@ std::vector<ojson> events(const std::string& sse) {
 }
 
 TEST(ResponsesApiTest, StreamEventsInOrderAndMatchingTheBody) {
-  ResponsesWriter w("resp_0123456789abcdef", "m", 1, "{}", ToolCallFormat::kHermes, true);
+  ResponsesWriter w("resp_0123456789abcdef", "m", 1, "{}", ReplyFormat{ToolCallFormat::kHermes});
   std::string s = w.stream_start();
   s += w.stream_tokens(tokens("Let me "));
   s += w.stream_tokens(tokens("check.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"));
@@ -178,7 +178,7 @@ TEST(ResponsesApiTest, StreamEventsInOrderAndMatchingTheBody) {
                        "response.function_call_arguments.done", "response.output_item.done", "response.completed"}));
   EXPECT_EQ(text, "Let me check.");
   const ojson done = events(s).back()["response"];
-  ResponsesWriter same("resp_0123456789abcdef", "m", 1, "{}", ToolCallFormat::kHermes, true);
+  ResponsesWriter same("resp_0123456789abcdef", "m", 1, "{}", ReplyFormat{ToolCallFormat::kHermes});
   const ojson body = ojson::parse(same.body("Let me check.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
                                             finished(FinishReason::kStop)));
   EXPECT_EQ(done["output"], body["output"]);
@@ -186,7 +186,7 @@ TEST(ResponsesApiTest, StreamEventsInOrderAndMatchingTheBody) {
 }
 
 TEST(ResponsesApiTest, FailedStreamEndsWithAnError) {
-  ResponsesWriter w("resp_1", "m", 1, "{}", ToolCallFormat::kNone, true);
+  ResponsesWriter w("resp_1", "m", 1, "{}", ReplyFormat{});
   std::string s = w.stream_start();
   s += w.stream_finish(finished(FinishReason::kError));
   std::vector<ojson> ev = events(s);
