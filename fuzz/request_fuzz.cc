@@ -3,6 +3,7 @@
 // parsed request or a 400 naming a field, never a crash; accepted requests then go through chat
 // rendering and response assembly in their API's shapes (as a reasoning model's reply too, whose
 // reasoning split streamed must equal the split of the whole).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "server/anthropic.h"
 #include "server/auth.h"
 #include "server/chat_prompt.h"
+#include "server/grammar_constraint.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/responses_api.h"
@@ -95,6 +97,37 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ReasoningStream::Delta d = stream.finish();
     HZ_CHECK(reasoning + d.reasoning == whole.reasoning);
     HZ_CHECK(content + d.content == whole.content);
+    if (request.thinking_token_budget && *request.thinking_token_budget >= 0) {
+      // A reasoning budget over a byte-level "model" that wants to write the text: the reasoning
+      // is closed no later than its budget plus the message and the tag.
+      const int32_t budget = std::min(*request.thinking_token_budget, 1 << 16);
+      const std::string message = " Stop.";
+      auto bytes = [](const std::string& t) { return std::vector<int32_t>(t.begin(), t.end()); };
+      auto piece = [](int32_t id) { return std::string(1, static_cast<char>(id)); };
+      ReasoningMask mask(nullptr, *ctx.reasoning, piece, ctx.reasoning_inside, -1,
+                         make_reasoning_budget(budget, message, ctx.reasoning->close, bytes));
+      std::string text;
+      std::vector<float> logits(256);
+      for (size_t at = 0; at < prompt_text.size();) {
+        std::fill(logits.begin(), logits.end(), 0.0f);
+        const int32_t want = static_cast<uint8_t>(prompt_text[at]);
+        logits[want] = 1.0f;
+        mask.apply(logits.data(), 256);
+        const int32_t token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        HZ_CHECK(logits[token] > -1e30f);
+        mask.accept(token);
+        text.push_back(static_cast<char>(token));
+        if (token == want) ++at;
+      }
+      const ReasoningSplit split = split_reasoning(text, *ctx.reasoning, ctx.reasoning_inside);
+      if (split.has_reasoning) {
+        const size_t open_end = ctx.reasoning_inside ? 0 : text.find(ctx.reasoning->open) + ctx.reasoning->open.size();
+        const size_t close = text.find(ctx.reasoning->close, open_end);
+        const size_t limit = open_end + budget + message.size() + ctx.reasoning->close.size();
+        HZ_CHECK(close == std::string::npos ? text.size() < limit : close + ctx.reasoning->close.size() <= limit);
+        HZ_CHECK(mask.budget_spent() || close != std::string::npos || text.size() - open_end <= size_t(budget));
+      }
+    }
   }
   CompletionAssembler assembler(ctx);
   GenerationEvent tokens;

@@ -3,7 +3,8 @@
 // the model has none), streams the reply, and keeps it in the history. On a terminal lines are
 // edited and recalled with libedit. Slash commands are answered here (/help, /clear, /exit); end
 // of input (Ctrl-D) quits; Ctrl-C stops the reply being generated without exiting; when the
-// conversation fills the context the oldest turns are dropped.
+// conversation fills the context the oldest turns are dropped. A model that reasons (<think>)
+// has its reasoning shown on stderr and kept apart from the answer in the history.
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -22,10 +23,13 @@
 
 #include "runtime/local_engine.h"
 #include "chat/chat_formatter.h"
+#include "chat/reasoning.h"
+#include "server/grammar_constraint.h"
 #include "tools/cli.h"
 #include "tools/config_file.h"
 #include "tools/engine_flags.h"
 #include "tools/model_sampling.h"
+#include "tools/named_chat_templates.h"
 #include "tools/progress.h"
 
 namespace hz::cli {
@@ -45,22 +49,34 @@ struct ChatOptions {
   float min_p = -1;  // < 0: the model's default, else 0.05
   int64_t seed = -1;
   bool ignore_eos = false;
+  std::string chat_template;            // --chat-template: empty = the model's
+  std::string reasoning_format = "auto";  // auto: reasoning shown apart; none: left in the reply
+  int32_t reasoning_budget = -1;
 };
 
-// Streams text to stdout; the main thread waits for the end, waking up to notice Ctrl-C.
+// Streams text to stdout; the main thread waits for the end, waking up to notice Ctrl-C. With a
+// model that reasons, the reasoning goes to stderr (dim on a terminal) and only the answer to
+// stdout, so a script reading stdout gets the answer alone.
 class ChatSink : public GenerationSink {
  public:
+  ChatSink(std::optional<ReasoningStream> reasoning, bool dim) : reasoning_(std::move(reasoning)), dim_(dim) {}
+
   void on_event(GenerationEvent ev) override {
     if (ev.kind == GenerationEvent::Kind::kTokens) {
       if (!ev.text.empty()) {
-        std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
-        std::fflush(stdout);
         std::lock_guard<std::mutex> lk(mu_);
         text_ += ev.text;
+        if (reasoning_) {
+          show(reasoning_->feed(ev.text));
+        } else {
+          write_answer(ev.text);
+        }
       }
       return;
     }
     std::lock_guard<std::mutex> lk(mu_);
+    if (reasoning_) show(reasoning_->finish());
+    end_reasoning();
     final_ = std::move(ev);
     done_ = true;
     cv_.notify_all();
@@ -78,12 +94,48 @@ class ChatSink : public GenerationSink {
     std::lock_guard<std::mutex> lk(mu_);
     return text_;
   }
+  // The reply apart: its reasoning and its answer (all answer when the model does not reason).
+  std::string reasoning() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return reasoning_text_;
+  }
+  std::string answer() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return reasoning_ ? answer_text_ : text_;
+  }
 
  private:
+  void show(const ReasoningStream::Delta& d) {
+    if (!d.reasoning.empty()) {
+      if (!in_reasoning_) std::fputs(dim_ ? "\x1b[2m" : "", stderr);
+      in_reasoning_ = true;
+      std::fwrite(d.reasoning.data(), 1, d.reasoning.size(), stderr);
+      reasoning_text_ += d.reasoning;
+    }
+    if (!d.content.empty()) {
+      end_reasoning();
+      answer_text_ += d.content;
+      write_answer(d.content);
+    }
+  }
+  void end_reasoning() {
+    if (!in_reasoning_) return;
+    in_reasoning_ = false;
+    std::fputs(dim_ ? "\x1b[0m\n" : "\n", stderr);
+  }
+  static void write_answer(const std::string& text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   std::string text_;
+  std::optional<ReasoningStream> reasoning_;
+  bool dim_ = false;
+  bool in_reasoning_ = false;  // reasoning is being written to stderr
+  std::string reasoning_text_, answer_text_;
   GenerationEvent final_;
 };
 
@@ -150,11 +202,25 @@ int run_chat(const ChatOptions& o) {
   LocalEngine& e = **engine;
   const ModelInfo& info = e.model_info();
 
-  auto formatter = ChatFormatter::create(info.chat_template, info.bos_token, info.eos_token);
+  std::string template_source = info.chat_template;
+  if (!o.chat_template.empty()) {
+    auto t = resolve_chat_template_arg(o.chat_template);
+    if (!t.ok()) return fail(t.status().message());
+    template_source = t->source;
+  }
+  auto formatter = ChatFormatter::create(template_source, info.bos_token, info.eos_token);
   if (!formatter.ok()) {
     fmt::print(stderr, "warning: the model's {}; using ChatML\n", formatter.status().message());
     formatter = ChatFormatter::chatml(info.bos_token, info.eos_token);
   }
+  // A model that reasons: its reasoning is shown apart and kept apart in the history.
+  const std::optional<ReasoningTags> reasoning =
+      o.reasoning_format == "none" ? std::nullopt : detect_reasoning_tags(template_source);
+  const Tokenizer& tokenizer = *e.get_tokenizer();
+  auto piece = [&tokenizer](int32_t id) { return tokenizer.token_to_piece(id, /*special=*/true); };
+  auto continuation = [&tokenizer](const std::string& text) {
+    return tokenizer.encode_continuation(text, /*parse_special=*/true);
+  };
 
   SamplingParams sp;
   const ModelSampling model = model_sampling(e.model().file());
@@ -215,6 +281,7 @@ int run_chat(const ChatOptions& o) {
     GenerationRequest req;
     req.sampling = sp;
     bool rendered = false;
+    std::string prompt_text;
     int32_t room = 0;
     size_t dropped = 0;
     for (;;) {
@@ -224,6 +291,7 @@ int run_chat(const ChatOptions& o) {
         break;
       }
       req.prompt = e.tokenize_mixed(prompt->text, prompt->input, prompt->add_special);
+      prompt_text = prompt->text;
       room = info.max_model_len - static_cast<int32_t>(req.prompt.size());
       // Room for a whole reply (or a quarter of the context, if -n is larger): else the context is
       // full, and the oldest turn (a user message and the reply to it) makes way.
@@ -252,7 +320,18 @@ int run_chat(const ChatOptions& o) {
     req.sampling.max_tokens = std::min(o.n_predict, room);
     if (o.seed >= 0) req.sampling.seed = static_cast<uint64_t>(o.seed) + turn;
     ++turn;
-    auto sink = std::make_shared<ChatSink>();
+    std::optional<ReasoningStream> split;
+    if (reasoning) {
+      const std::string& text = prompt_text;
+      const bool inside = prompt_opens_reasoning(text, *reasoning);
+      split.emplace(*reasoning, inside);
+      if (o.reasoning_budget >= 0 && (inside || !prompt_closes_reasoning(text, *reasoning))) {
+        req.sampling.logit_mask = std::make_shared<ReasoningMask>(
+            nullptr, *reasoning, piece, inside, -1,
+            make_reasoning_budget(o.reasoning_budget, "", reasoning->close, continuation));
+      }
+    }
+    auto sink = std::make_shared<ChatSink>(std::move(split), isatty(STDERR_FILENO) != 0);
     req.sink = sink;
     const size_t num_prompt = req.prompt.size();
     auto id = e.submit(std::move(req));
@@ -277,7 +356,9 @@ int run_chat(const ChatOptions& o) {
       continue;
     }
     // A stopped reply stays in the history as far as it got.
-    history.push_back({{"role", "assistant"}, {"content", sink->text()}});
+    nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", sink->answer()}};
+    if (reasoning) reply["reasoning_content"] = sink->reasoning();
+    history.push_back(std::move(reply));
     fmt::print(stderr, "[{} prompt tokens, {} generated, stop: {}]\n", num_prompt, fin.completion_tokens,
                fin.finish_reason == FinishReason::kCancelled ? "stopped by Ctrl-C" : finish_reason_name(fin.finish_reason));
   }
@@ -296,6 +377,18 @@ Subcommand kChat("chat", "Chat with a model in the terminal (its chat template, 
   app.add_option("--min-p", o->min_p, "Min-p (0 = off; default: the model's, else 0.05)");
   app.add_option("-s,--seed", o->seed, "Random seed (-1 = random)");
   app.add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-sequence tokens");
+  app.add_option("--chat-template", o->chat_template,
+                 "Chat template: a file, inline Jinja, or a built-in name (" + named_chat_template_list() +
+                     "); default: the model's, else chatml");
+  app.add_option("--reasoning-format", o->reasoning_format,
+                 "A reasoning model's thinking (<think>...</think>): auto (shown apart, on stderr) or none (left in the "
+                 "reply)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none"}));
+  app.add_option("--reasoning-budget", o->reasoning_budget,
+                 "The most tokens a reply may spend reasoning before its close tag is forced (-1: no budget, 0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
   return [o] { return run_chat(*o); };
 });
 

@@ -1,7 +1,11 @@
 #include "tools/named_chat_templates.h"
 
 #include <array>
+#include <filesystem>
 #include <utility>
+
+#include "base/mapped_file.h"
+#include "chat/chat_template.h"
 
 namespace hz::cli {
 namespace {
@@ -56,6 +60,29 @@ std::string named_chat_template_list() {
     if (!out.empty()) out += ", ";
     out += n;
   }
+  return out;
+}
+
+Result<ChatTemplateArg> resolve_chat_template_arg(const std::string& arg) {
+  ChatTemplateArg out;
+  std::error_code ec;
+  if (const char* named = named_chat_template(arg)) {
+    out.source = named;
+    out.origin = "built-in " + arg;
+  } else if (std::filesystem::is_regular_file(arg, ec)) {
+    auto text = read_file(arg);
+    if (!text.ok()) return invalid_argument("--chat-template {}: {}", arg, text.status().message());
+    out.source = *text;
+    out.origin = arg;
+  } else if (arg.find("{{") != std::string::npos || arg.find("{%") != std::string::npos) {
+    out.source = arg;
+    out.origin = "inline (--chat-template)";
+  } else {
+    return invalid_argument("--chat-template '{}' is not a file, a Jinja template or a built-in name ({})", arg,
+                            named_chat_template_list());
+  }
+  auto parsed = ChatTemplate::parse(out.source);
+  if (!parsed.ok()) return invalid_argument("--chat-template {}: {}", arg, parsed.status().message());
   return out;
 }
 

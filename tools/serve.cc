@@ -88,7 +88,14 @@ std::string startup_summary(const LocalEngine& e, const ServeFlags& f, const std
     reasoning = reasoning_tags_by_name(f.server.reasoning_parser);
   }
   if (!sampling_note.empty()) s += fmt::format("  sampling       {}\n", sampling_note);
-  if (reasoning) s += fmt::format("  reasoning      {} ... {} returned as reasoning_content\n", reasoning->open, reasoning->close);
+  if (reasoning) {
+    s += fmt::format("  reasoning      {} ... {} returned as reasoning_content{}\n", reasoning->open, reasoning->close,
+                     f.server.reasoning_budget < 0 ? ""
+                     : f.server.reasoning_budget == 0
+                         ? "; closed at once (--reasoning-budget 0)"
+                         : fmt::format("; closed after {} tokens unless a request sets thinking_token_budget",
+                                       f.server.reasoning_budget));
+  }
   s += fmt::format("  URL            {}{}\n", url, f.server.api_keys.empty() ? "" : " (API key required)");
   return s;
 }

@@ -11,12 +11,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 
 #include "base/log.h"
 #include "base/mapped_file.h"
-#include "chat/chat_template.h"
 #include "chat/reasoning.h"
 #include "server/cors.h"
 #include "tools/named_chat_templates.h"
@@ -134,6 +132,13 @@ void ServeFlags::add_to(CLI::App& app) {
   app.add_option("--reasoning-format", reasoning_format,
                  "llama-server's form of --reasoning-parser: auto, none, or deepseek (reasoning_content)")
       ->check(CLI::IsMember({"auto", "none", "deepseek", "deepseek-legacy"}));
+  app.add_option("--reasoning-budget", o.reasoning_budget,
+                 "The most tokens a chat reply may spend reasoning before its close tag (</think>) is forced, for "
+                 "requests without thinking_token_budget: -1 no budget, 0 no reasoning")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
+  app.add_option("--reasoning-budget-message", o.reasoning_budget_message,
+                 "Text written into the reasoning before a forced close tag, e.g. \"Time is up, so I answer now.\"");
   app.add_flag("--trust-remote-code", trust_remote_code,
                "Accepted for vLLM command lines: no code is ever run from a model folder");
   app.add_option("--dtype", dtype, "Accepted for vLLM command lines as auto (weights keep the file's types)");
@@ -195,24 +200,9 @@ Status ServeFlags::resolve_server(bool warn) {
   server.host = address;
 
   if (!chat_template.empty()) {
-    std::error_code ec;
-    if (const char* named = named_chat_template(chat_template)) {
-      server.chat_template = named;
-      chat_template_origin = "built-in " + chat_template;
-    } else if (std::filesystem::is_regular_file(chat_template, ec)) {
-      auto text = read_file(chat_template);
-      if (!text.ok()) return invalid_argument("--chat-template {}: {}", chat_template, text.status().message());
-      server.chat_template = *text;
-      chat_template_origin = chat_template;
-    } else if (chat_template.find("{{") != std::string::npos || chat_template.find("{%") != std::string::npos) {
-      server.chat_template = chat_template;  // inline Jinja, as vLLM takes it
-      chat_template_origin = "inline (--chat-template)";
-    } else {
-      return invalid_argument("--chat-template '{}' is not a file, a Jinja template or a built-in name ({})", chat_template,
-                              named_chat_template_list());
-    }
-    auto parsed = ChatTemplate::parse(server.chat_template);
-    if (!parsed.ok()) return invalid_argument("--chat-template {}: {}", chat_template, parsed.status().message());
+    HZ_ASSIGN_OR_RETURN(ChatTemplateArg t, resolve_chat_template_arg(chat_template));
+    server.chat_template = std::move(t.source);
+    chat_template_origin = std::move(t.origin);
   }
   if (generation_config != "auto" && generation_config != "vllm")
     return invalid_argument("--generation-config '{}' is not one of auto, vllm", generation_config);

@@ -65,16 +65,22 @@ std::optional<ApiError> anthropic_to_chat_body(std::string_view body, std::strin
   if (j.contains("stop_sequences")) out["stop"] = j["stop_sequences"];
   if (j.contains("thinking") && !j["thinking"].is_null()) {
     // Reasoning models' templates turn thinking on or off by a variable: Qwen3's enable_thinking,
-    // DeepSeek-V3.1's thinking. NOTE: budget_tokens is not enforced (max_tokens bounds the reply).
+    // DeepSeek-V3.1's thinking. budget_tokens becomes the reasoning budget (the close tag is forced
+    // when it is spent); disabled is a budget of 0, for templates that cannot turn thinking off.
     const ojson& t = j["thinking"];
     const std::string type = string_field(t, "type");
     if (type != "enabled" && type != "disabled") {
       return bad_request("'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}",
                          "thinking");
     }
-    if (t.contains("budget_tokens") && !t["budget_tokens"].is_number_integer()) {
-      return bad_request("'thinking.budget_tokens' must be an integer", "thinking.budget_tokens");
+    if (t.contains("budget_tokens") && !t["budget_tokens"].is_null()) {
+      if (!t["budget_tokens"].is_number_integer() || t["budget_tokens"].get<int64_t>() < 0 ||
+          t["budget_tokens"].get<int64_t>() > (1 << 30)) {
+        return bad_request("'thinking.budget_tokens' must be a non-negative integer", "thinking.budget_tokens");
+      }
+      if (type == "enabled") out["thinking_token_budget"] = t["budget_tokens"];
     }
+    if (type == "disabled") out["thinking_token_budget"] = 0;
     out["chat_template_kwargs"] = {{"enable_thinking", type == "enabled"}, {"thinking", type == "enabled"}};
   }
   ojson messages = ojson::array();

@@ -586,6 +586,25 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
                                                       /*parse_special=*/true);
     if (ids.size() == 1) reasoning_open_token = ids[0];
   }
+  // A reasoning budget: the request's, else the server's; only where the reply may reason.
+  ReasoningBudget budget;
+  const int32_t budget_tokens = r.thinking_token_budget.value_or(options_.reasoning_budget);
+  if (plan.response.reasoning && budget_tokens >= 0 && (plan.response.reasoning_inside || reasoning_may_open)) {
+    // Written after generated tokens: no SentencePiece space prefix.
+    const Tokenizer* tok = engine_.get_tokenizer();
+    budget = make_reasoning_budget(budget_tokens, options_.reasoning_budget_message, plan.response.reasoning->close,
+                                   [this, tok](const std::string& text) {
+                                     return tok != nullptr ? tok->encode_continuation(text, /*parse_special=*/true)
+                                                           : engine_.tokenize(text, false, /*parse_special=*/true);
+                                   });
+  }
+  // A token's text as the reply shows it; the engine (and its tokenizer) outlives the request.
+  std::function<std::string(int32_t)> piece;
+  if (const Tokenizer* tok = engine_.get_tokenizer()) {
+    piece = [tok](int32_t id) { return tok->token_to_piece(id, /*special=*/true); };
+  } else {
+    piece = [engine = &engine_](int32_t id) { return engine->detokenize({id}); };
+  }
   for (size_t p = 0; p < plan.prompts.size(); ++p) {
     const auto num_prompt = static_cast<int64_t>(plan.prompts[p].size());
     SamplingParams ps = s;
@@ -600,16 +619,14 @@ std::variant<HttpReply, GenerationPlan> ApiHandler::generation(ApiKind kind, std
     for (int32_t i = 0; i < r.n; ++i) {
       GenerationPlan::Choice c{static_cast<int32_t>(p), ps};
       if (ps.seed) c.sampling.seed = *ps.seed + static_cast<uint64_t>(i);
-      if (grammar) {
-        c.sampling.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
-        if (plan.response.reasoning && (plan.response.reasoning_inside || reasoning_open_token >= 0)) {
-          // The constraint starts with the answer; `tok` outlives the request (the engine owns it).
-          const Tokenizer* tok = engine_.get_tokenizer();
-          c.sampling.logit_mask = std::make_shared<AfterReasoningMask>(
-              std::move(c.sampling.logit_mask), plan.response.reasoning->close,
-              [tok](int32_t id) { return tok->token_to_piece(id, /*special=*/true); }, plan.response.reasoning_inside,
-              reasoning_open_token);
-        }
+      if (grammar) c.sampling.logit_mask = std::make_shared<GrammarLogitMask>(grammar);
+      const bool may_reason = plan.response.reasoning && (plan.response.reasoning_inside ||
+                                                          (grammar ? reasoning_open_token >= 0 : reasoning_may_open));
+      if (may_reason && (grammar || budget.tokens >= 0)) {
+        // A constraint starts with the answer; a budget ends the reasoning.
+        c.sampling.logit_mask =
+            std::make_shared<ReasoningMask>(std::move(c.sampling.logit_mask), *plan.response.reasoning, piece,
+                                            plan.response.reasoning_inside, reasoning_open_token, budget);
       }
       plan.choices.push_back(std::move(c));
     }

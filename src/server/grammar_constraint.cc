@@ -1,5 +1,6 @@
 #include "server/grammar_constraint.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace hz {
@@ -48,48 +49,142 @@ void GrammarLogitMask::apply(float* logits, int32_t vocab) {
   for (int32_t i = n; i < vocab; ++i) logits[i] = kMinusInf;
 }
 
-AfterReasoningMask::AfterReasoningMask(std::shared_ptr<LogitMask> inner, std::string close_tag,
-                                       std::function<std::string(int32_t)> piece, bool inside, int32_t open_token)
+ReasoningBudget make_reasoning_budget(int32_t tokens, const std::string& message, const std::string& close_tag,
+                                      const std::function<std::vector<int32_t>(const std::string&)>& tokenize) {
+  ReasoningBudget b;
+  b.tokens = tokens;
+  if (tokens < 0) return b;
+  b.close_ids = tokenize(message + close_tag);
+  b.finish_ids.resize(close_tag.size());
+  for (size_t k = 1; k < close_tag.size(); ++k) b.finish_ids[k] = tokenize(close_tag.substr(k));
+  return b;
+}
+
+ReasoningMask::ReasoningMask(std::shared_ptr<LogitMask> inner, ReasoningTags tags,
+                             std::function<std::string(int32_t)> piece, bool inside, int32_t open_token,
+                             ReasoningBudget budget)
     : inner_(std::move(inner)),
-      close_tag_(std::move(close_tag)),
+      tags_(std::move(tags)),
       piece_(std::move(piece)),
       open_token_(open_token),
-      state_(inside ? State::kReasoning : open_token >= 0 ? State::kMayOpen : State::kAnswer) {}
+      budget_(std::move(budget)),
+      state_(State::kAnswer) {
+  if (inside) {
+    start_reasoning({});
+  } else if (!inner_ || open_token_ >= 0) {
+    state_ = State::kMayOpen;
+  }
+}
 
-void AfterReasoningMask::apply(float* logits, int32_t vocab) {
+void ReasoningMask::start_reasoning(std::string_view after_open) {
+  state_ = State::kReasoning;
+  tail_.clear();
+  reasoning_tokens_ = 0;
+  if (budget_.tokens == 0) {
+    budget_spent_ = true;
+    state_ = State::kClosing;
+    forcing_ = budget_.close_ids;
+    forced_at_ = 0;
+    if (forcing_.empty()) to_answer();
+    return;
+  }
+  // Text after the open tag in the token that completed it is reasoning (it may hold the close tag).
+  if (!after_open.empty()) {
+    tail_ = std::string(after_open);
+    const size_t close = tail_.find(tags_.close);
+    if (close != std::string::npos) to_answer();
+  }
+}
+
+void ReasoningMask::to_answer() {
+  state_ = State::kAnswer;
+  tail_.clear();
+  head_.clear();
+  forcing_.clear();
+}
+
+void ReasoningMask::apply(float* logits, int32_t vocab) {
   switch (state_) {
     case State::kReasoning: return;
-    case State::kAnswer: inner_->apply(logits, vocab); return;
+    case State::kAnswer:
+      if (inner_) inner_->apply(logits, vocab);
+      return;
     case State::kMayOpen: {
+      if (!inner_) return;
       const bool has_open = open_token_ < vocab;
       const float open_logit = has_open ? logits[open_token_] : 0.0f;
       inner_->apply(logits, vocab);
       if (has_open) logits[open_token_] = open_logit;
       return;
     }
+    case State::kClosing: {
+      const int32_t want = forcing_[forced_at_];
+      constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+      for (int32_t i = 0; i < vocab; ++i) logits[i] = i == want ? 0.0f : kMinusInf;
+      return;
+    }
   }
 }
 
-void AfterReasoningMask::accept(int32_t token) {
+void ReasoningMask::accept(int32_t token) {
   switch (state_) {
-    case State::kAnswer: inner_->accept(token); return;
-    case State::kMayOpen:
-      if (token == open_token_) {
-        state_ = State::kReasoning;
-      } else {
-        state_ = State::kAnswer;
-        inner_->accept(token);
-      }
+    case State::kAnswer:
+      if (inner_) inner_->accept(token);
       return;
-    case State::kReasoning:
-      tail_ += piece_(token);
-      if (tail_.find(close_tag_) != std::string::npos) {
-        state_ = State::kAnswer;  // NOTE: text after the tag in the same token is not matched by the grammar
-        tail_.clear();
+    case State::kMayOpen:
+      if (inner_) {
+        if (token == open_token_) {
+          start_reasoning({});
+        } else {
+          to_answer();
+          inner_->accept(token);
+        }
         return;
       }
-      if (tail_.size() >= close_tag_.size()) tail_.erase(0, tail_.size() - (close_tag_.size() - 1));
+      head_ += piece_(token);
+      {
+        const size_t b = head_.find_first_not_of(" \t\r\n");
+        const std::string_view text = b == std::string::npos ? std::string_view() : std::string_view(head_).substr(b);
+        if (text.starts_with(tags_.open)) {
+          const std::string after(text.substr(tags_.open.size()));
+          head_.clear();
+          start_reasoning(after);
+        } else if (!std::string_view(tags_.open).starts_with(text)) {
+          to_answer();
+        }
+      }
       return;
+    case State::kClosing:
+      if (token == forcing_[forced_at_]) {
+        if (++forced_at_ == forcing_.size()) to_answer();  // the whole tag is written
+        return;
+      }
+      // Not the forced token (a sampler that ignored the mask): read it as reasoning again.
+      state_ = State::kReasoning;
+      forcing_.clear();
+      [[fallthrough]];
+    case State::kReasoning: {
+      ++reasoning_tokens_;
+      tail_ += piece_(token);
+      if (tail_.find(tags_.close) != std::string::npos) {
+        to_answer();  // NOTE: text after the tag in the same token is not matched by the grammar
+        return;
+      }
+      if (tail_.size() >= tags_.close.size()) tail_.erase(0, tail_.size() - (tags_.close.size() - 1));
+      if (budget_.tokens >= 0 && reasoning_tokens_ >= budget_.tokens) {
+        budget_spent_ = true;
+        // A tag the reasoning has begun is finished rather than written again after the message.
+        size_t k = 0;
+        for (size_t n = std::min(tail_.size(), tags_.close.size() - 1); n > 0 && k == 0; --n) {
+          if (std::string_view(tags_.close).starts_with(std::string_view(tail_).substr(tail_.size() - n))) k = n;
+        }
+        const bool finish = k > 0 && k < budget_.finish_ids.size() && !budget_.finish_ids[k].empty();
+        forcing_ = finish ? budget_.finish_ids[k] : budget_.close_ids;
+        forced_at_ = 0;
+        state_ = forcing_.empty() ? State::kReasoning : State::kClosing;
+      }
+      return;
+    }
   }
 }
 

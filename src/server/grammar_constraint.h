@@ -9,9 +9,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "chat/reasoning.h"
 #include "grammar/token_matcher.h"
 #include "runtime/engine_api.h"
 
@@ -41,29 +43,60 @@ class GrammarLogitMask : public LogitMask {
   std::vector<uint64_t> bits_;
 };
 
-// Constrained output from a model that reasons (chat/reasoning.h): the reasoning is free text,
-// and `inner` applies to the answer, from the token after the one that completes the close tag.
-// Without this a grammar would force its first token into the reasoning, which then never closes,
-// and the answer would be empty. `inside`: the prompt opened the reasoning. Otherwise, with an
-// `open_token` (the open tag as one token, as Qwen3's <think> is), the first token may be that tag
-// besides what `inner` allows, and choosing it starts the reasoning; without one the reply has none.
-class AfterReasoningMask : public LogitMask {
+// A reasoning budget: after `tokens` tokens of reasoning the close tag is forced, so a model that
+// would think on and on gives an answer (vLLM's thinking_token_budget, llama-server's
+// --reasoning-budget, Anthropic's thinking.budget_tokens).
+struct ReasoningBudget {
+  int32_t tokens = -1;  // < 0: no budget
+  // The tokens forced when it is spent: the message (may be empty), then the close tag.
+  std::vector<int32_t> close_ids;
+  // finish_ids[k], 0 < k < the tag's length: the tokens that finish a close tag whose first k bytes
+  // the reasoning already ends with (a model that was closing on its own is not made to restart).
+  std::vector<std::vector<int32_t>> finish_ids;
+};
+
+// `tokenize` turns text into the ids the model would read (special tokens such as </think> as one).
+ReasoningBudget make_reasoning_budget(int32_t tokens, const std::string& message, const std::string& close_tag,
+                                      const std::function<std::vector<int32_t>(const std::string&)>& tokenize);
+
+// The mask of a reply from a model that reasons (chat/reasoning.h):
+// - `inner` (a grammar; may be null) applies to the answer, from the token after the one that
+//   completes the close tag. Without this a grammar would force its first token into the
+//   reasoning, which then never closes, and the answer would be empty.
+// - `budget`: once the reasoning has that many tokens, the close tag is forced.
+// `inside`: the prompt opened the reasoning. Otherwise, with an `inner` mask, the first token may
+// be `open_token` (the open tag as one token, as Qwen3's <think> is) besides what `inner` allows,
+// and choosing it starts the reasoning; without one the reply has none. Without an `inner` mask
+// the reply's text is watched: one that begins (after whitespace) with the open tag reasons, as
+// split_reasoning() reads it.
+class ReasoningMask : public LogitMask {
  public:
   // `piece`: a token's text as the reply shows it (special tokens such as </think> included).
-  AfterReasoningMask(std::shared_ptr<LogitMask> inner, std::string close_tag, std::function<std::string(int32_t)> piece,
-                     bool inside, int32_t open_token = -1);
+  ReasoningMask(std::shared_ptr<LogitMask> inner, ReasoningTags tags, std::function<std::string(int32_t)> piece,
+                bool inside, int32_t open_token = -1, ReasoningBudget budget = {});
   void apply(float* logits, int32_t vocab) override;
   void accept(int32_t token) override;
   bool reasoning_done() const { return state_ == State::kAnswer; }
+  // Whether the budget ran out and the close tag was (or is being) forced.
+  bool budget_spent() const { return budget_spent_; }
 
  private:
-  enum class State { kMayOpen, kReasoning, kAnswer };
+  enum class State { kMayOpen, kReasoning, kClosing, kAnswer };
+  void start_reasoning(std::string_view after_open);
+  void to_answer();
+
   std::shared_ptr<LogitMask> inner_;
-  std::string close_tag_;
+  ReasoningTags tags_;
   std::function<std::string(int32_t)> piece_;
   int32_t open_token_;
+  ReasoningBudget budget_;
   State state_;
-  std::string tail_;  // the reply's last bytes (fewer than the tag's), which may begin the tag
+  std::string head_;                 // kMayOpen without inner: the reply so far
+  std::string tail_;                 // the reasoning's last bytes (fewer than the tag's), which may begin the tag
+  int32_t reasoning_tokens_ = 0;
+  std::vector<int32_t> forcing_;     // kClosing: the tokens still to force, first at forced_at_
+  size_t forced_at_ = 0;
+  bool budget_spent_ = false;
 };
 
 }  // namespace hz

@@ -455,7 +455,7 @@ std::optional<ApiError> check_fields(ApiKind kind, const json& body) {
       "user", "metadata", "store", "service_tier", "parallel_tool_calls"};
   static const char* const kCompletion[] = {"prompt", "echo", "best_of", "suffix"};
   static const char* const kChat[] = {"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-                                      "chat_template_kwargs", "reasoning_effort"};
+                                      "chat_template_kwargs", "reasoning_effort", "thinking_token_budget"};
   for (const auto& [key, value] : body.items()) {
     bool known = false;
     for (const char* k : kCommon) known = known || key == k;
@@ -643,6 +643,14 @@ std::optional<ApiError> parse_request(ApiKind kind, std::string_view body, const
         return bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high", "reasoning_effort");
       }
       if (!out->template_kwargs.contains("reasoning_effort")) out->template_kwargs["reasoning_effort"] = effort;
+    }
+    if (kind == ApiKind::kChat && j.contains("thinking_token_budget") && !j["thinking_token_budget"].is_null()) {
+      const json& b = j["thinking_token_budget"];
+      if (!b.is_number_integer() || b.get<int64_t>() < -1 || b.get<int64_t>() > (1 << 30)) {
+        return bad_request("'thinking_token_budget' must be an integer from 0 (no thinking) up, or -1 for no budget",
+                           "thinking_token_budget");
+      }
+      out->thinking_token_budget = static_cast<int32_t>(b.get<int64_t>());
     }
     if (kind == ApiKind::kChat && (j.contains("tools") || j.contains("tool_choice") || j.contains("parallel_tool_calls"))) {
       if (auto e = parse_tool_request(nlohmann::ordered_json::parse(body), &out->tools)) return e;

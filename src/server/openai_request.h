@@ -69,6 +69,9 @@ struct ParsedRequest {
   // Chat: chat_template_kwargs, extra variables for the chat template (vLLM's; e.g. Qwen3's
   // enable_thinking). An object; empty when not sent.
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  // Chat: thinking_token_budget (vLLM's): the most tokens a reasoning model may think before its
+  // close tag is forced; -1 = no budget (over the server's default); none = the server's default.
+  std::optional<int32_t> thinking_token_budget;
 
   // Constrained output: grammar text (grammar/grammar.h) from `grammar` or compiled from
   // `response_format`; empty = none. grammar_field names the request field for errors.

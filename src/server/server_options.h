@@ -37,6 +37,11 @@ struct ServerOptions {
   // chat template writes reasoning tags; "none" leaves it in content; a vLLM parser name
   // (deepseek_r1, qwen3, mistral, ...; "deepseek" = <think>) splits with that parser's tags.
   std::string reasoning_parser = "auto";
+  // The most tokens a chat reply may reason before its close tag is forced, for requests that do
+  // not send thinking_token_budget; -1 = no budget, 0 = none at all. The message (may be empty)
+  // is written into the reasoning before the forced tag.
+  int32_t reasoning_budget = -1;
+  std::string reasoning_budget_message;
   SamplingDefaults sampling_defaults;
   int http_threads = 2;            // threads running the io_context (I/O only; the engine has its own)
   // Threads that parse, render and tokenize POST bodies off the I/O threads; 0 = on the I/O threads.

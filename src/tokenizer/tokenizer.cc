@@ -84,13 +84,17 @@ std::vector<int32_t> Tokenizer::encode_mixed(std::string_view text, std::span<co
   return encode_impl(text, add_special, /*parse_special=*/true, plain);
 }
 
+std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text, bool parse_special) const {
+  return encode_impl(text, /*add_special=*/false, parse_special, {}, /*continues=*/true);
+}
+
 std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_special, bool parse_special,
-                                            std::span<const TextRange> plain) const {
+                                            std::span<const TextRange> plain, bool continues) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && vocab_.add_bos()) out.push_back(vocab_.bos_id());
 
-  bool after_special = true;  // the text start counts as a boundary (SentencePiece space prefix)
+  bool after_special = !continues;  // the text start counts as a boundary (SentencePiece space prefix)
   size_t fragment_start = 0;
   size_t plain_idx = 0;  // the first plain range that ends after pos
   if (!specials_.empty()) {

@@ -46,6 +46,9 @@ class Tokenizer {
   // special tokens are still encoded whole, across the plain/trusted boundaries, so the ids equal
   // encode()'s wherever no control token is written inside a plain range.
   std::vector<int32_t> encode_mixed(std::string_view text, std::span<const TextRange> plain, bool add_special = true) const;
+  // Text that continues a sequence mid-way (text to insert after generated tokens): no BOS/EOS,
+  // and no SentencePiece space prefix at its start, so the pieces concatenate to `text` exactly.
+  std::vector<int32_t> encode_continuation(std::string_view text, bool parse_special) const;
 
   // The concatenated pieces. Like llama.cpp's detokenize: with the SentencePiece space prefix, the
   // first token loses one leading space; remove_special drops a leading BOS / trailing EOS (and
@@ -77,8 +80,9 @@ class Tokenizer {
   // precedes it (SentencePiece then prefixes a space).
   void encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
   // encode() and encode_mixed(): specials parsed per parse_special outside `plain`, never inside.
+  // `continues`: the text does not start a sequence (no space prefix before its first fragment).
   std::vector<int32_t> encode_impl(std::string_view text, bool add_special, bool parse_special,
-                                   std::span<const TextRange> plain) const;
+                                   std::span<const TextRange> plain, bool continues = false) const;
 
   Vocab vocab_;
   SpecialTokenMatcher specials_;

@@ -211,6 +211,7 @@ class FakeEngine : public Engine {
     uint64_t id = 0;
     GenerationRequest req;
     std::string echo;       // what this "model" repeats
+    size_t echo_at = 0;     // the echo's next byte
     std::string text;       // generated so far
     size_t emitted = 0;     // bytes of `text` already sent
     size_t max_stop = 0;
@@ -254,12 +255,24 @@ class FakeEngine : public Engine {
       out.push_back({s.req.sink, std::move(p)});
       if (s.req.sampling.max_tokens == 0) return finish(s, FinishReason::kLength, out), true;
     }
-    char c = s.echo[s.generated % s.echo.size()];
+    // The echo's next byte, unless a logit mask (a reasoning budget) forbids it: then the token it
+    // leaves (the highest-scoring, the echo's byte preferred) is inserted and the echo waits.
+    const int32_t want = kByteBase + static_cast<unsigned char>(s.echo[s.echo_at % s.echo.size()]);
+    int32_t token = want;
+    if (s.req.sampling.logit_mask) {
+      std::vector<float> logits(static_cast<size_t>(info_.vocab_size), 0.0f);
+      logits[want] = 1.0f;
+      s.req.sampling.logit_mask->apply(logits.data(), info_.vocab_size);
+      token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      s.req.sampling.logit_mask->accept(token);
+    }
+    if (token == want) ++s.echo_at;
+    const char c = token >= kByteBase ? static_cast<char>(token - kByteBase) : '?';
     s.text.push_back(c);
     ++s.generated;
     ++generation_tokens_total_;
     GenerationEvent e;
-    e.token_ids.push_back(kByteBase + static_cast<unsigned char>(c));
+    e.token_ids.push_back(token);
     if (s.req.sampling.logprobs) {
       e.chosen.push_back({e.token_ids[0], std::string(1, c), -0.5f});
       std::vector<TokenLogprob> alts;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "server/fake_engine.h"
@@ -36,13 +37,15 @@ constexpr const char* kPlainTemplate = "{{ messages[-1]['content'] }}END";
 
 class ReasoningHttpTest : public ::testing::Test {
  protected:
-  void start(const char* chat_template, const std::string& parser = "auto") {
+  void start(const char* chat_template, const std::string& parser = "auto",
+             const std::function<void(ServerOptions&)>& options = {}) {
     engine_ = std::make_unique<test::FakeEngine>(test::FakeEngine::Options{.max_model_len = 4096});
     ServerOptions o;
     o.port = 0;
     o.access_log = false;
     o.chat_template = chat_template;
     o.reasoning_parser = parser;
+    if (options) options(o);
     server_ = std::make_unique<HttpServer>(*engine_, o);
     ASSERT_TRUE(server_->start().ok());
   }
@@ -372,7 +375,112 @@ TEST_F(ReasoningHttpTest, ResponsesHaveAReasoningItem) {
   EXPECT_EQ(json::parse(r.body)["output"][0]["content"][0]["text"], "high|Think.|A.");
 }
 
-// --- AfterReasoningMask ---
+// --- Reasoning budgets ---
+// FakeEngine honours the mask: a forced token is inserted and the echo waits. So "abcdefghij"
+// with a budget of 5, behind a prompt that opens the reasoning, becomes "abcde</think>fghij".
+
+TEST_F(ReasoningHttpTest, ABudgetClosesTheReasoning) {
+  start(kOpenTemplate);
+  const json budget = {{"thinking_token_budget", 5}};
+  json m = message("abcdefghij", budget);
+  EXPECT_EQ(m["reasoning_content"], "abcde");
+  EXPECT_EQ(m["content"], "fghij");
+  EXPECT_EQ(m["finish_reason"], "stop");
+  json s = reassemble(post(request("abcdefghij", true, budget)).body);
+  EXPECT_EQ(s["reasoning_content"], "abcde");
+  EXPECT_EQ(s["content"], "fghij");
+  // The forced tag's 8 tokens count as reasoning, as a tag the model writes does. (No stop string:
+  // the text held back for one would shift the count by its length.)
+  const json usage = json::parse(post(request("abcdefghij", false,
+                                              {{"thinking_token_budget", 5}, {"max_tokens", 18}, {"stop", json::array()}}))
+                                     .body)["usage"];
+  EXPECT_EQ(usage["completion_tokens_details"]["reasoning_tokens"], 13) << usage;
+  EXPECT_EQ(usage["completion_tokens"], 18) << usage;  // abcde</think>fghij
+
+  // Without a budget the reasoning runs on (to the stop string here).
+  m = message("abcdefghij");
+  EXPECT_EQ(m["reasoning_content"], "abcdefghij");
+  EXPECT_EQ(m["content"], "");
+  EXPECT_EQ(engine_->last_sampling().logit_mask, nullptr) << "no mask, so speculation stays on";
+  // 0: closed before the first token.
+  m = message("abcdefghij", {{"thinking_token_budget", 0}});
+  EXPECT_EQ(m["reasoning_content"], "");
+  EXPECT_EQ(m["content"], "abcdefghij");
+}
+
+TEST_F(ReasoningHttpTest, TheServersBudgetAndMessageUnlessARequestSetsItsOwn) {
+  start(kThinkTemplate, "auto", [](ServerOptions& o) {
+    o.reasoning_budget = 3;
+    o.reasoning_budget_message = " Time is up.";
+  });
+  // The model writes its own <think>: the budget counts from after it.
+  json m = message("<think>abcdefg</think>Answer.");
+  EXPECT_EQ(m["reasoning_content"], "abc Time is up.");
+  EXPECT_EQ(m["content"], "defg</think>Answer.");
+  m = message("<think>abcdefg</think>Answer.", {{"thinking_token_budget", -1}});
+  EXPECT_EQ(m["reasoning_content"], "abcdefg");
+  EXPECT_EQ(m["content"], "Answer.");
+  m = message("<think>ab</think>Answer.");
+  EXPECT_EQ(m["reasoning_content"], "ab") << "closed within the budget: left alone";
+  EXPECT_EQ(m["content"], "Answer.");
+  // A reply that does not reason is not touched by a budget.
+  m = message("An answer at once, no thinking here.");
+  EXPECT_FALSE(m.contains("reasoning_content"));
+  EXPECT_EQ(m["content"], "An answer at once, no thinking here.");
+}
+
+TEST_F(ReasoningHttpTest, BudgetsOnlyWhereTheModelReasons) {
+  start(kPlainTemplate);
+  json m = message("abcdefghij", {{"thinking_token_budget", 2}});
+  EXPECT_EQ(m["content"], "abcdefghij");
+  EXPECT_EQ(engine_->last_sampling().logit_mask, nullptr);
+}
+
+TEST_F(ReasoningHttpTest, BadBudgetsAreRefused) {
+  start(kOpenTemplate);
+  for (const json& bad : {json("5"), json(-2), json(1.5), json(true), json(int64_t{1} << 40)}) {
+    HttpResponse r = post(request("abc", false, {{"thinking_token_budget", bad}}));
+    EXPECT_EQ(r.status, 400) << bad.dump();
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], "thinking_token_budget") << r.body;
+  }
+  json body = {{"model", "fake-model"},
+               {"max_tokens", 100},
+               {"messages", {{{"role", "user"}, {"content", "abc"}}}},
+               {"thinking", {{"type", "enabled"}, {"budget_tokens", -1}}}};
+  HttpResponse r = http_request(server_->port(), "POST", "/v1/messages", body.dump());
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("budget_tokens"), std::string::npos) << r.body;
+}
+
+TEST_F(ReasoningHttpTest, AnthropicBudgetTokensAreEnforced) {
+  start(kOpenTemplate);
+  json body = {{"model", "fake-model"},
+               {"max_tokens", 1000},
+               {"stop_sequences", {"END"}},
+               {"messages", {{{"role", "user"}, {"content", "abcdefghij"}}}},
+               {"thinking", {{"type", "enabled"}, {"budget_tokens", 4}}}};
+  HttpResponse r = http_request(server_->port(), "POST", "/v1/messages", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json msg = json::parse(r.body);
+  ASSERT_EQ(msg["content"].size(), 2u) << r.body;
+  EXPECT_EQ(msg["content"][0]["thinking"], "abcd");
+  EXPECT_EQ(msg["content"][1]["text"], "efghij");
+  // Disabled, with a template that opens the reasoning anyway: closed at once.
+  body["thinking"] = {{"type", "disabled"}};
+  r = http_request(server_->port(), "POST", "/v1/messages", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  msg = json::parse(r.body);
+  std::string text;
+  for (const json& b : msg["content"]) {
+    if (b["type"] == "thinking") EXPECT_EQ(b["thinking"], "") << r.body;
+    if (b["type"] == "text") text += b["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "abcdefghij");
+}
+
+// --- ReasoningMask ---
+
+const ReasoningTags kTags{"<think>", "</think>"};
 
 // Bans token 0 and records what it was given.
 class BanZero : public LogitMask {
@@ -382,13 +490,13 @@ class BanZero : public LogitMask {
   std::vector<int32_t> accepted;
 };
 
-TEST(AfterReasoningMaskTest, AppliesTheInnerMaskFromTheTokenAfterTheCloseTag) {
+TEST(ReasoningMaskTest, AppliesTheInnerMaskFromTheTokenAfterTheCloseTag) {
   // Tokens: 0 "x", 1 "</", 2 "think>", 3 "</think>", 4 " ".
   const std::vector<std::string> pieces = {"x", "</", "think>", "</think>", " "};
   auto piece = [&](int32_t id) { return pieces[id]; };
   auto check = [&](const std::vector<int32_t>& before, int32_t closing) {
     auto inner = std::make_shared<BanZero>();
-    AfterReasoningMask mask(inner, "</think>", piece, /*inside=*/true);
+    ReasoningMask mask(inner, kTags, piece, /*inside=*/true);
     float logits[5] = {};
     for (int32_t t : before) {
       mask.apply(logits, 5);
@@ -411,7 +519,7 @@ TEST(AfterReasoningMaskTest, AppliesTheInnerMaskFromTheTokenAfterTheCloseTag) {
 
 // Without an opened prompt: the first token may be the open tag (token 5 here) besides what the
 // inner mask allows; taking it starts the reasoning, taking anything else starts the answer.
-TEST(AfterReasoningMaskTest, TheFirstTokenMayOpenTheReasoning) {
+TEST(ReasoningMaskTest, TheFirstTokenMayOpenTheReasoning) {
   const std::vector<std::string> pieces = {"x", "</", "think>", "</think>", " ", "<think>"};
   auto piece = [&](int32_t id) { return pieces[id]; };
   class BanZeroAndOpen : public BanZero {
@@ -423,7 +531,7 @@ TEST(AfterReasoningMaskTest, TheFirstTokenMayOpenTheReasoning) {
   };
   {
     auto inner = std::make_shared<BanZeroAndOpen>();
-    AfterReasoningMask mask(inner, "</think>", piece, /*inside=*/false, /*open_token=*/5);
+    ReasoningMask mask(inner, kTags, piece, /*inside=*/false, /*open_token=*/5);
     float logits[6] = {};
     mask.apply(logits, 6);
     EXPECT_LT(logits[0], -1e29f) << "the constraint applies to the first token";
@@ -441,7 +549,7 @@ TEST(AfterReasoningMaskTest, TheFirstTokenMayOpenTheReasoning) {
   }
   {
     auto inner = std::make_shared<BanZeroAndOpen>();
-    AfterReasoningMask mask(inner, "</think>", piece, /*inside=*/false, /*open_token=*/5);
+    ReasoningMask mask(inner, kTags, piece, /*inside=*/false, /*open_token=*/5);
     mask.accept(4);  // an answer at once
     EXPECT_TRUE(mask.reasoning_done());
     EXPECT_EQ(inner->accepted, std::vector<int32_t>{4});
@@ -452,12 +560,172 @@ TEST(AfterReasoningMaskTest, TheFirstTokenMayOpenTheReasoning) {
   {
     // No open token and not inside: the inner mask, unchanged.
     auto inner = std::make_shared<BanZeroAndOpen>();
-    AfterReasoningMask mask(inner, "</think>", piece, /*inside=*/false);
+    ReasoningMask mask(inner, kTags, piece, /*inside=*/false);
     EXPECT_TRUE(mask.reasoning_done());
     float logits[6] = {};
     mask.apply(logits, 6);
     EXPECT_LT(logits[5], -1e29f);
   }
+}
+
+// The budget: after N tokens of reasoning the close tag is forced, token by token, and the
+// answer (with the inner mask) follows. Tokens: 0 "x", 1 "</", 2 "think>", 3 "</think>", 4 " ",
+// 5 "<think>", 6 "Stop.", 7 "<".
+class BudgetTest : public ::testing::Test {
+ protected:
+  const std::vector<std::string> pieces = {"x", "</", "think>", "</think>", " ", "<think>", "Stop.", "<"};
+  std::function<std::string(int32_t)> piece = [this](int32_t id) { return pieces[id]; };
+  // A toy tokenizer: the longest piece first.
+  std::function<std::vector<int32_t>(const std::string&)> tokenize = [this](const std::string& text) {
+    std::vector<int32_t> ids;
+    for (size_t at = 0; at < text.size();) {
+      int32_t best = -1;
+      for (int32_t id = 0; id < static_cast<int32_t>(pieces.size()); ++id) {
+        if (text.compare(at, pieces[id].size(), pieces[id]) == 0 &&
+            (best < 0 || pieces[id].size() > pieces[best].size()))
+          best = id;
+      }
+      if (best < 0) return std::vector<int32_t>{};  // not writable in this vocabulary
+      ids.push_back(best);
+      at += pieces[best].size();
+    }
+    return ids;
+  };
+  // Which token the mask leaves (the only one not -inf), or -1 when it leaves more than one.
+  static int32_t forced(LogitMask& mask) {
+    float logits[8] = {};
+    mask.apply(logits, 8);
+    int32_t only = -1, allowed = 0;
+    for (int32_t i = 0; i < 8; ++i) {
+      if (logits[i] > -1e29f) {
+        only = i;
+        ++allowed;
+      }
+    }
+    return allowed == 1 ? only : -1;
+  }
+};
+
+TEST_F(BudgetTest, TheCloseTagIsForcedWhenTheBudgetIsSpent) {
+  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(3, "", "</think>", tokenize));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(forced(mask), -1) << "free while the budget lasts, token " << i;
+    mask.accept(0);
+  }
+  EXPECT_TRUE(mask.budget_spent());
+  EXPECT_EQ(forced(mask), 3);
+  mask.accept(3);
+  EXPECT_TRUE(mask.reasoning_done());
+  EXPECT_EQ(forced(mask), -1) << "the answer is free";
+}
+
+TEST_F(BudgetTest, TheMessageComesFirstAndTheInnerMaskAfter) {
+  auto inner = std::make_shared<BanZero>();
+  ReasoningMask mask(inner, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(1, " Stop.", "</think>", tokenize));
+  mask.accept(0);
+  for (int32_t want : {4, 6, 3}) {
+    EXPECT_FALSE(mask.reasoning_done());
+    ASSERT_EQ(forced(mask), want);
+    mask.accept(want);
+  }
+  EXPECT_TRUE(mask.reasoning_done());
+  EXPECT_TRUE(inner->accepted.empty());
+  float logits[8] = {};
+  mask.apply(logits, 8);
+  EXPECT_LT(logits[0], -1e29f);
+  mask.accept(4);
+  EXPECT_EQ(inner->accepted, std::vector<int32_t>{4});
+}
+
+TEST_F(BudgetTest, ATagTheModelBeganIsFinishedNotRestarted) {
+  // "</" at the budget: only "think>" follows, not the message and a second "</think>".
+  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(2, " Stop.", "</think>", tokenize));
+  mask.accept(0);
+  mask.accept(1);
+  EXPECT_EQ(forced(mask), 2);
+  mask.accept(2);
+  EXPECT_TRUE(mask.reasoning_done());
+}
+
+TEST_F(BudgetTest, ATagThatCannotBeFinishedIsWrittenWhole) {
+  // "<" at the budget: "/think>" has no tokens here, so the message and the whole tag follow.
+  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(1, " Stop.", "</think>", tokenize));
+  mask.accept(7);
+  for (int32_t want : {4, 6, 3}) {
+    ASSERT_EQ(forced(mask), want);
+    mask.accept(want);
+  }
+  EXPECT_TRUE(mask.reasoning_done());
+}
+
+TEST_F(BudgetTest, AReasoningThatClosesWithinTheBudgetIsLeftAlone) {
+  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(3, "", "</think>", tokenize));
+  mask.accept(0);
+  mask.accept(1);
+  mask.accept(2);  // "</" "think>": closed by the model at the third token
+  EXPECT_TRUE(mask.reasoning_done());
+  EXPECT_FALSE(mask.budget_spent());
+  EXPECT_EQ(forced(mask), -1);
+  mask.accept(0);
+  mask.accept(0);
+  EXPECT_EQ(forced(mask), -1) << "the answer has no budget";
+}
+
+TEST_F(BudgetTest, ZeroClosesAtOnce) {
+  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(0, "", "</think>", tokenize));
+  EXPECT_TRUE(mask.budget_spent());
+  EXPECT_EQ(forced(mask), 3);
+  mask.accept(3);
+  EXPECT_TRUE(mask.reasoning_done());
+}
+
+TEST_F(BudgetTest, WithoutAGrammarTheReplyIsWatchedForTheOpenTag) {
+  {
+    // Whitespace, then the open tag: the budget counts from after it.
+    ReasoningMask mask(nullptr, kTags, piece, /*inside=*/false, -1, make_reasoning_budget(2, "", "</think>", tokenize));
+    mask.accept(4);
+    EXPECT_FALSE(mask.reasoning_done()) << "whitespace decides nothing";
+    mask.accept(5);
+    mask.accept(0);
+    EXPECT_EQ(forced(mask), -1);
+    mask.accept(0);
+    EXPECT_EQ(forced(mask), 3);
+  }
+  {
+    // "<" may begin the tag; "x" after it makes the reply an answer: no budget applies.
+    ReasoningMask mask(nullptr, kTags, piece, /*inside=*/false, -1, make_reasoning_budget(1, "", "</think>", tokenize));
+    mask.accept(7);
+    EXPECT_FALSE(mask.reasoning_done());
+    mask.accept(0);
+    EXPECT_TRUE(mask.reasoning_done());
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(forced(mask), -1);
+      mask.accept(0);
+    }
+    EXPECT_FALSE(mask.budget_spent());
+  }
+  {
+    // Text first: an answer, whatever follows.
+    ReasoningMask mask(nullptr, kTags, piece, /*inside=*/false, -1, make_reasoning_budget(1, "", "</think>", tokenize));
+    mask.accept(6);
+    EXPECT_TRUE(mask.reasoning_done());
+    mask.accept(5);
+    mask.accept(0);
+    EXPECT_EQ(forced(mask), -1);
+  }
+}
+
+TEST_F(BudgetTest, WithAGrammarTheOneTokenOpenTagStartsTheBudget) {
+  auto inner = std::make_shared<BanZero>();
+  ReasoningMask mask(inner, kTags, piece, /*inside=*/false, /*open_token=*/5,
+                     make_reasoning_budget(1, "", "</think>", tokenize));
+  mask.accept(5);
+  EXPECT_EQ(forced(mask), -1);
+  mask.accept(0);
+  EXPECT_EQ(forced(mask), 3);
+  mask.accept(3);
+  EXPECT_TRUE(mask.reasoning_done());
+  EXPECT_TRUE(inner->accepted.empty());
 }
 
 }  // namespace

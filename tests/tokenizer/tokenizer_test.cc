@@ -229,6 +229,26 @@ TEST(SpecialTokensTest, SentencePieceSpacePrefixAfterSpecial) {
   EXPECT_EQ(tok.encode("<s>Hello", false, false), (std::vector<int32_t>{529, 29879, 29958, 10994}));
 }
 
+// Text inserted after generated tokens (a forced </think>, a message): its pieces are the text,
+// with no space prefix and no BOS, in every family; after a special token inside it the next
+// fragment still starts a new word, as encode() writes it.
+TEST_P(FamilyTest, ContinuationPiecesAreTheText) {
+  const Tokenizer& tok = load(GetParam());
+  for (const std::string text : {"</think>", " Time is up.", "x", "\nDone.\n", ""}) {
+    std::string pieces;
+    for (int32_t id : tok.encode_continuation(text, /*parse_special=*/true)) pieces += tok.token_to_piece(id, true);
+    EXPECT_EQ(pieces, text) << GetParam();
+  }
+}
+
+TEST(SpecialTokensTest, ContinuationHasNoSpacePrefix) {
+  const Tokenizer& tok = load("llama-spm");
+  EXPECT_EQ(tok.decode(tok.encode("Hello", false, false), false), "Hello");  // the prefix is removed by decode
+  EXPECT_EQ(tok.token_to_piece(tok.encode("Hello", false, false)[0]), " Hello");
+  EXPECT_EQ(tok.token_to_piece(tok.encode_continuation("Hello", false)[0]).substr(0, 1), "H");
+  EXPECT_EQ(tok.encode_continuation("<s>Hello", true), tok.encode("<s>Hello", false, true));
+}
+
 TEST(BosEosTest, FollowsTheVocabulary) {
   const Tokenizer& spm = load("llama-spm");
   EXPECT_TRUE(spm.add_bos());

@@ -73,6 +73,35 @@ TEST(ChatCliTest, SystemMessageAndBadFlags) {
   EXPECT_NE(err.find("error:"), std::string::npos) << err;
 }
 
+// A template that opens the reasoning: the story stories260K tells is reasoning, shown on stderr
+// and kept out of stdout and of the history; a budget closes it and the model answers on stdout;
+// --reasoning-format none leaves it all in the reply.
+TEST(ChatCliTest, ReasoningIsShownApartAndKeptApart) {
+  const std::string tmpl = " --chat-template '{% for m in messages %}{{ m.content }}{% endfor %}<think>'";
+  std::string out, err;
+  ASSERT_EQ(chat("Once upon a time\nThe little dog\n", "-n 16" + tmpl, &out, &err), 0) << err;
+  EXPECT_EQ(out, "\n\n") << "only the (empty) answers on stdout";
+  EXPECT_NE(err.find(" was "), std::string::npos) << err;
+  const std::vector<int> apart = prompt_token_counts(err);
+
+  std::string raw_out, raw_err;
+  ASSERT_EQ(chat("Once upon a time\nThe little dog\n", "-n 16 --reasoning-format none" + tmpl, &raw_out, &raw_err), 0)
+      << raw_err;
+  EXPECT_NE(raw_out.find(" was "), std::string::npos) << raw_out;
+  const std::vector<int> kept = prompt_token_counts(raw_err);
+  ASSERT_EQ(apart.size(), 2u) << err;
+  ASSERT_EQ(kept.size(), 2u) << raw_err;
+  EXPECT_EQ(apart[0], kept[0]);
+  EXPECT_LT(apart[1] + 8, kept[1]) << "the reasoning is not in the history";
+
+  std::string budget_out, budget_err;
+  ASSERT_EQ(chat("Once upon a time\n", "-n 40 --reasoning-budget 6" + tmpl, &budget_out, &budget_err), 0) << budget_err;
+  EXPECT_GT(budget_out.size(), 8u) << "an answer after the forced close: " << budget_err;
+  EXPECT_EQ(budget_out.find("think>"), std::string::npos) << budget_out;
+  EXPECT_NE(chat("Hi\n", "--reasoning-budget -2", &out, &err), 0);
+  EXPECT_NE(err.find("--reasoning-budget"), std::string::npos) << err;
+}
+
 // Ctrl-C (SIGINT) during a long reply stops that reply; the session goes on to the next line.
 TEST(ChatCliTest, InterruptStopsReplyNotSession) {
   std::string dir = test::make_temp_dir("chatint");
