@@ -1,9 +1,16 @@
 #include "kv/device_kv_arena.h"
 
+#include <atomic>
+
 #include "kernels/cuda/launch_checks.h"
 
 namespace hz {
 namespace {
+
+uint64_t next_arena_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 device::ArenaGeometry geometry_of(const DeviceKvArenaConfig& cfg) {
   device::ArenaGeometry g;
@@ -37,7 +44,7 @@ uint64_t DeviceKvArena::block_bytes_for(const DeviceKvArenaConfig& cfg) {
 }
 
 DeviceKvArena::DeviceKvArena(const DeviceKvArenaConfig& cfg, cuda::Backend& backend)
-    : cfg_(cfg), geo_(geometry_of(cfg)), backend_(backend), pool_(cfg.num_blocks) {}
+    : cfg_(cfg), geo_(geometry_of(cfg)), backend_(backend), pool_(cfg.num_blocks), id_(next_arena_id()) {}
 
 Result<std::unique_ptr<DeviceKvArena>> DeviceKvArena::create(const DeviceKvArenaConfig& cfg, cuda::Backend& backend) {
   using kernels::KvCodec;

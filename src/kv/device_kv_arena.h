@@ -54,6 +54,9 @@ class DeviceKvArena : public KvStorage {
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
   uint8_t* data() const { return mem_.as<uint8_t>(); }
+  // Unique per arena in the process: a new arena at a freed one's address is still another
+  // (captured graphs hold its geometry, codec and pointers).
+  uint64_t id() const { return id_; }
   uint64_t block_bytes() const { return static_cast<uint64_t>(geo_.block_bytes()); }
   uint64_t total_bytes() const { return block_bytes() * static_cast<uint64_t>(cfg_.num_blocks); }
   // One block past the pool's, owned by no sequence: the padding rows of a decode step padded to
@@ -83,6 +86,7 @@ class DeviceKvArena : public KvStorage {
   BlockPool pool_;
   cuda::DeviceMemory mem_;
   Status error_;
+  uint64_t id_;
 };
 
 }  // namespace hz

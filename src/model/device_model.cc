@@ -36,6 +36,16 @@ int64_t round_up_pow2(int64_t v, int64_t lo) {
   return p;
 }
 
+// The capacity a scratch buffer grows to for `n` units: a multiple of `align` and of the largest
+// power of two at most n / 8, so one that grows step by step is reallocated a logarithmic number
+// of times and holds at most 1/8 more than asked (a power of two could hold twice as much, past
+// what the planner reserved). scratch_bytes_for() counts the same.
+int64_t grown_capacity(int64_t n, int64_t align) {
+  int64_t unit = align;
+  while (unit * 16 <= n) unit *= 2;
+  return (n + unit - 1) / unit * unit;
+}
+
 // Rows converted and uploaded per batch (bounded host staging for large tensors).
 constexpr uint64_t kConvertChunkBytes = uint64_t{64} << 20;
 
@@ -69,7 +79,7 @@ uint64_t DeviceModel::weight_bytes_for(const Model& model) {
 }
 
 uint64_t DeviceModel::scratch_bytes_for(const ModelConfig& c, int64_t max_tokens, int64_t max_context) {
-  const int64_t t = max_tokens;
+  const int64_t t = grown_capacity(max_tokens, 16);  // as reserve() rounds
   const int64_t widest = std::max<int64_t>({c.hidden, c.q_dim(), c.ffn});
   const int64_t segments = std::max<int64_t>(1, (max_context + cuda::kAttnSegmentTokens - 1) / cuda::kAttnSegmentTokens + 1);
   int64_t floats = t * c.hidden                      // x
@@ -78,7 +88,9 @@ uint64_t DeviceModel::scratch_bytes_for(const ModelConfig& c, int64_t max_tokens
                    + 2 * t * c.kv_dim()              // k, v
                    + 2 * t * c.ffn                   // gate, up
                    + t * c.vocab                     // logits
-                   + cuda::attention_partial_floats(t, c.num_heads, static_cast<int32_t>(segments), c.head_dim);
+                   + grown_capacity(cuda::attention_partial_floats(max_tokens, c.num_heads,
+                                                                   static_cast<int32_t>(segments), c.head_dim),
+                                    4096);
   const int64_t xq = t * (widest / kQK8_0 + 1) * static_cast<int64_t>(sizeof(BlockQ8_0));
   const int64_t tables = t * 64 + (max_context / 16 + 16) * static_cast<int64_t>(sizeof(device::DeviceKvBlock)) + 4096;
   return static_cast<uint64_t>(4 * floats + xq + tables + t * 4);
@@ -198,7 +210,7 @@ Status DeviceModel::reserve(int64_t tokens, int64_t logit_rows, int64_t upload_b
     return Status();
   };
   if (tokens > s_.tokens_cap) {
-    const int64_t t = round_up_pow2(tokens, 16);
+    const int64_t t = grown_capacity(tokens, 16);
     const int64_t widest = std::max<int64_t>({c.hidden, c.q_dim(), c.ffn});
     HZ_RETURN_IF_ERROR(grow(s_.x, 4 * t * c.hidden, "activations"));
     HZ_RETURN_IF_ERROR(grow(s_.xn, 4 * t * std::max(c.hidden, c.q_dim()), "activations"));
@@ -214,17 +226,17 @@ Status DeviceModel::reserve(int64_t tokens, int64_t logit_rows, int64_t upload_b
     xq_source_ = nullptr;
   }
   if (logit_rows > s_.logit_rows_cap) {
-    const int64_t r = round_up_pow2(logit_rows, 16);
+    const int64_t r = grown_capacity(logit_rows, 16);
     HZ_RETURN_IF_ERROR(grow(s_.logits, 4 * r * c.vocab, "logits"));
     s_.logit_rows_cap = r;
   }
   if (upload_bytes > s_.upload_cap) {
-    const int64_t b = round_up_pow2(upload_bytes, 4096);
+    const int64_t b = grown_capacity(upload_bytes, 4096);
     HZ_RETURN_IF_ERROR(grow(s_.upload, b, "attention tables"));
     s_.upload_cap = b;
   }
   if (partial_floats > s_.partials_cap) {
-    const int64_t f = round_up_pow2(partial_floats, 4096);
+    const int64_t f = grown_capacity(partial_floats, 4096);
     HZ_RETURN_IF_ERROR(grow(s_.partials, 4 * f, "attention partials"));
     s_.partials_cap = f;
   }
@@ -232,6 +244,9 @@ Status DeviceModel::reserve(int64_t tokens, int64_t logit_rows, int64_t upload_b
 }
 
 Status DeviceModel::matmul(const DeviceMatrix& w, const float* x, int64_t tokens, float* y, bool same_input) {
+  // Only the calls right after this one on the same input may reuse its quantized blocks: a
+  // kernel may have rewritten `x` since an older quantization (an f16 matrix between them).
+  if (!same_input) xq_source_ = nullptr;
   if (!quantized(w.dtype)) return backend_.matmul(w.dtype, w.data, w.rows, w.cols, x, tokens, y);
   if (!(same_input && xq_source_ == x && xq_rows_ == tokens && xq_cols_ == w.cols)) {
     HZ_RETURN_IF_ERROR(backend_.quantize_q8_0(x, s_.xq.as<BlockQ8_0>(), tokens, w.cols));
@@ -363,9 +378,9 @@ Status DeviceModel::forward_decode(const std::vector<SeqSlice>& batch, DeviceKvA
     HZ_RETURN_IF_ERROR(launch_step(kv, p, p, 1));
   } else {
     // Graphs hold pointers: a new arena or a grown scratch buffer makes them stale.
-    if (graphs_arena_ != kv.data() || graphs_generation_ != s_.generation) {
+    if (graphs_arena_ != kv.id() || graphs_generation_ != s_.generation) {
       graphs_.clear();
-      graphs_arena_ = kv.data();
+      graphs_arena_ = kv.id();
       graphs_generation_ = s_.generation;
     }
     const uint64_t key = (static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(segments);

@@ -127,9 +127,9 @@ class DeviceModel {
   bool capture_ok_ = true;  // false after a capture failed: frames run without graphs
   GraphStats graph_stats_;
   // Captured decode graphs by (batch bucket << 32 | segments); null: seen once, not yet captured.
-  // Valid for graphs_arena_ and scratch generation graphs_generation_.
+  // Valid for the arena graphs_arena_ (DeviceKvArena::id) and scratch generation graphs_generation_.
   std::unordered_map<uint64_t, std::unique_ptr<cuda::CapturedGraph>> graphs_;
-  const uint8_t* graphs_arena_ = nullptr;
+  uint64_t graphs_arena_ = 0;
   int64_t graphs_generation_ = -1;
 };
 

@@ -56,6 +56,7 @@ TEST_F(CudaDeviceModelTest, DecodeGraphsGiveTheSameLogits) {
   test::check_decode_frames(*backend_, "stories260K.gguf");
   test::check_decode_frames(*backend_, "stories260K-q4_0.gguf", KvCodec::kInt8);
 }
+TEST_F(CudaDeviceModelTest, ANewArenaGetsItsOwnGraphs) { test::check_new_arena_graphs(*backend_); }
 TEST_F(CudaDeviceModelTest, PerplexityIsTheCpus) { test::check_device_perplexity(*backend_); }
 TEST_F(CudaDeviceModelTest, LogitsDoNotDependOnBatchOrChunking) { test::check_device_invariance(*backend_, "stories260K.gguf"); }
 TEST_F(CudaDeviceModelTest, QuantizedLogitsDoNotDependOnBatchOrChunking) {

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <functional>
 #include "support/device_model_checks.h"
+#include "support/tiny_model.h"
+#include "kernels/kernels.h"
 
 namespace hz {
 namespace {
@@ -64,6 +66,8 @@ TEST_F(DeviceModelTest, DecodeFramesGiveTheSameLogits) {
   test::check_decode_frames(*backend_, "stories260K.gguf");
   test::check_decode_frames(*backend_, "stories260K-q4_0.gguf", KvCodec::kInt8);
 }
+TEST_F(DeviceModelTest, ANewArenaGetsItsOwnGraphs) { test::check_new_arena_graphs(*backend_); }
+
 // The deep-context attention check (DeviceSequence::check_synthetic_attention): device attention
 // over synthetic rows agrees with the host's double-precision reference made from the same seeds
 // (filled in one call or in two that split a block), and a block whose bytes are damaged fails it.
@@ -116,6 +120,62 @@ TEST_F(DeviceModelTest, KQuantTensorsAreConvertedAndNamed) {
   }
   EXPECT_EQ(f.device->weight_bytes(), DeviceModel::weight_bytes_for(*f.model));
   test::check_device_last_logits(*backend_, "synth-small-q4_k_m.gguf", "synth-small-q4_k_m.json", 0.3f);
+}
+
+// A file that mixes quantized and f32 matrices (q/output/down f32; k, v, gate, up q8_0): each
+// quantized matmul reads its own input's blocks. The device keeps one quantized copy of the last
+// input for the matmuls that share it (k after q, v after k, up after gate); with an f32 matrix
+// between them it must not reuse a copy of an input that a kernel has since rewritten (layer 1's
+// k would otherwise read layer 0's FFN input, and the logits would be far from the CPU's).
+TEST_F(DeviceModelTest, MixedTypesQuantizeEachInputAfresh) {
+  test::TinyModelSpec spec;
+  spec.layers = 3;
+  spec.hidden = 64;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 16;
+  spec.ffn = 96;
+  spec.vocab = 64;
+  const test::TinyModel tm = test::TinyModel::random(spec);
+  test::TinyModel f32_part = tm;
+  std::vector<std::string> quantized;
+  for (int32_t l = 0; l < spec.layers; ++l) {
+    for (const char* t : {"attn_k", "attn_v", "ffn_gate", "ffn_up"}) {
+      quantized.push_back(fmt::format("blk.{}.{}.weight", l, t));
+      f32_part.w.erase(quantized.back());
+    }
+  }
+  const std::string dir = test::make_temp_dir("mixed");
+  const std::string path = dir + "/mixed.gguf";
+  ASSERT_TRUE(f32_part.write(path, [&](GgufWriter& g) {
+    for (const std::string& name : quantized) {
+      const std::vector<uint64_t>& dims = tm.dims.at(name);
+      const std::vector<float>& v = tm.w.at(name);
+      g.add_tensor(name, DType::kQ8_0, dims, [&v, cols = static_cast<int64_t>(dims[0])](uint8_t* dst, uint64_t) {
+        const int64_t rows = static_cast<int64_t>(v.size()) / cols;
+        for (int64_t r = 0; r < rows; ++r) kernels::encode_row(DType::kQ8_0, v.data() + r * cols, dst + r * row_bytes(DType::kQ8_0, cols), cols);
+      });
+    }
+  }));
+  auto model = Model::load(path, {}, /*pack=*/false);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto dev = DeviceModel::create(**model, *backend_);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  ThreadPool pool(1);
+  SingleSequence cpu(**model, pool, SingleSequenceOptions{.max_tokens = 64, .kv_dtype = DType::kF32});
+  auto seq = test::device_sequence(**dev, *backend_, {.max_tokens = 64, .kv_codec = KvCodec::kF32});
+  ASSERT_NE(seq, nullptr);
+  const std::vector<int32_t> tokens = test::random_tokens(12, spec.vocab, 7);
+  const std::vector<float> want = cpu.append(tokens, /*all_logits=*/true);
+  const std::vector<float> got = test::append(*seq, tokens, /*all_logits=*/true);
+  ASSERT_EQ(got.size(), want.size());
+  float worst = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  EXPECT_LT(worst, 1e-3f * std::max(scale, 1.0f)) << "largest logit " << scale;
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // The device copy of an unconverted model is the file's tensors: its size is what the planner counts.

@@ -389,4 +389,47 @@ inline void check_decode_frames(cuda::Backend& backend, const std::string& model
   }
 }
 
+// Captured decode graphs belong to one arena: a new arena (here bf16 after f16, the same size, so
+// at the freed one's address where the allocator reuses it, as cudaMalloc does) gets graphs of
+// its own, and its logits are a plain run's.
+inline void check_new_arena_graphs(cuda::Backend& backend) {
+  DeviceFixture plain = load_on_device("stories260K.gguf", backend);
+  DeviceFixture framed = load_on_device("stories260K.gguf", backend);
+  ASSERT_NE(plain.device, nullptr);
+  ASSERT_NE(framed.device, nullptr);
+  plain.device->set_decode_graphs(false);
+  const int vocab = plain.device->config().vocab;
+  const std::vector<int32_t> tokens = random_tokens(24, vocab, 5);
+  int64_t captures = 0;
+  for (kernels::KvCodec codec : {kernels::KvCodec::kF16, kernels::KvCodec::kBF16, kernels::KvCodec::kF16}) {
+    SCOPED_TRACE(kv_type_name(codec));
+    DeviceKvArenaConfig ac;
+    ac.num_layers = plain.device->config().num_layers;
+    ac.num_kv_heads = plain.device->config().num_kv_heads;
+    ac.head_dim = plain.device->config().head_dim;
+    ac.num_blocks = 8;
+    ac.codec = codec;
+    auto a = DeviceKvArena::create(ac, backend);
+    auto b = DeviceKvArena::create(ac, backend);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<BlockRef> ta, tb;
+    for (int32_t i = 0; i < (*a)->blocks_for(24); ++i) {
+      ta.push_back(BlockRef::pool(*(*a)->pool().allocate()));
+      tb.push_back(BlockRef::pool(*(*b)->pool().allocate()));
+    }
+    std::vector<float> la, lb;
+    ASSERT_TRUE(plain.device->forward({SeqSlice{tokens.data(), 16, 0, ta.data()}}, **a, &la).ok());
+    ASSERT_TRUE(framed.device->forward({SeqSlice{tokens.data(), 16, 0, tb.data()}}, **b, &lb).ok());
+    for (int64_t pos = 16; pos < 20; ++pos) {  // run, capture, replay, replay
+      ASSERT_TRUE(plain.device->forward({SeqSlice{tokens.data() + pos, 1, pos, ta.data()}}, **a, &la).ok());
+      ASSERT_TRUE(framed.device->forward({SeqSlice{tokens.data() + pos, 1, pos, tb.data()}}, **b, &lb).ok());
+      EXPECT_TRUE(same_bits(la, lb)) << "position " << pos;
+    }
+    if (backend.graphs_supported()) {
+      EXPECT_EQ(framed.device->graph_stats().captures, captures + 1);
+      captures = framed.device->graph_stats().captures;
+    }
+  }
+}
+
 }  // namespace hz::test

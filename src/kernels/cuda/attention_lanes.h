@@ -274,13 +274,14 @@ HZ_LANE_FN void score_key(const Cta& c, const Mem& m, int64_t key, int64_t j, in
       for (int32_t b = 0; b < kRowBatch; ++b) t[b] = 0.0f;
       const int64_t e = c.hd < (gi + 1) * c.glen ? c.hd : (gi + 1) * c.glen;
       dot_span<C>(kp, vec, q, gi * c.glen, e, t);
-      const float ks = lanes::half_to_f32(lanes::load_u16(sp + (row * c.ngroups + gi) * 2));
+      // Scales by bytes: a plane of odd size (odd heads x block tokens) leaves them unaligned.
+      const float ks = lanes::half_to_f32(lanes::load_u16_any(sp + (row * c.ngroups + gi) * 2));
       for (int32_t b = 0; b < kRowBatch; ++b) s[b] = lanes::fma_rn(ks, t[b], s[b]);
     }
   } else {
     dot_span<C>(kp, vec, q, 0, c.hd, s);
     if constexpr (C == KvCodec::kFp8) {
-      const float ks = lanes::load_f32(sp + row * 4);  // one f32 per row (device/kv_block_desc.h)
+      const float ks = lanes::load_f32_any(sp + row * 4);  // one f32 per row (device/kv_block_desc.h)
       for (int32_t b = 0; b < kRowBatch; ++b) s[b] = lanes::mul_rn(s[b], ks);
     }
   }
@@ -304,9 +305,9 @@ HZ_LANE_FN void scores(const Cta& c, const Mem& m, int64_t c0, int64_t k0, int64
     for (int64_t g = 0; g < c.ngroups; ++g) {
       float f = 1.0f;
       if (grouped(codec)) {
-        f = lanes::half_to_f32(lanes::load_u16(a.arena + blk.v_scales + a.layer_offset + (row * c.ngroups + g) * 2));
+        f = lanes::half_to_f32(lanes::load_u16_any(a.arena + blk.v_scales + a.layer_offset + (row * c.ngroups + g) * 2));
       } else if (codec == KvCodec::kFp8) {
-        f = lanes::load_f32(a.arena + blk.v_scales + a.layer_offset + row * 4);
+        f = lanes::load_f32_any(a.arena + blk.v_scales + a.layer_offset + row * 4);
       }
       m.vscale[j * c.ngroups + g] = f;
     }

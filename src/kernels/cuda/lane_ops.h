@@ -87,6 +87,11 @@ HZ_LANE_FN uint16_t load_u16(const uint8_t* p) {  // p 2-byte aligned
 #endif
 }
 
+// The same at any address (a scale in an arena plane whose size is odd): byte by byte.
+HZ_LANE_FN uint16_t load_u16_any(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (static_cast<uint16_t>(p[1]) << 8));
+}
+
 // The little-endian 32-bit word at p (2-byte aligned): two 2-byte loads.
 HZ_LANE_FN int load_word_b2(const uint8_t* p) {
   return static_cast<int>(static_cast<uint32_t>(load_u16(p)) | (static_cast<uint32_t>(load_u16(p + 2)) << 16));
@@ -131,6 +136,19 @@ HZ_LANE_FN float load_f32(const uint8_t* p) {  // p 4-byte aligned on the GPU
 #else
   float v;
   std::memcpy(&v, p, 4);
+  return v;
+#endif
+}
+
+// An f32 at any address: byte by byte (the little-endian bits).
+HZ_LANE_FN float load_f32_any(const uint8_t* p) {
+  const uint32_t bits = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                        (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float v;
+  std::memcpy(&v, &bits, 4);
   return v;
 #endif
 }

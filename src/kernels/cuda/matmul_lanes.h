@@ -128,7 +128,7 @@ HZ_LANE_FN void lane_partials(const uint8_t* const* wrow, int64_t n, const void*
       for (int i = 0; i < R; ++i) {
         const Elem* we = reinterpret_cast<const Elem*>(wrow[i]) + e;
         if (whole) {
-          Elem raw[V];
+          alignas(16) Elem raw[V];  // a 16-byte store target, wherever the compiler puts it
           load16(we, raw);
 #if defined(__CUDA_ARCH__)
 #pragma unroll
@@ -147,7 +147,7 @@ HZ_LANE_FN void lane_partials(const uint8_t* const* wrow, int64_t n, const void*
       for (int k = 0; k < T; ++k) {
         if (k < nt) {
           const float* xe = xf + (t0 + k) * n + e;
-          float xv[V];
+          alignas(16) float xv[V];
           if (whole) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
