@@ -35,8 +35,8 @@ TEST_P(CudaAttentionLanesTest, SameBitsAsTheFirstKernel) {
   auto host = cuda::make_host_backend();
   auto lanes = lanes_backend(*host, cuda::kAttnThreads);
   auto odd = lanes_backend(*host, 37);  // another thread count: another split of every phase
-  test::PagedAttentionFixture f(p.codec, p.head_dim, {1, 700, 1600}, 7 + p.head_dim);
-  const int64_t qsize = static_cast<int64_t>(test::kHeads) * p.head_dim;
+  test::PagedAttentionFixture f(p.codec, p.head_dim, {1, 700, 1600}, 7 + p.head_dim, p.heads, p.kv_heads, p.block_tokens);
+  const int64_t qsize = static_cast<int64_t>(p.heads) * p.head_dim;
   std::vector<test::Query> dec = {{0, 0}, {1, 512}, {1, 699}, {2, 511}, {2, 1599}};
   std::vector<test::Query> pre;
   for (int64_t pos = 1490; pos < 1540; ++pos) pre.push_back({2, pos});  // across a segment boundary

@@ -39,15 +39,17 @@ struct Query {
 
 class PagedAttentionFixture {
  public:
-  PagedAttentionFixture(KvCodec codec, int32_t head_dim, const std::vector<int64_t>& lengths, uint32_t seed)
-      : hd_(head_dim), lengths_(lengths), rng_(seed) {
+  // `heads` query heads over `kv_heads` KV heads, `block_tokens` positions per block.
+  PagedAttentionFixture(KvCodec codec, int32_t head_dim, const std::vector<int64_t>& lengths, uint32_t seed,
+                        int32_t heads = kHeads, int32_t kv_heads = kKvHeads, int32_t block_tokens = kBlockTokens)
+      : hd_(head_dim), heads_(heads), kv_heads_(kv_heads), bt_(block_tokens), lengths_(lengths), rng_(seed) {
     geo_.num_layers = kLayers;
-    geo_.num_kv_heads = kKvHeads;
+    geo_.num_kv_heads = kv_heads_;
     geo_.head_dim = head_dim;
-    geo_.block_tokens = kBlockTokens;
+    geo_.block_tokens = bt_;
     geo_.codec = codec;
     int64_t num_blocks = 0;
-    for (int64_t l : lengths) num_blocks += (l + kBlockTokens - 1) / kBlockTokens;
+    for (int64_t l : lengths) num_blocks += (l + bt_ - 1) / bt_;
     num_blocks += 3;  // unused blocks in between
     arena_.assign(static_cast<size_t>(num_blocks * geo_.block_bytes()), 0xff);
     std::vector<int64_t> ids(num_blocks);
@@ -56,20 +58,20 @@ class PagedAttentionFixture {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     // Rows encoded one at a time as the device writes them (fp8: one scale per row).
     const int64_t reb = kernels::kv_row_elem_bytes(codec, hd_), rsb = device::arena_row_scale_bytes(codec, hd_);
-    std::vector<float> rows(kBlockTokens * hd_);
+    std::vector<float> rows(bt_ * hd_);
     size_t next = 0;
     for (size_t s = 0; s < lengths.size(); ++s) {
       std::vector<device::DeviceKvBlock> table;
-      for (int64_t b = 0; b < (lengths[s] + kBlockTokens - 1) / kBlockTokens; ++b) {
+      for (int64_t b = 0; b < (lengths[s] + bt_ - 1) / bt_; ++b) {
         const device::DeviceKvBlock d = device::arena_block_descriptor(geo_, ids[next++]);
         table.push_back(d);
         for (int32_t layer = 0; layer < kLayers; ++layer) {
           const uint64_t lo = geo_.layer_offset(layer);
           for (int stream = 0; stream < 2; ++stream) {
-            for (int32_t h = 0; h < kKvHeads; ++h) {
+            for (int32_t h = 0; h < kv_heads_; ++h) {
               for (auto& v : rows) v = nd(rng_) * 2.0f;
-              for (int32_t slot = 0; slot < kBlockTokens; ++slot) {
-                const int64_t r = static_cast<int64_t>(h) * kBlockTokens + slot;
+              for (int32_t slot = 0; slot < bt_; ++slot) {
+                const int64_t r = static_cast<int64_t>(h) * bt_ + slot;
                 uint8_t* elems = arena_.data() + (stream ? d.v_elems : d.k_elems) + lo + r * reb;
                 uint8_t* scales = arena_.data() + (stream ? d.v_scales : d.k_scales) + lo + r * rsb;
                 kernels::ref::encode_kv_rows(codec, rows.data() + slot * hd_, 1, hd_, elems, scales);
@@ -84,25 +86,25 @@ class PagedAttentionFixture {
 
   // The reference row (decoded by the scalar codec) of sequence s, key position `key`, KV head h.
   std::vector<float> row(int32_t s, int64_t key, int32_t h, bool v) const {
-    const device::DeviceKvBlock& d = tables_[s][key / kBlockTokens];
-    const int64_t slot = key % kBlockTokens;
+    const device::DeviceKvBlock& d = tables_[s][key / bt_];
+    const int64_t slot = key % bt_;
     const KvCodec c = geo_.codec;
     const int64_t reb = kernels::kv_row_elem_bytes(c, hd_), rsb = device::arena_row_scale_bytes(c, hd_);
     const uint64_t lo = geo_.layer_offset(kLayer);
-    const uint8_t* elems = arena_.data() + (v ? d.v_elems : d.k_elems) + lo + (h * kBlockTokens + slot) * reb;
-    const uint8_t* scales = arena_.data() + (v ? d.v_scales : d.k_scales) + lo + (h * kBlockTokens + slot) * rsb;
+    const uint8_t* elems = arena_.data() + (v ? d.v_elems : d.k_elems) + lo + (h * bt_ + slot) * reb;
+    const uint8_t* scales = arena_.data() + (v ? d.v_scales : d.k_scales) + lo + (h * bt_ + slot) * rsb;
     std::vector<float> out(hd_);
     kernels::ref::decode_kv_rows(c, elems, scales, 1, hd_, out.data());
     return out;
   }
 
-  // Double-precision attention of query `q` ([kHeads][hd], unscaled) at (s, pos).
+  // Double-precision attention of query `q` ([heads_][hd], unscaled) at (s, pos).
   std::vector<double> reference(const float* q, int32_t s, int64_t pos, int64_t window) const {
     const int64_t first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
-    std::vector<double> out(static_cast<size_t>(kHeads) * hd_, 0.0);
-    for (int32_t h = 0; h < kHeads; ++h) {
-      const int32_t kvh = h / (kHeads / kKvHeads);
+    std::vector<double> out(static_cast<size_t>(heads_) * hd_, 0.0);
+    for (int32_t h = 0; h < heads_; ++h) {
+      const int32_t kvh = h / (heads_ / kv_heads_);
       std::vector<double> scores;
       for (int64_t k = first; k <= pos; ++k) {
         const auto kr = row(s, k, kvh, false);
@@ -121,7 +123,7 @@ class PagedAttentionFixture {
     return out;
   }
 
-  // Runs the queries (each [kHeads][hd] in `q`) in one launch on `be`; returns [queries][kHeads][hd].
+  // Runs the queries (each [heads_][hd] in `q`) in one launch on `be`; returns [queries][heads_][hd].
   std::vector<float> run(cuda::Backend& be, const std::vector<Query>& queries, const std::vector<float>& q, int64_t window,
                          bool prefill) const {
     std::vector<int32_t> qseq;
@@ -130,12 +132,12 @@ class PagedAttentionFixture {
       qseq.push_back(x.seq);
       qpos.push_back(x.pos);
     }
-    const int32_t qb = cuda::attention_query_block(kHeads / kKvHeads, prefill);
-    auto up = device::build_attention_upload(tables_, qseq, qpos, kBlockTokens, window, qb);
+    const int32_t qb = cuda::attention_query_block(heads_ / kv_heads_, prefill);
+    auto up = device::build_attention_upload(tables_, qseq, qpos, bt_, window, qb);
     EXPECT_TRUE(up.ok()) << up.status().message();
     if (!up.ok()) return {};
-    const int64_t partials = cuda::attention_partial_floats(up->num_queries, kHeads, up->max_segments, hd_);
-    const uint64_t out_bytes = queries.size() * kHeads * hd_ * sizeof(float);
+    const int64_t partials = cuda::attention_partial_floats(up->num_queries, heads_, up->max_segments, hd_);
+    const uint64_t out_bytes = queries.size() * heads_ * hd_ * sizeof(float);
     auto darena = upload(be, arena_.data(), arena_.size());
     auto dup = upload(be, up->bytes.data(), up->bytes.size());
     auto dq = upload(be, q.data(), q.size() * sizeof(float));
@@ -146,10 +148,10 @@ class PagedAttentionFixture {
     a.layer_offset = geo_.layer_offset(kLayer);
     device::bind_attention_upload(*up, dup.as<uint8_t>(), &a);
     a.qblock_size = qb;
-    a.num_heads = kHeads;
-    a.num_kv_heads = kKvHeads;
+    a.num_heads = heads_;
+    a.num_kv_heads = kv_heads_;
     a.head_dim = hd_;
-    a.block_tokens = kBlockTokens;
+    a.block_tokens = bt_;
     a.window = window;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd_));
     a.q = dq.as<float>();
@@ -157,7 +159,7 @@ class PagedAttentionFixture {
     a.out = dout.as<float>();
     Status s = be.paged_attention(a);
     EXPECT_TRUE(s.ok()) << s.message();
-    std::vector<float> out(queries.size() * kHeads * hd_);
+    std::vector<float> out(queries.size() * heads_ * hd_);
     s = be.download(out.data(), dout.data(), out_bytes);
     EXPECT_TRUE(s.ok()) << s.message();
     return out;
@@ -182,6 +184,7 @@ class PagedAttentionFixture {
 
  public:
   int32_t hd_;
+  int32_t heads_, kv_heads_, bt_;
   std::vector<int64_t> lengths_;
   std::mt19937 rng_;
   device::ArenaGeometry geo_;
@@ -192,6 +195,9 @@ class PagedAttentionFixture {
 struct AttentionParam {
   KvCodec codec;
   int32_t head_dim;
+  int32_t heads = kHeads;
+  int32_t kv_heads = kKvHeads;
+  int32_t block_tokens = kBlockTokens;
 };
 
 // Paged attention on `be` against the double-precision reference for codec and head dim `p`, and
@@ -199,8 +205,8 @@ struct AttentionParam {
 // batch or alone, and under another chunking; with and without a sliding window.
 inline void check_paged_attention(cuda::Backend& be, const AttentionParam& p) {
   const std::vector<int64_t> lengths = {1, 700, 1600};
-  PagedAttentionFixture f(p.codec, p.head_dim, lengths, 99 + p.head_dim);
-  const int64_t qsize = static_cast<int64_t>(kHeads) * p.head_dim;
+  PagedAttentionFixture f(p.codec, p.head_dim, lengths, 99 + p.head_dim, p.heads, p.kv_heads, p.block_tokens);
+  const int64_t qsize = static_cast<int64_t>(p.heads) * p.head_dim;
   std::normal_distribution<float> nd(0.0f, 1.0f);
   // One query vector per (seq, pos), so every launch below sees the same q for the same position.
   auto qvec = [&](int32_t s, int64_t pos) {
@@ -263,13 +269,24 @@ inline void check_paged_attention(cuda::Backend& be, const AttentionParam& p) {
 
 inline std::string attention_param_name(const ::testing::TestParamInfo<AttentionParam>& info) {
   static const char* kNames[] = {"f32", "f16", "bf16", "fp8", "int8", "int4"};
-  return std::string(kNames[static_cast<int>(info.param.codec)]) + "_hd" + std::to_string(info.param.head_dim);
+  const AttentionParam& p = info.param;
+  std::string name = std::string(kNames[static_cast<int>(p.codec)]) + "_hd" + std::to_string(p.head_dim);
+  if (p.heads != kHeads || p.kv_heads != kKvHeads) name += "_h" + std::to_string(p.heads) + "kv" + std::to_string(p.kv_heads);
+  if (p.block_tokens != kBlockTokens) name += "_bt" + std::to_string(p.block_tokens);
+  return name;
 }
 
-// Every codec; head dims 8..256, one not a multiple of 32.
+// Every codec; head dims 8..256, some not a multiple of 32 (a last scale group cut short) or of
+// 4; query groups of 1, 3 and 6 heads per KV head (rows not a multiple of the kernels' row
+// batch); blocks of 1, 7 and 1024 positions (planes of odd size: scales at odd addresses).
 inline std::vector<AttentionParam> attention_params() {
-  return {{KvCodec::kF32, 64}, {KvCodec::kF16, 128}, {KvCodec::kBF16, 64}, {KvCodec::kFp8, 128}, {KvCodec::kInt8, 128},
-          {KvCodec::kInt4, 64}, {KvCodec::kF16, 8},   {KvCodec::kInt8, 20}, {KvCodec::kF16, 256}};
+  return {{KvCodec::kF32, 64},          {KvCodec::kF16, 128},         {KvCodec::kBF16, 64},
+          {KvCodec::kFp8, 128},         {KvCodec::kInt8, 128},        {KvCodec::kInt4, 64},
+          {KvCodec::kF16, 8},           {KvCodec::kInt8, 20},         {KvCodec::kF16, 256},
+          {KvCodec::kInt4, 80},         {KvCodec::kInt8, 80},         {KvCodec::kFp8, 80},
+          {KvCodec::kF32, 20},          {KvCodec::kF16, 64, 3, 3},    {KvCodec::kInt8, 64, 6, 2},
+          {KvCodec::kFp8, 18, 6, 1, 7}, {KvCodec::kInt4, 18, 3, 3, 7}, {KvCodec::kInt8, 40, 4, 1, 1},
+          {KvCodec::kF16, 32, 8, 2, 1024}};
 }
 
 }  // namespace hz::test
