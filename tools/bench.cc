@@ -2,6 +2,7 @@
 // flags onto src/bench and prints the reports (aligned table, --json, --svg).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -227,6 +228,15 @@ int run_bench_engine(const EngineBenchFlags& f) {
       out += fmt::format("{}: depth reached by {} fill in {:.2f} s\n", r.test, how, r.fill_seconds);
       if (!r.attention_check.empty()) out += fmt::format("{}: attention check at depth {}, {}\n", r.test, r.depth, r.attention_check);
     }
+  }
+  // Speed is measured at any depth; past the training context the model's output means nothing.
+  const int64_t train_ctx = c.value("train_ctx", int64_t{0});
+  int64_t deepest = 0;
+  for (const auto& r : rep->results) deepest = std::max<int64_t>(deepest, r.depth);
+  if (train_ctx > 0 && deepest > train_ctx) {
+    out += fmt::format("\nnote: depth {} is past the model's training context ({} tokens): the figures measure speed; "
+                       "what the model would write there is not meaningful\n",
+                       deepest, train_ctx);
   }
   std::fputs(out.c_str(), stdout);
   for (const auto& r : rep->results) {

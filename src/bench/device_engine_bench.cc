@@ -133,6 +133,7 @@ Result<EngineBenchReport> run_device_engine_bench(const EngineBenchOptions& o, c
   cond["model_path"] = o.model_path;
   cond["model_name"] = c.name;
   cond["arch"] = c.arch;
+  cond["train_ctx"] = c.train_ctx;
   cond["weight_type"] = c.num_layers > 0 ? dtype_name(model->weights().layers[0].wq.dtype) : "?";
   cond["weights_file_bytes"] = model->file().file_size();
   cond["device_weight_bytes"] = dm->weight_bytes();

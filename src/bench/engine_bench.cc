@@ -182,6 +182,7 @@ Result<EngineBenchReport> run_engine_bench(const EngineBenchOptions& o, const Pr
   cond["model_path"] = o.model_path;
   cond["model_name"] = c.name;
   cond["arch"] = c.arch;
+  cond["train_ctx"] = c.train_ctx;
   cond["weight_type"] = c.num_layers > 0 ? dtype_name(model->weights().layers[0].wq.dtype) : "?";
   cond["weights_file_bytes"] = model->file().file_size();
   cond["decode_weight_bytes_per_token"] = model->streamed_weight_bytes();

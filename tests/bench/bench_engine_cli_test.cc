@@ -97,6 +97,16 @@ TEST(BenchEngineCliTest, PrefillFillAndTable) {
   EXPECT_NE(out.find("tg2@d40"), std::string::npos) << out;
   EXPECT_EQ(out.find("pp"), std::string::npos) << out;  // -p 0: no prefill test
   EXPECT_NE(out.find("depth reached by prefill fill"), std::string::npos) << out;
+  EXPECT_EQ(out.find("training context"), std::string::npos) << out;  // 40 is within stories260K's 512
+}
+
+// A depth past the model's training context runs (speed), with a note that says so.
+TEST(BenchEngineCliTest, DepthPastTheTrainingContextIsNoted) {
+  std::string out, err;
+  int rc = test::run_command(bin() + " bench engine -m " + stories() + " -p 0 -n 2 --depth 600 --reps 1 -t 1", &out, &err);
+  ASSERT_EQ(rc, 0) << err;
+  EXPECT_NE(out.find("tg2@d600"), std::string::npos) << out;
+  EXPECT_NE(out.find("note: depth 600 is past the model's training context (512 tokens)"), std::string::npos) << out;
 }
 
 // --seqs: the decode rows run several sequences through one forward call per step.
