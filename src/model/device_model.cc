@@ -200,6 +200,14 @@ Status DeviceModel::upload_weights(const Model& model) {
   return backend_.synchronize();
 }
 
+uint64_t DeviceModel::scratch_bytes() const {
+  uint64_t total = 0;
+  for (const cuda::DeviceMemory* m : {&s_.x, &s_.xn, &s_.q, &s_.k, &s_.v, &s_.attn, &s_.gate, &s_.up, &s_.xq, &s_.logits,
+                                      &s_.tokens, &s_.pos, &s_.upload, &s_.partials})
+    total += m->bytes();
+  return total;
+}
+
 Status DeviceModel::reserve(int64_t tokens, int64_t logit_rows, int64_t upload_bytes, int64_t partial_floats) {
   const ModelConfig& c = cfg_;
   auto grow = [this](cuda::DeviceMemory& m, uint64_t bytes, const char* what) -> Status {

@@ -48,6 +48,8 @@ class DeviceModel {
 
   const ModelConfig& config() const { return cfg_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Scratch bytes held now (they grow with the largest step seen; scratch_bytes_for bounds them).
+  uint64_t scratch_bytes() const;
   // "output.weight: q6_k -> q8_0", one per tensor converted at load.
   const std::vector<std::string>& conversions() const { return conversions_; }
 

@@ -178,6 +178,22 @@ TEST_F(DeviceModelTest, MixedTypesQuantizeEachInputAfresh) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// What the planner reserves for scratch (scratch_bytes_for) bounds what the steps allocate: a
+// prompt prefilled in chunks of 80 tokens (not a power of two) to a depth of 1100 positions (three
+// attention segments), every chunk's logits, then decode steps.
+TEST_F(DeviceModelTest, ScratchStaysWithinThePlannersCount) {
+  test::DeviceFixture f = test::load_on_device("stories260K.gguf", *backend_);
+  ASSERT_NE(f.device, nullptr);
+  auto seq = test::device_sequence(*f.device, *backend_, {.max_tokens = 1200, .prefill_chunk = 80});
+  ASSERT_NE(seq, nullptr);
+  const std::vector<int32_t> tokens = test::random_tokens(1100, f.device->config().vocab, 3);
+  test::append(*seq, tokens, /*all_logits=*/true);
+  for (int i = 0; i < 4; ++i) test::append(*seq, {tokens[i]});
+  const uint64_t planned = DeviceModel::scratch_bytes_for(f.device->config(), 80, 1200);
+  EXPECT_GT(f.device->scratch_bytes(), planned / 2);
+  EXPECT_LE(f.device->scratch_bytes(), planned);
+}
+
 // The device copy of an unconverted model is the file's tensors: its size is what the planner counts.
 TEST_F(DeviceModelTest, WeightBytesAreTheFilesTensors) {
   test::DeviceFixture f = test::load_on_device("stories260K-q4_0.gguf", *backend_);
