@@ -119,6 +119,7 @@ void ReasoningMask::apply(float* logits, int32_t vocab) {
     }
     case State::kClosing: {
       const int32_t want = forcing_[forced_at_];
+      if (want < 0 || want >= vocab) return;  // not in these logits: nothing to force
       constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
       for (int32_t i = 0; i < vocab; ++i) logits[i] = i == want ? 0.0f : kMinusInf;
       return;
