@@ -21,14 +21,6 @@ std::string_view rtrim(std::string_view s) {
 
 std::string_view trim(std::string_view s) { return rtrim(ltrim(s)); }
 
-// The length of the longest suffix of `s` that is a proper prefix of `tag` (it may become the tag).
-size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
-    if (tag.starts_with(s.substr(s.size() - n))) return n;
-  }
-  return 0;
-}
-
 ReasoningTags think_tags() { return {"<think>", "</think>"}; }
 ReasoningTags mistral_tags() { return {"[THINK]", "[/THINK]"}; }
 
@@ -51,6 +43,22 @@ std::optional<ReasoningTags> reasoning_tags_by_name(std::string_view name) {
   return std::nullopt;
 }
 
+size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
+    if (tag.starts_with(s.substr(s.size() - n))) return n;
+  }
+  return 0;
+}
+
+ReplyStart reply_start(std::string_view head, const ReasoningTags& tags, size_t* after_open) {
+  const std::string_view start = ltrim(head);
+  if (start.starts_with(tags.open)) {
+    if (after_open != nullptr) *after_open = head.size() - start.size() + tags.open.size();
+    return ReplyStart::kReasoning;
+  }
+  return std::string_view(tags.open).starts_with(start) ? ReplyStart::kUndecided : ReplyStart::kAnswer;
+}
+
 bool prompt_opens_reasoning(std::string_view prompt, const ReasoningTags& tags) {
   return rtrim(prompt).ends_with(tags.open);
 }
@@ -63,12 +71,12 @@ ReasoningSplit split_reasoning(std::string_view reply, const ReasoningTags& tags
   ReasoningSplit out;
   std::string_view rest = reply;
   if (!inside) {
-    const std::string_view start = ltrim(reply);
-    if (!start.starts_with(tags.open)) {
+    size_t after_open = 0;
+    if (reply_start(reply, tags, &after_open) != ReplyStart::kReasoning) {
       out.content = std::string(reply);
       return out;
     }
-    rest = start.substr(tags.open.size());
+    rest = reply.substr(after_open);
   }
   out.has_reasoning = true;
   const size_t close = rest.find(tags.close);
@@ -99,16 +107,10 @@ ReasoningStream::Delta ReasoningStream::advance(bool at_end) {
   Delta d;
   const std::string_view all = all_;
   if (!decided_) {
-    const std::string_view start = ltrim(all);
-    if (start.starts_with(tags_.open)) {
-      decided_ = true;
-      has_reasoning_ = true;
-      reasoning_begin_ = all.size() - start.size() + tags_.open.size();
-    } else if (!at_end && std::string_view(tags_.open).starts_with(start)) {
-      return d;  // only whitespace, or the beginning of the open tag, so far
-    } else {
-      decided_ = true;
-    }
+    const ReplyStart start = reply_start(all, tags_, &reasoning_begin_);
+    if (start == ReplyStart::kUndecided && !at_end) return d;  // only whitespace, or the beginning of the open tag
+    decided_ = true;
+    has_reasoning_ = start == ReplyStart::kReasoning;
   }
   // The part of `text` past `*sent`, which only ever grows.
   auto take = [](std::string_view text, size_t* sent) {

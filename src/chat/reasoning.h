@@ -31,6 +31,15 @@ bool prompt_opens_reasoning(std::string_view prompt, const ReasoningTags& tags);
 // Qwen3's does with enable_thinking false, and the reply is all answer.
 bool prompt_closes_reasoning(std::string_view prompt, const ReasoningTags& tags);
 
+// How a reply starts when the prompt did not open the reasoning, from its first bytes `head`: with
+// the open tag after whitespace (reasoning; `*after_open`, if given, is the offset past the tag),
+// with anything else (answer), or not known yet (only whitespace or the beginning of the tag).
+enum class ReplyStart { kUndecided, kReasoning, kAnswer };
+ReplyStart reply_start(std::string_view head, const ReasoningTags& tags, size_t* after_open = nullptr);
+
+// The length of the longest suffix of `s` that is a proper prefix of `tag` (it may become the tag).
+size_t partial_tag_suffix(std::string_view s, std::string_view tag);
+
 struct ReasoningSplit {
   bool has_reasoning = false;  // the reply began with reasoning (possibly empty)
   std::string reasoning;       // without the tags, trimmed of whitespace at both ends

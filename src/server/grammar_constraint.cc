@@ -1,6 +1,5 @@
 #include "server/grammar_constraint.h"
 
-#include <algorithm>
 #include <limits>
 
 namespace hz {
@@ -143,15 +142,14 @@ void ReasoningMask::accept(int32_t token) {
         return;
       }
       head_ += piece_(token);
-      {
-        const size_t b = head_.find_first_not_of(" \t\r\n");
-        const std::string_view text = b == std::string::npos ? std::string_view() : std::string_view(head_).substr(b);
-        if (text.starts_with(tags_.open)) {
-          const std::string after(text.substr(tags_.open.size()));
+      switch (size_t after_open = 0; reply_start(head_, tags_, &after_open)) {
+        case ReplyStart::kUndecided: return;
+        case ReplyStart::kAnswer: to_answer(); return;
+        case ReplyStart::kReasoning: {
+          const std::string after = head_.substr(after_open);
           head_.clear();
           start_reasoning(after);
-        } else if (!std::string_view(tags_.open).starts_with(text)) {
-          to_answer();
+          return;
         }
       }
       return;
@@ -175,10 +173,7 @@ void ReasoningMask::accept(int32_t token) {
       if (budget_.tokens >= 0 && reasoning_tokens_ >= budget_.tokens) {
         budget_spent_ = true;
         // A tag the reasoning has begun is finished rather than written again after the message.
-        size_t k = 0;
-        for (size_t n = std::min(tail_.size(), tags_.close.size() - 1); n > 0 && k == 0; --n) {
-          if (std::string_view(tags_.close).starts_with(std::string_view(tail_).substr(tail_.size() - n))) k = n;
-        }
+        const size_t k = partial_tag_suffix(tail_, tags_.close);
         const bool finish = k > 0 && k < budget_.finish_ids.size() && !budget_.finish_ids[k].empty();
         forcing_ = finish ? budget_.finish_ids[k] : budget_.close_ids;
         forced_at_ = 0;

@@ -128,14 +128,8 @@ TEST_F(DeviceModelTest, KQuantTensorsAreConvertedAndNamed) {
 // between them it must not reuse a copy of an input that a kernel has since rewritten (layer 1's
 // k would otherwise read layer 0's FFN input, and the logits would be far from the CPU's).
 TEST_F(DeviceModelTest, MixedTypesQuantizeEachInputAfresh) {
-  test::TinyModelSpec spec;
-  spec.layers = 3;
-  spec.hidden = 64;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.head_dim = 16;
-  spec.ffn = 96;
-  spec.vocab = 64;
+  const test::TinyModelSpec spec{
+      .layers = 3, .hidden = 64, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 96, .vocab = 64};
   const test::TinyModel tm = test::TinyModel::random(spec);
   test::TinyModel f32_part = tm;
   std::vector<std::string> quantized;

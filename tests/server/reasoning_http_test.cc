@@ -591,6 +591,10 @@ class BudgetTest : public ::testing::Test {
     }
     return ids;
   };
+  // A mask without a grammar and a budget of `tokens` (then `message` and </think>).
+  ReasoningMask budgeted(int32_t tokens, const std::string& message = "", bool inside = true) const {
+    return ReasoningMask(nullptr, kTags, piece, inside, -1, make_reasoning_budget(tokens, message, "</think>", tokenize));
+  }
   // Which token the mask leaves (the only one not -inf), or -1 when it leaves more than one.
   static int32_t forced(LogitMask& mask) {
     float logits[8] = {};
@@ -607,7 +611,7 @@ class BudgetTest : public ::testing::Test {
 };
 
 TEST_F(BudgetTest, TheCloseTagIsForcedWhenTheBudgetIsSpent) {
-  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(3, "", "</think>", tokenize));
+  ReasoningMask mask = budgeted(3);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(forced(mask), -1) << "free while the budget lasts, token " << i;
     mask.accept(0);
@@ -639,7 +643,7 @@ TEST_F(BudgetTest, TheMessageComesFirstAndTheInnerMaskAfter) {
 
 TEST_F(BudgetTest, ATagTheModelBeganIsFinishedNotRestarted) {
   // "</" at the budget: only "think>" follows, not the message and a second "</think>".
-  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(2, " Stop.", "</think>", tokenize));
+  ReasoningMask mask = budgeted(2, " Stop.");
   mask.accept(0);
   mask.accept(1);
   EXPECT_EQ(forced(mask), 2);
@@ -649,7 +653,7 @@ TEST_F(BudgetTest, ATagTheModelBeganIsFinishedNotRestarted) {
 
 TEST_F(BudgetTest, ATagThatCannotBeFinishedIsWrittenWhole) {
   // "<" at the budget: "/think>" has no tokens here, so the message and the whole tag follow.
-  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(1, " Stop.", "</think>", tokenize));
+  ReasoningMask mask = budgeted(1, " Stop.");
   mask.accept(7);
   for (int32_t want : {4, 6, 3}) {
     ASSERT_EQ(forced(mask), want);
@@ -659,7 +663,7 @@ TEST_F(BudgetTest, ATagThatCannotBeFinishedIsWrittenWhole) {
 }
 
 TEST_F(BudgetTest, AReasoningThatClosesWithinTheBudgetIsLeftAlone) {
-  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(3, "", "</think>", tokenize));
+  ReasoningMask mask = budgeted(3);
   mask.accept(0);
   mask.accept(1);
   mask.accept(2);  // "</" "think>": closed by the model at the third token
@@ -672,7 +676,7 @@ TEST_F(BudgetTest, AReasoningThatClosesWithinTheBudgetIsLeftAlone) {
 }
 
 TEST_F(BudgetTest, ZeroClosesAtOnce) {
-  ReasoningMask mask(nullptr, kTags, piece, /*inside=*/true, -1, make_reasoning_budget(0, "", "</think>", tokenize));
+  ReasoningMask mask = budgeted(0);
   EXPECT_TRUE(mask.budget_spent());
   EXPECT_EQ(forced(mask), 3);
   mask.accept(3);
@@ -682,7 +686,7 @@ TEST_F(BudgetTest, ZeroClosesAtOnce) {
 TEST_F(BudgetTest, WithoutAGrammarTheReplyIsWatchedForTheOpenTag) {
   {
     // Whitespace, then the open tag: the budget counts from after it.
-    ReasoningMask mask(nullptr, kTags, piece, /*inside=*/false, -1, make_reasoning_budget(2, "", "</think>", tokenize));
+    ReasoningMask mask = budgeted(2, "", /*inside=*/false);
     mask.accept(4);
     EXPECT_FALSE(mask.reasoning_done()) << "whitespace decides nothing";
     mask.accept(5);
@@ -693,7 +697,7 @@ TEST_F(BudgetTest, WithoutAGrammarTheReplyIsWatchedForTheOpenTag) {
   }
   {
     // "<" may begin the tag; "x" after it makes the reply an answer: no budget applies.
-    ReasoningMask mask(nullptr, kTags, piece, /*inside=*/false, -1, make_reasoning_budget(1, "", "</think>", tokenize));
+    ReasoningMask mask = budgeted(1, "", /*inside=*/false);
     mask.accept(7);
     EXPECT_FALSE(mask.reasoning_done());
     mask.accept(0);
@@ -706,7 +710,7 @@ TEST_F(BudgetTest, WithoutAGrammarTheReplyIsWatchedForTheOpenTag) {
   }
   {
     // Text first: an answer, whatever follows.
-    ReasoningMask mask(nullptr, kTags, piece, /*inside=*/false, -1, make_reasoning_budget(1, "", "</think>", tokenize));
+    ReasoningMask mask = budgeted(1, "", /*inside=*/false);
     mask.accept(6);
     EXPECT_TRUE(mask.reasoning_done());
     mask.accept(5);

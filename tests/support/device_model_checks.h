@@ -58,6 +58,17 @@ inline std::vector<float> append(DeviceSequence& s, const std::vector<int32_t>& 
   return r.ok() ? **r : std::vector<float>{};
 }
 
+// An arena of `num_blocks` blocks for `m`'s layers and heads.
+inline DeviceKvArenaConfig arena_config(const DeviceModel& m, int32_t num_blocks, kernels::KvCodec codec) {
+  DeviceKvArenaConfig ac;
+  ac.num_layers = m.config().num_layers;
+  ac.num_kv_heads = m.config().num_kv_heads;
+  ac.head_dim = m.config().head_dim;
+  ac.num_blocks = num_blocks;
+  ac.codec = codec;
+  return ac;
+}
+
 // Greedy decoding reproduces every golden output id, top-5 probabilities within `tol`.
 inline void check_device_greedy(cuda::Backend& backend, const std::string& model_file, const std::string& golden_file,
                                 float tol, kernels::KvCodec codec) {
@@ -286,12 +297,7 @@ inline void check_device_invariance(cuda::Backend& backend, const std::string& m
   }
   // Batched: the last 3 positions of `tokens` decoded one at a time (after a prefill of the rest),
   // each step together with a 25-token prefill of another sequence and a decode of a third.
-  DeviceKvArenaConfig ac;
-  ac.num_layers = dm.config().num_layers;
-  ac.num_kv_heads = dm.config().num_kv_heads;
-  ac.head_dim = dm.config().head_dim;
-  ac.num_blocks = 128;
-  ac.codec = codec;
+  const DeviceKvArenaConfig ac = arena_config(dm, 128, codec);
   auto arena = DeviceKvArena::create(ac, backend);
   ASSERT_TRUE(arena.ok()) << arena.status().message();
   DeviceKvArena& kv = **arena;
@@ -337,12 +343,7 @@ inline void check_decode_frames(cuda::Backend& backend, const std::string& model
   plain.device->set_decode_graphs(false);
   const int vocab = plain.device->config().vocab;
   const std::vector<int64_t> lengths = {5, 530, 17, 40, 1030, 600, 3, 77, 1100};
-  DeviceKvArenaConfig ac;
-  ac.num_layers = plain.device->config().num_layers;
-  ac.num_kv_heads = plain.device->config().num_kv_heads;
-  ac.head_dim = plain.device->config().head_dim;
-  ac.num_blocks = 400;
-  ac.codec = codec;
+  const DeviceKvArenaConfig ac = arena_config(*plain.device, 400, codec);
   auto arena_a = DeviceKvArena::create(ac, backend), arena_b = DeviceKvArena::create(ac, backend);
   ASSERT_TRUE(arena_a.ok() && arena_b.ok());
   struct Seq {
@@ -403,12 +404,7 @@ inline void check_new_arena_graphs(cuda::Backend& backend) {
   int64_t captures = 0;
   for (kernels::KvCodec codec : {kernels::KvCodec::kF16, kernels::KvCodec::kBF16, kernels::KvCodec::kF16}) {
     SCOPED_TRACE(kv_type_name(codec));
-    DeviceKvArenaConfig ac;
-    ac.num_layers = plain.device->config().num_layers;
-    ac.num_kv_heads = plain.device->config().num_kv_heads;
-    ac.head_dim = plain.device->config().head_dim;
-    ac.num_blocks = 8;
-    ac.codec = codec;
+    const DeviceKvArenaConfig ac = arena_config(*plain.device, 8, codec);
     auto a = DeviceKvArena::create(ac, backend);
     auto b = DeviceKvArena::create(ac, backend);
     ASSERT_TRUE(a.ok() && b.ok());
